@@ -1,0 +1,599 @@
+/*
+ * c.c — the portable C backend, and the C-family printer it shares with
+ * cuda.c.
+ *
+ * Design.  The generated file is self-contained: a prelude (stdint, math,
+ * float16 / bfloat16 conversions on uint16_t bits, floor division helpers,
+ * the math functions of mathfns.def) and one function
+ *
+ *     int tir_entry(void *const *args);     args in tir_code.args order
+ *
+ * that mallocs the global temps, runs the statement tree and frees them.  The
+ * tree is printed as it stands: a loop is a C for loop (parallel → `omp
+ * parallel for` unless already inside one, vectorized → `omp simd` when that
+ * is safe, unroll → `GCC unroll`, thread-bound → serial); a block instance is
+ * printed exactly as docs/ir-semantics.md defines it.  Compacted buffers are
+ * local arrays declared in the body of their allocation loop (lower.c).
+ *
+ * Values of float16 / bfloat16 are computed in float and rounded where the
+ * IR casts to or stores them; everything else is computed in its own type.
+ * The printer (cg_*) is parameterised by a dialect table so that CUDA C uses
+ * the same expression and block printing with its own types and conversions.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "codegen.h"
+
+/* ---- the C-family printer ---------------------------------------------------- */
+
+void cg_var(tir_buf *o, const tir_var *v)
+{
+	char id[40];
+	lower_ident(id, sizeof id, v->name);
+	buf_printf(o, "%s_%d", id, v->id);
+}
+
+void cg_name_buffers(cg_ctx *c)
+{
+	const tir_program *p = c->L->p;
+	c->bufname = xcalloc((size_t)p->nbufs + 1, sizeof *c->bufname);
+	for (int i = 0; i < p->nbufs; i++) {
+		lower_ident(c->bufname[i], 40, p->bufs[i]->name);
+		for (int j = 0; j < i; j++)
+			if (!strcmp(c->bufname[i], c->bufname[j])) {
+				char tmp[48];
+				snprintf(tmp, sizeof tmp, "%.32s_b%d", c->bufname[i], i);
+				memcpy(c->bufname[i], tmp, sizeof tmp);
+				break;
+			}
+	}
+}
+
+static void int_lit(tir_buf *o, int64_t v)
+{
+	if (v >= -2147483647 && v <= 2147483647)
+		buf_printf(o, "%lld", (long long)v);
+	else
+		buf_printf(o, "%lldLL", (long long)v);
+}
+
+static void float_lit(tir_buf *o, double v)
+{
+	char s[64];
+	snprintf(s, sizeof s, "%.9g", v);
+	if (!strpbrk(s, ".eEn"))            /* "3" → "3.0f"; inf / nan never occur */
+		strcat(s, ".0");
+	buf_printf(o, "%sf", s);
+}
+
+static bool nonneg(cg_ctx *c, const tir_expr *e)
+{
+	int64_t lo, hi;
+	return expr_bounds(e, &c->L->env, &lo, &hi) && lo >= 0;
+}
+
+static void binop(cg_ctx *c, const tir_expr *e, const char *op)
+{
+	buf_puts(c->out, "(");
+	cg_expr(c, e->a);
+	buf_printf(c->out, " %s ", op);
+	cg_expr(c, e->b);
+	buf_puts(c->out, ")");
+}
+
+static void call2(cg_ctx *c, const char *fn, const tir_expr *x, const tir_expr *y)
+{
+	buf_printf(c->out, "%s(", fn);
+	cg_expr(c, x);
+	buf_puts(c->out, ", ");
+	cg_expr(c, y);
+	buf_puts(c->out, ")");
+}
+
+static void load(cg_ctx *c, const tir_expr *e)
+{
+	const char *cvt = c->d->load_cvt[e->buf->dtype];
+	tir_expr *off = lower_offset(c->L, e->buf, e->nidx, e->idx);
+	if (cvt)
+		buf_printf(c->out, "%s(", cvt);
+	buf_printf(c->out, "%s[", c->bufname[e->buf->id]);
+	cg_expr(c, off);
+	buf_puts(c->out, "]");
+	if (cvt)
+		buf_puts(c->out, ")");
+}
+
+void cg_expr(cg_ctx *c, const tir_expr *e)
+{
+	tir_buf *o = c->out;
+	bool fl = dtype_is_float(e->dtype);
+	switch (e->kind) {
+	case E_INT:
+		if (fl)
+			float_lit(o, (double)e->ival);
+		else
+			int_lit(o, e->ival);
+		return;
+	case E_FLOAT:
+		float_lit(o, e->fval);
+		return;
+	case E_VAR:
+		cg_var(o, e->var);
+		return;
+	case E_ADD: binop(c, e, "+"); return;
+	case E_SUB: binop(c, e, "-"); return;
+	case E_MUL: binop(c, e, "*"); return;
+	case E_DIV: binop(c, e, "/"); return;
+	case E_FLOORDIV: case E_FLOORMOD:
+		/* C's / and % truncate; they agree with floor division when both
+		 * operands are provably non-negative */
+		if (nonneg(c, e->a) && e->b->kind == E_INT && e->b->ival > 0)
+			binop(c, e, e->kind == E_FLOORDIV ? "/" : "%");
+		else
+			call2(c, e->kind == E_FLOORDIV ? "tir_floordiv" : "tir_floormod",
+			      e->a, e->b);
+		return;
+	case E_MIN: call2(c, fl ? "tir_minf" : "tir_mini", e->a, e->b); return;
+	case E_MAX: call2(c, fl ? "tir_maxf" : "tir_maxi", e->a, e->b); return;
+	case E_LT: binop(c, e, "<"); return;
+	case E_LE: binop(c, e, "<="); return;
+	case E_EQ: binop(c, e, "=="); return;
+	case E_NE: binop(c, e, "!="); return;
+	case E_AND: binop(c, e, "&&"); return;
+	case E_OR: binop(c, e, "||"); return;
+	case E_NOT:
+		buf_puts(o, "(!");
+		cg_expr(c, e->a);
+		buf_puts(o, ")");
+		return;
+	case E_SELECT:            /* lazy: the untaken side is never evaluated */
+		buf_puts(o, "(");
+		cg_expr(c, e->c);
+		buf_puts(o, " ? ");
+		cg_expr(c, e->a);
+		buf_puts(o, " : ");
+		cg_expr(c, e->b);
+		buf_puts(o, ")");
+		return;
+	case E_CAST: {
+		const char *r = c->d->round[e->dtype];
+		if (r && e->a->dtype != e->dtype) {
+			buf_printf(o, "%s((%s)", r, c->d->value[e->dtype]);
+			cg_expr(c, e->a);
+			buf_puts(o, ")");
+		} else {
+			buf_printf(o, "((%s)", c->d->value[e->dtype]);
+			cg_expr(c, e->a);
+			buf_puts(o, ")");
+		}
+		return;
+	}
+	case E_CALL:
+		buf_printf(o, "tir_%s(", mathfn_name(e->fn));
+		cg_expr(c, e->a);
+		buf_puts(o, ")");
+		return;
+	case E_LOAD:
+		load(c, e);
+		return;
+	default:
+		buf_printf(o, "/* unknown expression kind %d */ 0", (int)e->kind);
+		return;
+	}
+}
+
+void cg_block_iters(cg_ctx *c, const tir_block *b, int depth)
+{
+	for (int i = 0; i < b->niters; i++) {
+		buf_indent(c->out, depth);
+		buf_printf(c->out, "const %s ", c->d->idx_type);
+		cg_var(c->out, b->iters[i].var);
+		buf_puts(c->out, " = ");
+		cg_expr(c, b->iters[i].binding);
+		buf_puts(c->out, ";\n");
+	}
+}
+
+/* store[off] = value (converted to the storage type) */
+static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr *v,
+		  bool accumulate, int depth)
+{
+	tir_buf *o = c->out;
+	const char *name = c->bufname[b->store->id];
+	const char *scvt = c->d->store_cvt[b->store->dtype];
+	const char *lcvt = c->d->load_cvt[b->store->dtype];
+	buf_indent(o, depth);
+	buf_printf(o, "%s[%s] = ", name, off);
+	if (scvt)
+		buf_printf(o, "%s(", scvt);
+	if (accumulate) {
+		if (lcvt)
+			buf_printf(o, "%s(%s[%s])", lcvt, name, off);
+		else
+			buf_printf(o, "%s[%s]", name, off);
+		buf_puts(o, " + ");
+	}
+	cg_expr(c, v);
+	if (scvt)
+		buf_puts(o, ")");
+	buf_puts(o, ";\n");
+}
+
+void cg_block(cg_ctx *c, const tir_block *b, int depth)
+{
+	tir_buf *o = c->out;
+	buf_indent(o, depth);
+	buf_printf(o, "{ /* block %s */\n", b->name);
+	cg_block_iters(c, b, depth + 1);
+	int d = depth + 1;
+	if (b->predicate) {
+		buf_indent(o, d);
+		buf_puts(o, "if (");
+		cg_expr(c, b->predicate);
+		buf_puts(o, ") {\n");
+		d++;
+	}
+	/* the offset, once */
+	tir_buf off = { 0 };
+	tir_buf *save = c->out;
+	c->out = &off;
+	cg_expr(c, lower_offset(c->L, b->store, b->store->ndim, b->store_idx));
+	c->out = save;
+	if (b->reduce == REDUCE_NONE) {
+		store(c, b, off.s, b->value, false, d);
+	} else {
+		if (b->init) {
+			buf_indent(o, d);
+			int nred = 0;
+			for (int i = 0; i < b->niters; i++) {
+				if (b->iters[i].kind != ITER_REDUCE)
+					continue;
+				buf_puts(o, nred++ ? " && " : "if (");
+				cg_var(o, b->iters[i].var);
+				buf_puts(o, " == 0");
+			}
+			if (nred) {
+				buf_puts(o, ")\n");
+				store(c, b, off.s, b->init, false, d + 1);
+			} else {
+				buf_puts(o, "/* no reduction iterator: init every step */\n");
+				store(c, b, off.s, b->init, false, d);
+			}
+		}
+		store(c, b, off.s, b->value, true, d);
+	}
+	free(off.s);
+	if (b->predicate) {
+		buf_indent(o, d - 1);
+		buf_puts(o, "}\n");
+	}
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+}
+
+void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
+		    int depth)
+{
+	buf_indent(c->out, depth);
+	buf_printf(c->out, "%s %s%s[%lld]; /* %s, %lld bytes */\n",
+		   c->d->storage[a->buf->dtype], align_attr, c->bufname[a->buf->id],
+		   (long long)a->elems, scope_name(a->buf->scope), (long long)a->bytes);
+}
+
+/* ---- the C backend ------------------------------------------------------------- */
+
+static const cg_dialect c_dialect = {
+	.idx_type = "int64_t",
+	.storage = {
+#define TIR_DTYPE(id, name, bytes, ctype, cudatype, isfloat) [TIR_##id] = ctype,
+#include "../ir/dtypes.def"
+#undef TIR_DTYPE
+	},
+	.value = {
+		[TIR_F32] = "float", [TIR_F16] = "float", [TIR_BF16] = "float",
+		[TIR_I8] = "int8_t", [TIR_I32] = "int32_t", [TIR_I64] = "int64_t",
+		[TIR_BOOL] = "int",
+	},
+	.load_cvt = { [TIR_F16] = "tir_f16_to_f32", [TIR_BF16] = "tir_bf16_to_f32" },
+	.store_cvt = { [TIR_F16] = "tir_f32_to_f16", [TIR_BF16] = "tir_f32_to_bf16" },
+	.round = { [TIR_F16] = "tir_round_f16", [TIR_BF16] = "tir_round_bf16" },
+};
+
+static const char c_prelude[] =
+"/* generated by tird (libtir, C backend) */\n"
+"#include <stdint.h>\n"
+"#include <stdlib.h>\n"
+"#include <string.h>\n"
+"#include <math.h>\n"
+"\n"
+"static inline float tir_f16_to_f32(uint16_t h)\n"
+"{\n"
+"    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;\n"
+"    float f;\n"
+"    if (e == 0) {\n"
+"        f = ldexpf((float)m, -24);\n"
+"        return sign ? -f : f;\n"
+"    }\n"
+"    x = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));\n"
+"    memcpy(&f, &x, 4);\n"
+"    return f;\n"
+"}\n"
+"\n"
+"static inline uint16_t tir_f32_to_f16(float f)\n"
+"{\n"
+"    uint32_t x, ax, sign, mant, h, rem;\n"
+"    memcpy(&x, &f, 4);\n"
+"    sign = (x >> 16) & 0x8000u;\n"
+"    ax = x & 0x7fffffffu;\n"
+"    if (ax >= 0x7f800000u)                         /* inf, nan */\n"
+"        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));\n"
+"    if (ax >= 0x477ff000u)                         /* rounds to inf */\n"
+"        return (uint16_t)(sign | 0x7c00u);\n"
+"    if (ax < 0x38800000u) {                        /* subnormal or zero */\n"
+"        float a;\n"
+"        memcpy(&a, &ax, 4);\n"
+"        return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));\n"
+"    }\n"
+"    mant = ax & 0x7fffffu;\n"
+"    h = (((ax >> 23) - 112u) << 10) | (mant >> 13);\n"
+"    rem = mant & 0x1fffu;\n"
+"    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))\n"
+"        h++;\n"
+"    return (uint16_t)(sign | h);\n"
+"}\n"
+"\n"
+"static inline float tir_bf16_to_f32(uint16_t h)\n"
+"{\n"
+"    uint32_t x = (uint32_t)h << 16;\n"
+"    float f;\n"
+"    memcpy(&f, &x, 4);\n"
+"    return f;\n"
+"}\n"
+"\n"
+"static inline uint16_t tir_f32_to_bf16(float f)\n"
+"{\n"
+"    uint32_t x;\n"
+"    memcpy(&x, &f, 4);\n"
+"    if ((x & 0x7fffffffu) > 0x7f800000u)\n"
+"        return (uint16_t)((x >> 16) | 0x40u);\n"
+"    x += 0x7fffu + ((x >> 16) & 1u);\n"
+"    return (uint16_t)(x >> 16);\n"
+"}\n"
+"\n"
+"static inline float tir_round_f16(float x) { return tir_f16_to_f32(tir_f32_to_f16(x)); }\n"
+"static inline float tir_round_bf16(float x) { return tir_bf16_to_f32(tir_f32_to_bf16(x)); }\n"
+"\n"
+"/* floor division, used only where an operand may be negative */\n"
+"static inline int64_t tir_floordiv(int64_t a, int64_t b)\n"
+"{\n"
+"    int64_t q = a / b;\n"
+"    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+"}\n"
+"static inline int64_t tir_floormod(int64_t a, int64_t b) { return a - tir_floordiv(a, b) * b; }\n"
+"\n"
+"static inline float tir_minf(float a, float b) { return a < b ? a : b; }\n"
+"static inline float tir_maxf(float a, float b) { return a > b ? a : b; }\n"
+"static inline int64_t tir_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+"static inline int64_t tir_maxi(int64_t a, int64_t b) { return a > b ? a : b; }\n"
+"\n"
+"static inline float tir_exp(float x) { return expf(x); }\n"
+"static inline float tir_tanh(float x) { return tanhf(x); }\n"
+"static inline float tir_erf(float x) { return erff(x); }\n"
+"static inline float tir_sqrt(float x) { return sqrtf(x); }\n"
+"static inline float tir_rsqrt(float x) { return 1.0f / sqrtf(x); }\n"
+"static inline float tir_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+"static inline float tir_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678f)); }\n"
+"\n";
+
+/* Stack arrays above this size are malloc'd at their allocation site
+ * instead (OpenMP threads have small stacks). */
+#define C_STACK_LIMIT (128 * 1024)
+
+typedef struct c_gen {
+	cg_ctx c;
+	int in_parallel;            /* inside an `omp parallel for` */
+	int in_simd;
+} c_gen;
+
+/* Whether `omp simd` on loop l is safe: its body is one block, and the loop
+ * feeds no reduction iterator (lanes would race on one accumulator). */
+static bool simd_safe(const tir_stmt *l)
+{
+	if (l->nkids != 1 || l->kids[0]->kind != STMT_BLOCK)
+		return false;
+	const tir_block *b = l->kids[0]->block;
+	for (int i = 0; i < b->niters; i++)
+		if (b->iters[i].kind == ITER_REDUCE &&
+		    expr_uses_var(b->iters[i].binding, l->var))
+			return false;
+	return true;
+}
+
+static int64_t ann_value(const tir_stmt *l, const char *key, int64_t dflt)
+{
+	for (int i = 0; i < l->nann; i++)
+		if (!strcmp(l->ann[i].key, key))
+			return l->ann[i].value;
+	return dflt;
+}
+
+static void c_allocs(c_gen *g, const tir_stmt *site, int depth, bool open)
+{
+	tir_lowered *L = g->c.L;
+	tir_buf *o = g->c.out;
+	for (int i = 0; i < L->p->nbufs; i++) {
+		const tir_alloc *a = &L->alloc[i];
+		if (!a->used || !a->compact || a->lca != site)
+			continue;
+		const char *name = g->c.bufname[i];
+		if (a->bytes <= C_STACK_LIMIT) {
+			if (open)
+				cg_local_array(&g->c, a, "__attribute__((aligned(64))) ", depth);
+		} else if (open) {
+			buf_indent(o, depth);
+			buf_printf(o, "%s *%s = aligned_alloc(64, %lld); /* %s */\n",
+				   g->c.d->storage[a->buf->dtype], name,
+				   (long long)((a->bytes + 63) / 64 * 64), scope_name(a->buf->scope));
+		} else {
+			buf_indent(o, depth);
+			buf_printf(o, "free(%s);\n", name);
+		}
+	}
+}
+
+static void c_stmt(c_gen *g, const tir_stmt *s, int depth);
+
+static const char *const loop_kind_names[] = {
+#define TIR_LOOP_KIND(id, name) name,
+#include "../ir/loop_kinds.def"
+#undef TIR_LOOP_KIND
+};
+
+static void c_loop(c_gen *g, const tir_stmt *l, int depth)
+{
+	tir_buf *o = g->c.out;
+	bool par = false, simd = false;
+	int64_t unroll = ann_value(l, "unroll", 0);
+	switch (l->loop_kind) {
+	case LOOP_PARALLEL:
+		par = !g->in_parallel && !g->in_simd;
+		break;
+	case LOOP_VECTORIZED:
+		simd = !g->in_simd && simd_safe(l);
+		break;
+	case LOOP_UNROLLED:
+		if (unroll <= 0)
+			unroll = l->extent < 64 ? l->extent : 64;
+		break;
+	default:
+		break;
+	}
+	buf_indent(o, depth);
+	buf_printf(o, "/* %s: %s%s */\n", l->var->name, loop_kind_names[l->loop_kind],
+		   l->loop_kind == LOOP_THREAD ? ", serial on CPU" : "");
+	if (par) {
+		buf_indent(o, depth);
+		buf_puts(o, "#pragma omp parallel for\n");
+	} else if (simd) {
+		buf_indent(o, depth);
+		buf_puts(o, "#pragma omp simd\n");
+	} else if (unroll > 1 && !g->in_simd) {
+		buf_indent(o, depth);
+		buf_printf(o, "#pragma GCC unroll %lld\n", (long long)(unroll > 65534 ? 65534 : unroll));
+	}
+	buf_indent(o, depth);
+	buf_printf(o, "for (int64_t ");
+	cg_var(o, l->var);
+	buf_puts(o, " = 0; ");
+	cg_var(o, l->var);
+	buf_printf(o, " < %lld; ++", (long long)l->extent);
+	cg_var(o, l->var);
+	buf_puts(o, ") {\n");
+	g->in_parallel += par;
+	g->in_simd += simd;
+	c_allocs(g, l, depth + 1, true);
+	for (int i = 0; i < l->nkids; i++)
+		c_stmt(g, l->kids[i], depth + 1);
+	c_allocs(g, l, depth + 1, false);
+	g->in_parallel -= par;
+	g->in_simd -= simd;
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+}
+
+static void c_stmt(c_gen *g, const tir_stmt *s, int depth)
+{
+	if (!lower_has_blocks(s))
+		return;
+	switch (s->kind) {
+	case STMT_FOR:
+		c_loop(g, s, depth);
+		break;
+	case STMT_BLOCK:
+		cg_block(&g->c, s->block, depth);
+		break;
+	case STMT_SEQ:
+		for (int i = 0; i < s->nkids; i++)
+			c_stmt(g, s->kids[i], depth);
+		break;
+	}
+}
+
+static tir_code *c_generate(const tir_program *p, const tir_target *t,
+			    tir_error *err)
+{
+	tir_lowered L;
+	if (lower_program(p, t, &L, err))
+		return NULL;
+	tir_buf o = { 0 };
+	c_gen g = { { &L, &c_dialect, &o, NULL }, 0, 0 };
+	cg_name_buffers(&g.c);
+
+	tir_code *code = xcalloc(1, sizeof *code);
+	code->nargs = p->nparams;
+	code->args = xcalloc((size_t)p->nparams + 1, sizeof *code->args);
+	snprintf(code->entry, sizeof code->entry, "tir_entry");
+
+	buf_puts(&o, c_prelude);
+	buf_puts(&o, "int tir_entry(void *const *args)\n{\n");
+	for (int i = 0; i < p->nparams; i++) {
+		const tir_buffer *b = p->bufs[i];
+		tir_arg_info *ai = &code->args[i];
+		snprintf(ai->name, sizeof ai->name, "%s", g.c.bufname[i]);
+		ai->dtype = b->dtype;
+		ai->elem_bytes = dtype_bytes(b->dtype);
+		ai->elems = L.alloc[i].elems;
+		ai->is_output = b->role == BUF_OUTPUT;
+		buf_indent(&o, 1);
+		buf_printf(&o, "%s%s *restrict %s = (%s%s *)args[%d];\n",
+			   ai->is_output ? "" : "const ", c_dialect.storage[b->dtype],
+			   g.c.bufname[i], ai->is_output ? "" : "const ",
+			   c_dialect.storage[b->dtype], i);
+	}
+	/* global temps: full-size, on the heap */
+	int ntemps = 0;
+	for (int i = p->nparams; i < p->nbufs; i++) {
+		const tir_alloc *a = &L.alloc[i];
+		if (!a->used || a->compact)
+			continue;
+		buf_indent(&o, 1);
+		buf_printf(&o, "%s *restrict %s = aligned_alloc(64, %lld);\n",
+			   c_dialect.storage[a->buf->dtype], g.c.bufname[i],
+			   (long long)((a->bytes + 63) / 64 * 64));
+		ntemps++;
+	}
+	if (ntemps) {
+		buf_indent(&o, 1);
+		buf_puts(&o, "if (");
+		int k = 0;
+		for (int i = p->nparams; i < p->nbufs; i++)
+			if (L.alloc[i].used && !L.alloc[i].compact)
+				buf_printf(&o, "%s!%s", k++ ? " || " : "", g.c.bufname[i]);
+		buf_puts(&o, ") {\n");
+		for (int i = p->nparams; i < p->nbufs; i++)
+			if (L.alloc[i].used && !L.alloc[i].compact) {
+				buf_indent(&o, 2);
+				buf_printf(&o, "free(%s);\n", g.c.bufname[i]);
+			}
+		buf_indent(&o, 2);
+		buf_puts(&o, "return -1;\n");
+		buf_indent(&o, 1);
+		buf_puts(&o, "}\n");
+	}
+	c_allocs(&g, NULL, 1, true);
+	c_stmt(&g, p->root, 1);
+	c_allocs(&g, NULL, 1, false);
+	for (int i = p->nparams; i < p->nbufs; i++)
+		if (L.alloc[i].used && !L.alloc[i].compact) {
+			buf_indent(&o, 1);
+			buf_printf(&o, "free(%s);\n", g.c.bufname[i]);
+		}
+	buf_puts(&o, "    return 0;\n}\n");
+	code->source = buf_take(&o);
+	free(g.c.bufname);
+	lower_free(&L);
+	return code;
+}
+
+const tir_codegen_backend tir_codegen_c = { "c", c_generate };

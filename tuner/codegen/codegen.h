@@ -1,0 +1,121 @@
+/*
+ * codegen.h — code generators and the lowering they share.  Internal.
+ *
+ * A code generator is a table of functions (tir_codegen_backend); tir_codegen
+ * picks the table by target kind, never by a name compared in callers.
+ * lower.c does what every backend needs first: where each non-param buffer
+ * is allocated, its compacted extents and strides, and the flattened offset
+ * of each access.  c.c holds the C-family printer (expressions and blocks)
+ * that the C backend and, with its own dialect, the CUDA backend use.
+ */
+#ifndef TIR_CODEGEN_H
+#define TIR_CODEGEN_H
+
+#include "../ir/ir.h"
+
+typedef struct tir_codegen_backend {
+	const char *name;
+	tir_code *(*generate)(const tir_program *p, const tir_target *t,
+			      tir_error *err);
+} tir_codegen_backend;
+
+extern const tir_codegen_backend tir_codegen_c;
+extern const tir_codegen_backend tir_codegen_cuda;
+
+/* ---- lower.c: allocation sites, compaction, flattened offsets ------------- */
+
+/* How one buffer is laid out in the generated code.  Params and global-scope
+ * temps are full-size and dense (a temp's strides may still be padded by
+ * storage_align).  Other scopes are compacted: allocated in the body of `lca`
+ * (NULL: the function / kernel top level), covering for dimension d the
+ * indices [base[d] + lo[d], base[d] + lo[d] + extent[d]), where base[d] is an
+ * expression in the loop variables fixed at the allocation site (NULL: 0). */
+typedef struct tir_alloc {
+	const tir_buffer *buf;
+	bool used;                  /* accessed by some live block */
+	bool compact;               /* false: full-size (params, global temps) */
+	const tir_stmt *lca;        /* allocation site; NULL: top level */
+	tir_expr *base[TIR_MAX_DIMS];
+	int64_t lo[TIR_MAX_DIMS];
+	int64_t extent[TIR_MAX_DIMS];
+	int64_t stride[TIR_MAX_DIMS]; /* in elements, storage_align applied */
+	int64_t elems;              /* elements allocated, padding included */
+	int64_t bytes;
+} tir_alloc;
+
+typedef struct tir_lowered {
+	const tir_program *p;
+	const tir_target *t;
+	tir_arena arena;            /* expressions made by lowering */
+	tir_alloc *alloc;           /* [p->nbufs], indexed by buffer id */
+	/* every loop variable and block iterator ranged over its domain: the
+	 * context for simplifying and bounding expressions of the program */
+	tir_env env;
+} tir_lowered;
+
+/* Computes the allocation of every buffer of p (docs/ir-semantics.md,
+ * "Allocation of a non-param buffer", scope relaxation included).  p must
+ * stay alive and unchanged while out is used.  Returns 0, or -1 with a
+ * message (out is then released).  Release with lower_free. */
+int lower_program(const tir_program *p, const tir_target *t, tir_lowered *out,
+		  tir_error *err);
+void lower_free(tir_lowered *L);
+
+/* The flattened element offset of buf[idx[0..n)] in its allocation:
+ * sum_d (idx[d] - base[d] - lo[d]) * stride[d], simplified.  idx may use
+ * block iterators and loop variables; the result uses the same ones plus the
+ * loop variables of the bases.  Lives in L's arena. */
+tir_expr *lower_offset(tir_lowered *L, const tir_buffer *buf, int n,
+		       tir_expr *const *idx);
+/* e with block b's iterators replaced by their bindings (loop variables). */
+tir_expr *lower_bind(tir_lowered *L, const tir_block *b, tir_expr *e);
+/* Whether a statement holds at least one block (empty loops emit nothing). */
+bool lower_has_blocks(const tir_stmt *s);
+/* A C identifier for a name: [A-Za-z0-9_] kept, anything else '_', never
+ * starting with a digit.  Writes at most n bytes with the NUL. */
+void lower_ident(char *dst, size_t n, const char *name);
+
+/* ---- c.c: the C-family printer, shared by the C and CUDA backends ----------- */
+
+/* What differs between C and CUDA C in expressions and blocks. */
+typedef struct cg_dialect {
+	const char *idx_type;                 /* loop / index variables */
+	const char *storage[TIR_NDTYPES];     /* an element in memory */
+	const char *value[TIR_NDTYPES];       /* a value in an expression */
+	const char *load_cvt[TIR_NDTYPES];    /* storage -> value, or NULL */
+	const char *store_cvt[TIR_NDTYPES];   /* value -> storage, or NULL */
+	const char *round[TIR_NDTYPES];       /* value rounded to the dtype, or NULL */
+} cg_dialect;
+
+/* The state of one generation: what is printed where, and the C names of
+ * the buffers (by buffer id). */
+typedef struct cg_ctx {
+	tir_lowered *L;
+	const cg_dialect *d;
+	tir_buf *out;
+	char (*bufname)[48];
+} cg_ctx;
+
+/* Fills c->bufname with unique C identifiers for every buffer (malloc'd,
+ * the caller frees c->bufname). */
+void cg_name_buffers(cg_ctx *c);
+/* A variable's C name: its sanitized name and id ("i0_7"). */
+void cg_var(tir_buf *o, const tir_var *v);
+void cg_expr(cg_ctx *c, const tir_expr *e);
+/* Declares b's iterators as constants bound to the loop variables. */
+void cg_block_iters(cg_ctx *c, const tir_block *b, int depth);
+/* A whole block instance: iterators, predicate, init and store. */
+void cg_block(cg_ctx *c, const tir_block *b, int depth);
+/* The declaration of a compacted buffer as a local array, at depth. */
+void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
+		    int depth);
+
+/* ---- nvrtc.c --------------------------------------------------------------- */
+
+/* Compiles CUDA C with NVRTC for sm_<sm> into a cubin (malloc'd).  Returns -1
+ * with NVRTC's log in the message when compilation fails, or when libtir was
+ * built without CUDA. */
+int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
+		      tir_error *err);
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * lower.c — the lowering every code generator shares, and tir_codegen.
+ *
+ * Design.  Code generators print the statement tree as it stands; the only
+ * decisions they share are about memory: where a buffer is allocated, how big
+ * it is and how an access buf[i, j, ...] becomes one offset.  lower_program
+ * answers those once per program, following docs/ir-semantics.md:
+ *
+ *   params, global temps   full-size, row-major (temps: storage_align padding)
+ *   shared, local, ...     allocated in the body of the lowest common ancestor
+ *                          loop (LCA) of the blocks that touch them, compacted
+ *                          to the union of the intervals their accesses cover
+ *                          when the loops inside the LCA vary (plus, by scope,
+ *                          threadIdx / vthread loops above it).
+ *
+ * A compacted dimension keeps a symbolic base (an expression in the loops
+ * fixed at the allocation site) and constant bounds lo..lo+extent-1, so the
+ * offset of an access is sum_d (idx[d] - base[d] - lo[d]) * stride[d].
+ * Nothing here prints code; nothing here changes the program.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "codegen.h"
+
+bool lower_has_blocks(const tir_stmt *s)
+{
+	if (s->kind == STMT_BLOCK)
+		return true;
+	for (int i = 0; i < s->nkids; i++)
+		if (lower_has_blocks(s->kids[i]))
+			return true;
+	return false;
+}
+
+void lower_ident(char *dst, size_t n, const char *name)
+{
+	size_t j = 0;
+	if (n == 0)
+		return;
+	if (name[0] >= '0' && name[0] <= '9' && j + 1 < n)
+		dst[j++] = '_';
+	for (const char *s = name; *s && j + 1 < n; s++) {
+		char ch = *s;
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9') || ch == '_';
+		dst[j++] = ok ? ch : '_';
+	}
+	if (j == 0 && n > 1)
+		dst[j++] = '_';
+	dst[j] = '\0';
+}
+
+tir_expr *lower_bind(tir_lowered *L, const tir_block *b, tir_expr *e)
+{
+	tir_subst s = { L->p->nvars, xcalloc((size_t)L->p->nvars + 1, sizeof(tir_expr *)) };
+	for (int i = 0; i < b->niters; i++)
+		if (b->iters[i].binding)
+			s.map[b->iters[i].var->id] = b->iters[i].binding;
+	tir_expr *r = expr_subst(&L->arena, e, &s);
+	free(s.map);
+	return r;
+}
+
+/* ---- allocation sites ------------------------------------------------------ */
+
+/* The lowest common ancestor (a loop or the root) of statements a and b,
+ * either of which may be an ancestor of the other. */
+static const tir_stmt *lca2(const tir_stmt *a, const tir_stmt *b)
+{
+	if (!a)
+		return b;
+	for (const tir_stmt *x = b; x; x = x->parent)
+		if (x == a || stmt_is_ancestor(x, a))
+			return x;
+	return a->p->root;
+}
+
+/* Calls fn for every access of block b: the store and each load of its
+ * value and init (indices in iterator variables). */
+typedef void (*access_fn)(const tir_block *b, const tir_buffer *buf, int n,
+			  tir_expr *const *idx, void *ctx);
+
+struct access_walk {
+	const tir_block *b;
+	access_fn fn;
+	void *ctx;
+};
+
+static void visit_load(tir_expr *load, void *ctx)
+{
+	struct access_walk *w = ctx;
+	w->fn(w->b, load->buf, load->nidx, load->idx, w->ctx);
+}
+
+static void block_accesses(const tir_block *b, access_fn fn, void *ctx)
+{
+	struct access_walk w = { b, fn, ctx };
+	fn(b, b->store, b->store->ndim, b->store_idx, ctx);
+	expr_visit_loads(b->value, visit_load, &w);
+	expr_visit_loads(b->init, visit_load, &w);
+	expr_visit_loads(b->predicate, visit_load, &w);
+}
+
+struct lca_pass {
+	tir_lowered *L;
+	const tir_stmt **lca;       /* by buffer id; the root when at top level */
+};
+
+static void lca_access(const tir_block *b, const tir_buffer *buf, int n,
+		       tir_expr *const *idx, void *ctx)
+{
+	struct lca_pass *lp = ctx;
+	tir_alloc *a = &lp->L->alloc[buf->id];
+	a->used = true;
+	lp->lca[buf->id] = lca2(lp->lca[buf->id], b->stmt->parent);
+}
+
+static void lca_block(tir_block *b, void *ctx)
+{
+	block_accesses(b, lca_access, ctx);
+}
+
+/* ---- compacted regions ------------------------------------------------------- */
+
+struct region_pass {
+	tir_lowered *L;
+	const tir_buffer *buf;
+	const tir_stmt *lca;
+	tir_env env;                /* ranged: loops relaxed for the current block */
+	bool any;
+	tir_interval iv[TIR_MAX_DIMS];
+};
+
+static bool is_thread_tag(tir_thread_tag t)
+{
+	return t == TIR_THREAD_X || t == TIR_THREAD_Y || t == TIR_THREAD_Z;
+}
+
+static bool is_vthread_tag(tir_thread_tag t)
+{
+	return t == TIR_VTHREAD_X || t == TIR_VTHREAD_Y || t == TIR_VTHREAD_Z;
+}
+
+/* Whether loop l, enclosing an access, varies over the allocation of a
+ * buffer of scope sc allocated in the body of lca. */
+static bool relaxed(const tir_stmt *l, const tir_stmt *lca, tir_scope sc)
+{
+	if (l != lca && stmt_is_ancestor(lca, l))
+		return true;                    /* strictly inside the LCA */
+	if (l->loop_kind != LOOP_THREAD)
+		return false;
+	if (sc == TIR_SCOPE_SHARED)
+		return is_thread_tag(l->tag) || is_vthread_tag(l->tag);
+	if (sc != TIR_SCOPE_GLOBAL)
+		return is_vthread_tag(l->tag);
+	return false;
+}
+
+static void region_access(const tir_block *b, const tir_buffer *buf, int n,
+			  tir_expr *const *idx, void *ctx)
+{
+	struct region_pass *rp = ctx;
+	if (buf != rp->buf)
+		return;
+	tir_lowered *L = rp->L;
+	for (int d = 0; d < n; d++) {
+		tir_expr *e = lower_bind(L, b, idx[d]);
+		e = expr_simplify(&L->arena, e, &L->env);
+		tir_interval iv = interval_of(&L->arena, e, &rp->env);
+		rp->iv[d] = rp->any ? interval_union(&L->arena, rp->iv[d], iv) : iv;
+	}
+	rp->any = true;
+}
+
+static void region_block(tir_block *b, void *ctx)
+{
+	struct region_pass *rp = ctx;
+	tir_stmt *loops[64];
+	int n = stmt_loops(b->stmt, loops, 64);
+	if (n > 64)
+		n = 64;
+	for (int i = 0; i < n; i++)
+		if (relaxed(loops[i], rp->lca, rp->buf->scope))
+			env_set(&rp->env, loops[i]->var, 0, loops[i]->extent - 1);
+	block_accesses(b, region_access, rp);
+	for (int i = 0; i < n; i++)
+		env_unset(&rp->env, loops[i]->var);
+}
+
+static void compact(tir_lowered *L, tir_alloc *a, const tir_stmt *lca)
+{
+	const tir_buffer *buf = a->buf;
+	struct region_pass rp = { L, buf, lca, env_new(L->p->nvars), false, { { 0 } } };
+	stmt_visit_blocks(L->p->root, region_block, &rp);
+	env_free(&rp.env);
+	a->lca = lca == L->p->root ? NULL : lca;
+	for (int d = 0; d < buf->ndim; d++) {
+		tir_interval iv = rp.iv[d];
+		if (!iv.full && !iv.base) {     /* constant: clamp to the shape */
+			if (iv.lo < 0)
+				iv.lo = 0;
+			if (iv.hi > buf->shape[d] - 1)
+				iv.hi = buf->shape[d] - 1;
+		}
+		if (iv.full || iv.hi - iv.lo + 1 > buf->shape[d] || iv.hi < iv.lo) {
+			a->base[d] = NULL;
+			a->lo[d] = 0;
+			a->extent[d] = buf->shape[d];
+		} else {
+			a->base[d] = iv.base;
+			a->lo[d] = iv.lo;
+			a->extent[d] = iv.hi - iv.lo + 1;
+		}
+	}
+}
+
+/* Row-major strides over a->extent, padded where storage_align asks:
+ * the stride of dimension d is rounded up until stride % factor == offset. */
+static void strides(tir_alloc *a, bool align)
+{
+	const tir_buffer *buf = a->buf;
+	int64_t s = 1;
+	for (int d = buf->ndim - 1; d >= 0; d--) {
+		int64_t f = align ? buf->align_factor[d] : 0;
+		if (f > 0) {
+			int64_t off = ((buf->align_offset[d] % f) + f) % f;
+			s += ((off - s % f) % f + f) % f;
+		}
+		a->stride[d] = s;
+		s *= a->extent[d];
+	}
+	a->elems = buf->ndim ? s : 1;
+	a->bytes = a->elems * dtype_bytes(buf->dtype);
+}
+
+static void ranges_of(const tir_stmt *s, tir_env *env)
+{
+	if (s->kind == STMT_FOR)
+		env_set(env, s->var, 0, s->extent - 1);
+	if (s->kind == STMT_BLOCK) {
+		const tir_block *b = s->block;
+		for (int i = 0; i < b->niters; i++)
+			env_set(env, b->iters[i].var, 0, b->iters[i].extent - 1);
+	}
+	for (int i = 0; i < s->nkids; i++)
+		ranges_of(s->kids[i], env);
+}
+
+int lower_program(const tir_program *p, const tir_target *t, tir_lowered *out,
+		  tir_error *err)
+{
+	memset(out, 0, sizeof *out);
+	out->p = p;
+	out->t = t;
+	out->alloc = xcalloc((size_t)p->nbufs + 1, sizeof(tir_alloc));
+	out->env = env_new(p->nvars);
+	ranges_of(p->root, &out->env);
+
+	const tir_stmt **lca = xcalloc((size_t)p->nbufs + 1, sizeof *lca);
+	for (int i = 0; i < p->nbufs; i++)
+		out->alloc[i].buf = p->bufs[i];
+	struct lca_pass lp = { out, lca };
+	stmt_visit_blocks(p->root, lca_block, &lp);
+
+	for (int i = 0; i < p->nbufs; i++) {
+		tir_alloc *a = &out->alloc[i];
+		const tir_buffer *b = a->buf;
+		if (b->id != i) {
+			free(lca);
+			lower_free(out);
+			return tir_fail(err, "lower: buffer \"%s\" has id %d at position %d",
+					b->name, b->id, i);
+		}
+		bool param = i < p->nparams;
+		a->compact = !param && b->scope != TIR_SCOPE_GLOBAL && a->used;
+		if (a->compact) {
+			compact(out, a, lca[i]);
+		} else {
+			for (int d = 0; d < b->ndim; d++)
+				a->extent[d] = b->shape[d];
+		}
+		strides(a, !param);
+	}
+	free(lca);
+	return 0;
+}
+
+void lower_free(tir_lowered *L)
+{
+	arena_free(&L->arena);
+	free(L->alloc);
+	env_free(&L->env);
+	L->alloc = NULL;
+}
+
+tir_expr *lower_offset(tir_lowered *L, const tir_buffer *buf, int n,
+		       tir_expr *const *idx)
+{
+	tir_arena *ar = &L->arena;
+	const tir_alloc *a = &L->alloc[buf->id];
+	tir_expr *off = mk_int(ar, 0);
+	for (int d = 0; d < n && d < buf->ndim; d++) {
+		tir_expr *i = idx[d];
+		if (a->compact) {
+			if (a->base[d])
+				i = mk_sub(ar, i, a->base[d]);
+			i = mk_sub(ar, i, mk_int(ar, a->lo[d]));
+		}
+		off = mk_add(ar, off, mk_mul(ar, i, mk_int(ar, a->stride[d])));
+	}
+	return expr_simplify(ar, off, &L->env);
+}
+
+/* ---- tir_codegen ------------------------------------------------------------- */
+
+static const tir_codegen_backend *const backends[] = {
+	[TIR_TARGET_CPU] = &tir_codegen_c,
+	[TIR_TARGET_CUDA] = &tir_codegen_cuda,
+};
+
+tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err)
+{
+	if (!p || !t) {
+		tir_fail(err, "codegen: no program or no target");
+		return NULL;
+	}
+	if ((unsigned)t->kind >= sizeof backends / sizeof backends[0] || !backends[t->kind]) {
+		tir_fail(err, "codegen: no code generator for target \"%s\"", t->key);
+		return NULL;
+	}
+	return backends[t->kind]->generate(p, t, err);
+}
+
+void tir_code_free(tir_code *c)
+{
+	if (!c)
+		return;
+	free(c->source);
+	free(c->args);
+	free(c->launches);
+	free(c);
+}

@@ -1,0 +1,149 @@
+/*
+ * arena.c — memory for libtir: a bump arena per program (freed whole when the
+ * candidate is done), the fatal-on-failure allocators, and a growable string.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ir.h"
+
+struct tir_arena_chunk {
+	tir_arena_chunk *next;
+	size_t size, used;
+	_Alignas(16) unsigned char data[];
+};
+
+static void oom(size_t n)
+{
+	fprintf(stderr, "libtir: out of memory allocating %zu bytes\n", n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		oom(n * m);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom(n);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	return memcpy(xmalloc(n), s, n);
+}
+
+void *arena_alloc(tir_arena *a, size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	tir_arena_chunk *c = a->head;
+	if (!c || c->size - c->used < n) {
+		size_t size = n > 60000 ? n : 60000;
+		c = xmalloc(sizeof *c + size);
+		c->size = size;
+		c->used = 0;
+		c->next = a->head;
+		a->head = c;
+	}
+	void *p = c->data + c->used;
+	c->used += n;
+	a->used += n;
+	memset(p, 0, n);
+	return p;
+}
+
+char *arena_strdup(tir_arena *a, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	return memcpy(arena_alloc(a, n), s, n);
+}
+
+char *arena_printf(tir_arena *a, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	char *s = arena_alloc(a, (size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+void arena_free(tir_arena *a)
+{
+	tir_arena_chunk *c = a->head;
+	while (c) {
+		tir_arena_chunk *next = c->next;
+		free(c);
+		c = next;
+	}
+	a->head = NULL;
+	a->used = 0;
+}
+
+static void buf_reserve(tir_buf *b, size_t extra)
+{
+	if (b->len + extra + 1 <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	b->s = xrealloc(b->s, cap);
+	b->cap = cap;
+}
+
+void buf_puts(tir_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	buf_reserve(b, n);
+	memcpy(b->s + b->len, s, n + 1);
+	b->len += n;
+}
+
+void buf_printf(tir_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	buf_reserve(b, (size_t)n);
+	va_start(ap, fmt);
+	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void buf_indent(tir_buf *b, int depth)
+{
+	for (int i = 0; i < depth; i++)
+		buf_puts(b, "    ");
+}
+
+char *buf_take(tir_buf *b)
+{
+	if (!b->s)
+		return xstrdup("");
+	char *s = b->s;
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}

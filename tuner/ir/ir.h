@@ -1,0 +1,412 @@
+/*
+ * ir.h — libtir's internal IR: workloads, expressions, buffers, loops, blocks
+ * and programs.  Shared by every folder of tuner/; not installed.
+ *
+ * A program is a tree: a root sequence of statements, where a statement is a
+ * loop (For) with an ordered list of children, or a block.  A block is a leaf
+ * that computes one buffer element per instance and carries the TensorIR
+ * signature: iterators (domain and kind), their bindings to the enclosing
+ * loops, an optional predicate, and the regions it reads and writes.
+ *
+ * Invariants every schedule primitive keeps:
+ *  - Loop extents are constants and loops start at 0.  Loop variables appear
+ *    only in block bindings and block predicates, so a loop transformation
+ *    rewrites exactly those.
+ *  - A block's store index and value refer to its iterator variables only.
+ *  - Expressions are immutable and may be shared; everything lives in the
+ *    program's arena and is freed with it.
+ */
+#ifndef TIR_IR_H
+#define TIR_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include "../tir.h"
+
+/* ---- arena.c ------------------------------------------------------------ */
+
+typedef struct tir_arena_chunk tir_arena_chunk;
+typedef struct tir_arena {
+	tir_arena_chunk *head;
+	size_t used;                /* bytes handed out, for statistics */
+} tir_arena;
+
+void *arena_alloc(tir_arena *a, size_t n);       /* zeroed, 16-byte aligned */
+char *arena_strdup(tir_arena *a, const char *s);
+char *arena_printf(tir_arena *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void arena_free(tir_arena *a);
+/* Fatal on allocation failure (the one condition libtir does not return). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* A growable string, for printers and code generators. */
+typedef struct tir_buf {
+	char *s;
+	size_t len, cap;
+} tir_buf;
+void buf_puts(tir_buf *b, const char *s);
+void buf_printf(tir_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void buf_indent(tir_buf *b, int depth);
+char *buf_take(tir_buf *b);                      /* the string, malloc'd */
+
+/* ---- dtypes (dtypes.def) ------------------------------------------------ */
+
+typedef enum {
+#define TIR_DTYPE(id, name, bytes, ctype, cudatype, isfloat) TIR_##id,
+#include "dtypes.def"
+#undef TIR_DTYPE
+	TIR_NDTYPES
+} tir_dtype;
+
+const char *dtype_name(tir_dtype t);
+int dtype_bytes(tir_dtype t);
+bool dtype_is_float(tir_dtype t);
+/* Returns -1 if the name is unknown. */
+int dtype_parse(const char *name);
+
+/* ---- workload.c --------------------------------------------------------- */
+
+typedef enum {
+#define TIR_OP(id, name, build) TIR_OP_##id,
+#include "../ops.def"
+#undef TIR_OP
+	TIR_NOPS
+} tir_op;
+
+typedef enum {
+#define TIR_EPILOGUE(id, name) TIR_EPI_##id,
+#include "epilogues.def"
+#undef TIR_EPILOGUE
+	TIR_NEPILOGUES
+} tir_epilogue;
+
+typedef enum { TIR_LAYOUT_NN, TIR_LAYOUT_NT, TIR_LAYOUT_TN } tir_mm_layout;
+
+/* The parsed workload.  For convolutions the spatial dimensions are stored
+ * outermost first in in[]/kernel[]/...: conv1d uses index 0 for W/S; conv2d
+ * 0,1 for H,W / R,S; conv3d 0,1,2 for D,H,W / T,R,S. */
+struct tir_workload {
+	tir_op op;
+	tir_dtype dtype, out_dtype;
+	int nepilogue;
+	tir_epilogue epilogue[8];
+	/* matmul */
+	int64_t batch;              /* 0: plain matmul (no batch axis) */
+	int64_t M, N, K;
+	tir_mm_layout mm_layout;
+	/* convolutions: N batch, C in channels, K out channels */
+	int nd;                     /* spatial dimensions: 1, 2 or 3 */
+	int64_t n, c, k;
+	int64_t in[3], kernel[3];
+	int64_t stride[3], dilation[3];
+	int64_t pad_lo[3], pad_hi[3];
+	int64_t output_padding[3];  /* conv2d_transpose */
+	int64_t out[3];             /* derived output extents */
+	int64_t groups, multiplier;
+	bool channels_last;
+	char *canonical;            /* malloc'd */
+	char key[65];
+};
+
+/* ---- expr.c: expressions ------------------------------------------------ */
+
+typedef struct tir_var {
+	const char *name;
+	int id;                     /* unique within the program */
+} tir_var;
+
+typedef enum {
+#define TIR_EXPR(id, name, arity) E_##id,
+#include "exprs.def"
+#undef TIR_EXPR
+	E_NKINDS
+} tir_expr_kind;
+
+typedef enum {
+#define TIR_MATHFN(id, name) FN_##id,
+#include "mathfns.def"
+#undef TIR_MATHFN
+	FN_NFUNCS
+} tir_mathfn;
+
+typedef struct tir_buffer tir_buffer;
+typedef struct tir_expr tir_expr;
+struct tir_expr {
+	tir_expr_kind kind;
+	tir_dtype dtype;            /* index expressions are TIR_I64, tests TIR_BOOL */
+	int64_t ival;               /* E_INT */
+	double fval;                /* E_FLOAT */
+	tir_var *var;               /* E_VAR */
+	tir_expr *a, *b, *c;        /* operands; E_SELECT: c ? a : b -> see mk_select */
+	tir_buffer *buf;            /* E_LOAD */
+	int nidx;
+	tir_expr **idx;             /* E_LOAD indices */
+	tir_mathfn fn;              /* E_CALL */
+};
+
+const char *expr_kind_name(tir_expr_kind k);
+const char *mathfn_name(tir_mathfn f);
+
+/* Constructors fold constants and apply the obvious identities (x+0, x*1,
+ * x*0, floordiv(x,1), ...); they never change a result. */
+tir_expr *mk_int(tir_arena *a, int64_t v);
+tir_expr *mk_float(tir_arena *a, double v, tir_dtype t);
+tir_expr *mk_var(tir_arena *a, tir_var *v);
+tir_expr *mk_bin(tir_arena *a, tir_expr_kind k, tir_expr *x, tir_expr *y);
+tir_expr *mk_add(tir_arena *a, tir_expr *x, tir_expr *y);
+tir_expr *mk_sub(tir_arena *a, tir_expr *x, tir_expr *y);
+tir_expr *mk_mul(tir_arena *a, tir_expr *x, tir_expr *y);
+tir_expr *mk_floordiv(tir_arena *a, tir_expr *x, tir_expr *y);
+tir_expr *mk_floormod(tir_arena *a, tir_expr *x, tir_expr *y);
+tir_expr *mk_and(tir_arena *a, tir_expr *x, tir_expr *y);   /* NULL is true */
+tir_expr *mk_not(tir_arena *a, tir_expr *x);
+tir_expr *mk_select(tir_arena *a, tir_expr *cond, tir_expr *then,
+		    tir_expr *otherwise);
+tir_expr *mk_cast(tir_arena *a, tir_dtype t, tir_expr *x);
+tir_expr *mk_call(tir_arena *a, tir_mathfn f, tir_expr *x);
+tir_expr *mk_load(tir_arena *a, tir_buffer *b, int n, tir_expr *const *idx);
+
+/* Substitution: every E_VAR whose var id has map[id] != NULL is replaced. */
+typedef struct tir_subst {
+	int n;                      /* capacity: var ids below n */
+	tir_expr **map;
+} tir_subst;
+tir_expr *expr_subst(tir_arena *a, tir_expr *e, const tir_subst *s);
+/* Replaces loads of buffer `from` with loads of buffer `to`, same indices. */
+tir_expr *expr_replace_buffer(tir_arena *a, tir_expr *e, tir_buffer *from,
+			      tir_buffer *to);
+bool expr_uses_var(const tir_expr *e, const tir_var *v);
+bool expr_equal(const tir_expr *x, const tir_expr *y);
+/* TVMScript-like text of an expression (printer.c); malloc'd. */
+char *tir_expr_print(const tir_expr *e);
+/* Visits every E_LOAD in evaluation order. */
+void expr_visit_loads(tir_expr *e, void (*fn)(tir_expr *load, void *ctx),
+		      void *ctx);
+
+/* ---- analysis.c: affine forms and bounds --------------------------------- */
+
+/* An integer expression as c0 + sum(coef[i] * var[i]).  Non-affine parts
+ * (floordiv, floormod, min, max, select) are kept as opaque terms whose bounds
+ * are computed by interval arithmetic. */
+#define TIR_MAX_TERMS 24
+typedef struct tir_affine {
+	int64_t c0;
+	int nterms;
+	int64_t coef[TIR_MAX_TERMS];
+	tir_var *var[TIR_MAX_TERMS];      /* NULL when the term is opaque */
+	tir_expr *opaque[TIR_MAX_TERMS];  /* with var == NULL */
+} tir_affine;
+
+/* Range of each variable: the value of ranges[var->id] is [min, max]
+ * (inclusive); a variable whose range is unset (min > max) stays symbolic. */
+typedef struct tir_range {
+	int64_t min, max;
+} tir_range;
+
+typedef struct tir_env {
+	int n;
+	tir_range *r;               /* indexed by var id */
+} tir_env;
+
+tir_env env_new(int nvars);            /* all symbolic */
+void env_free(tir_env *e);
+void env_set(tir_env *e, const tir_var *v, int64_t min, int64_t max);
+void env_unset(tir_env *e, const tir_var *v);
+bool env_has(const tir_env *e, const tir_var *v);
+
+/* Returns false if e is not an integer expression it can split into terms. */
+bool affine_of(const tir_expr *e, tir_affine *out);
+tir_expr *affine_to_expr(tir_arena *a, const tir_affine *f);
+/* Canonical simplification of an index expression: affine normal form,
+ * constant folding, floordiv/floormod of provable ranges removed. */
+tir_expr *expr_simplify(tir_arena *a, tir_expr *e, const tir_env *env);
+
+/* Bounds of an integer expression over the ranged variables of env.  Returns
+ * false if some variable it uses is symbolic or a term is unbounded. */
+bool expr_bounds(const tir_expr *e, const tir_env *env, int64_t *min,
+		 int64_t *max);
+
+/* A one-dimensional region with a symbolic start:
+ * [base + lo, base + hi] where base is affine in the symbolic variables of
+ * env (loop variables kept fixed) and lo..hi are constants. */
+typedef struct tir_interval {
+	tir_expr *base;             /* NULL means 0 */
+	int64_t lo, hi;             /* inclusive */
+	bool full;                  /* could not be bounded: the whole dimension */
+} tir_interval;
+
+/* The interval an index expression covers when the ranged variables of env
+ * vary and the others stay fixed. */
+tir_interval interval_of(tir_arena *a, const tir_expr *e, const tir_env *env);
+/* Union of two intervals; `full` if their bases differ by a non-constant. */
+tir_interval interval_union(tir_arena *a, tir_interval x, tir_interval y);
+
+/* ---- buffers, loops, blocks, programs: program.c -------------------------- */
+
+typedef enum {
+#define TIR_SCOPE(id, name) TIR_SCOPE_##id,
+#include "scopes.def"
+#undef TIR_SCOPE
+	TIR_NSCOPES
+} tir_scope;
+const char *scope_name(tir_scope s);
+int scope_parse(const char *name);              /* -1 if unknown */
+
+typedef enum { BUF_INPUT, BUF_OUTPUT, BUF_TEMP } tir_buf_role;
+
+#define TIR_MAX_DIMS 8
+struct tir_buffer {
+	const char *name;
+	int id;
+	tir_dtype dtype;
+	int ndim;
+	int64_t shape[TIR_MAX_DIMS];
+	tir_scope scope;
+	tir_buf_role role;
+	/* storage_align: the stride of dimension `axis` is padded so that
+	 * stride % factor == offset (factor 0: none). */
+	int align_factor[TIR_MAX_DIMS], align_offset[TIR_MAX_DIMS];
+	bool dead;                  /* removed by compute_inline */
+};
+
+typedef enum { ITER_SPATIAL, ITER_REDUCE } tir_iter_kind;
+
+typedef struct tir_iter {
+	tir_var *var;
+	int64_t extent;             /* domain [0, extent) */
+	tir_iter_kind kind;
+	tir_expr *binding;          /* in loop variables */
+} tir_iter;
+
+/* A buffer region in block iterator variables: [min[d], min[d] + extent[d]). */
+typedef struct tir_region {
+	tir_buffer *buf;
+	tir_expr *min[TIR_MAX_DIMS];
+	int64_t extent[TIR_MAX_DIMS];
+} tir_region;
+
+typedef enum { REDUCE_NONE, REDUCE_SUM } tir_reduce;
+
+#define TIR_MAX_ITERS 16
+#define TIR_MAX_ANN 8
+typedef struct tir_ann {
+	const char *key;
+	int64_t value;
+} tir_ann;
+
+typedef struct tir_stmt tir_stmt;
+
+typedef struct tir_block {
+	const char *name;
+	int niters;
+	tir_iter iters[TIR_MAX_ITERS];
+	tir_expr *predicate;        /* in loop variables; NULL means true */
+	/* the computation: store[idx] = value, or with REDUCE_SUM
+	 * store[idx] = store[idx] + value after init on the first reduction step */
+	tir_buffer *store;
+	tir_expr *store_idx[TIR_MAX_DIMS];
+	tir_expr *value;
+	tir_reduce reduce;
+	tir_expr *init;             /* NULL: no init (after decompose_reduction) */
+	/* the signature's regions, derived from the body when it is set */
+	int nreads;
+	tir_region *reads;
+	tir_region write;
+	int nann;
+	tir_ann ann[TIR_MAX_ANN];
+	tir_stmt *stmt;             /* where it stands in the tree */
+} tir_block;
+
+typedef enum {
+#define TIR_LOOP_KIND(id, name) LOOP_##id,
+#include "loop_kinds.def"
+#undef TIR_LOOP_KIND
+	LOOP_NKINDS
+} tir_loop_kind;
+
+const char *loop_kind_name(tir_loop_kind k);
+const char *thread_tag_name(tir_thread_tag t);
+int thread_tag_parse(const char *name);         /* -1 if unknown */
+
+typedef enum { STMT_SEQ, STMT_FOR, STMT_BLOCK } tir_stmt_kind;
+
+struct tir_stmt {
+	tir_stmt_kind kind;
+	tir_stmt *parent;
+	tir_program *p;             /* the owner, for allocation */
+	/* STMT_SEQ and STMT_FOR: the children, in order */
+	int nkids, capkids;
+	tir_stmt **kids;
+	/* STMT_FOR */
+	tir_var *var;
+	int64_t extent;
+	tir_loop_kind loop_kind;
+	tir_thread_tag tag;         /* with LOOP_THREAD */
+	int nann;
+	tir_ann ann[TIR_MAX_ANN];
+	/* STMT_BLOCK */
+	tir_block *block;
+	bool dead;                  /* removed from the tree (an RV may still name it) */
+};
+
+struct tir_program {
+	tir_arena arena;
+	const tir_workload *w;      /* not owned */
+	int nbufs, capbufs;
+	tir_buffer **bufs;          /* params first: inputs in order, then output */
+	int nparams;
+	int nblocks, capblocks;
+	tir_block **blocks;         /* every block ever created; dead ones have
+	                               stmt == NULL */
+	tir_stmt *root;             /* STMT_SEQ */
+	int nvars, capvars;         /* var ids handed out */
+	tir_var **vars;             /* every var, by id */
+};
+
+tir_program *program_new(const tir_workload *w);
+tir_var *program_var(tir_program *p, const char *name);   /* unique name */
+tir_buffer *program_buffer(tir_program *p, const char *name, tir_dtype t,
+			   int ndim, const int64_t *shape, tir_scope scope,
+			   tir_buf_role role);
+/* A fresh name based on `base` not used by any buffer or block. */
+const char *program_fresh_name(tir_program *p, const char *base);
+tir_block *program_find_block(const tir_program *p, const char *name);
+
+tir_stmt *stmt_new_for(tir_program *p, tir_var *v, int64_t extent);
+tir_stmt *stmt_new_block(tir_program *p, tir_block *b);
+tir_stmt *stmt_new_seq(tir_program *p);
+void stmt_append(tir_stmt *parent, tir_stmt *kid);
+void stmt_insert(tir_stmt *parent, int pos, tir_stmt *kid);
+void stmt_remove(tir_stmt *kid);                /* from its parent */
+int stmt_index(const tir_stmt *kid);            /* position in its parent */
+/* The loops enclosing s, outermost first; returns the count. */
+int stmt_loops(const tir_stmt *s, tir_stmt **out, int max);
+bool stmt_is_ancestor(const tir_stmt *anc, const tir_stmt *s);
+/* Calls fn for every block under s in program order. */
+void stmt_visit_blocks(tir_stmt *s, void (*fn)(tir_block *b, void *ctx),
+		       void *ctx);
+/* The blocks under s, in order; returns the count (fills at most max). */
+int stmt_blocks(tir_stmt *s, tir_block **out, int max);
+
+/* Builds a new block.  store_idx and value refer to the iterators' vars.
+ * Regions are derived with block_update_regions. */
+tir_block *block_new(tir_program *p, const char *name);
+void block_add_iter(tir_block *b, tir_var *v, int64_t extent,
+		    tir_iter_kind kind, tir_expr *binding);
+/* Recomputes reads/write from store, store_idx and value: each access of the
+ * body, bounded over the iterator domains. */
+void block_update_regions(tir_program *p, tir_block *b);
+bool block_is_reduction(const tir_block *b);
+/* The iterator whose var is v, or -1. */
+int block_iter_of(const tir_block *b, const tir_var *v);
+
+/* A loop nest with one loop per iterator of b, bound one to one, wrapping b;
+ * returns the outermost loop.  Used by compute definitions. */
+tir_stmt *program_nest(tir_program *p, tir_block *b, const char *const *loop_names);
+
+#endif

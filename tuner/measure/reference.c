@@ -1,0 +1,315 @@
+/*
+ * reference.c — a naive, independent implementation of every operator, in
+ * double precision, for checking candidates' outputs (see measure.h for the
+ * argument and layout convention).
+ *
+ * Written from the operators' definitions, not from the IR.  Convolutions of
+ * 1, 2 and 3 spatial dimensions share one loop nest over three dimensions,
+ * the unused ones of extent 1; layouts are handled by the index functions
+ * alone, so the arithmetic is written once.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "../ir/ir.h"
+#include "measure.h"
+
+/* A convolution's geometry with three spatial dimensions, unused ones 1. */
+typedef struct geom {
+	int64_t n, c, k, groups, mult;
+	int64_t in[3], ker[3], out[3], stride[3], dil[3], pad[3];
+	bool last;                 /* channels-last */
+} geom;
+
+static geom geom_of(const tir_workload *w)
+{
+	geom g = { .n = w->n, .c = w->c, .k = w->k, .groups = w->groups,
+		   .mult = w->multiplier, .last = w->channels_last };
+	for (int d = 0; d < 3; d++) {
+		bool used = d < w->nd;
+		g.in[d] = used ? w->in[d] : 1;
+		g.ker[d] = used ? w->kernel[d] : 1;
+		g.out[d] = used ? w->out[d] : 1;
+		g.stride[d] = used ? w->stride[d] : 1;
+		g.dil[d] = used ? w->dilation[d] : 1;
+		g.pad[d] = used ? w->pad_lo[d] : 0;
+	}
+	return g;
+}
+
+/* Offset of [n, ch, s0, s1, s2] in a tensor of `nch` channels and spatial
+ * extents ext[], in the geometry's layout. */
+static int64_t act(const geom *g, const int64_t *ext, int64_t nch, int64_t n,
+		   int64_t ch, int64_t s0, int64_t s1, int64_t s2)
+{
+	if (g->last)
+		return (((n * ext[0] + s0) * ext[1] + s1) * ext[2] + s2) * nch + ch;
+	return (((n * nch + ch) * ext[0] + s0) * ext[1] + s1) * ext[2] + s2;
+}
+
+/* Offset of a weight element [a, b, r0, r1, r2] (channels-first order
+ * A, B, kernel; channels-last kernel, A, B). */
+static int64_t wgt(const geom *g, int64_t na, int64_t nb, int64_t a, int64_t b,
+		   int64_t r0, int64_t r1, int64_t r2)
+{
+	int64_t r = (r0 * g->ker[1] + r1) * g->ker[2] + r2;
+	if (g->last)
+		return (r * na + a) * nb + b;
+	return (a * nb + b) * (g->ker[0] * g->ker[1] * g->ker[2]) + r;
+}
+
+static void set_arg(tir_ref_arg *a, const char *name, int ndim,
+		    const int64_t *shape, bool out)
+{
+	memset(a, 0, sizeof *a);
+	snprintf(a->name, sizeof a->name, "%s", name);
+	a->ndim = ndim;
+	a->elems = 1;
+	for (int i = 0; i < ndim; i++) {
+		a->shape[i] = shape[i];
+		a->elems *= shape[i];
+	}
+	a->is_output = out;
+}
+
+/* Shape of an activation [N, C, *sp] or [N, *sp, C]. */
+static int act_shape(const tir_workload *w, int64_t ch, const int64_t *sp,
+		     int64_t *shape)
+{
+	int n = 0;
+	shape[n++] = w->n;
+	if (!w->channels_last)
+		shape[n++] = ch;
+	for (int d = 0; d < w->nd; d++)
+		shape[n++] = sp[d];
+	if (w->channels_last)
+		shape[n++] = ch;
+	return n;
+}
+
+/* Shape of a weight [a, b, *kernel] or [*kernel, a, b]. */
+static int wgt_shape(const tir_workload *w, int64_t a, int64_t b, int64_t *shape)
+{
+	int n = 0;
+	if (!w->channels_last) {
+		shape[n++] = a;
+		shape[n++] = b;
+	}
+	for (int d = 0; d < w->nd; d++)
+		shape[n++] = w->kernel[d];
+	if (w->channels_last) {
+		shape[n++] = a;
+		shape[n++] = b;
+	}
+	return n;
+}
+
+int tir_reference_args(const tir_workload *w, tir_ref_arg *args, int max,
+		       tir_error *err)
+{
+	if (max < 3 + w->nepilogue)
+		return tir_fail(err, "reference: room for %d arguments, %s needs up to %d",
+				max, tir_workload_op(w), 3 + w->nepilogue);
+	int n = 0, nd;
+	int64_t s[6], out[6];
+	int outnd;
+	int64_t outch;
+	if (w->op == TIR_OP_MATMUL) {
+		int b = w->batch > 0;
+		int64_t rows_a = w->mm_layout == TIR_LAYOUT_TN ? w->K : w->M;
+		int64_t cols_a = w->mm_layout == TIR_LAYOUT_TN ? w->M : w->K;
+		int64_t rows_b = w->mm_layout == TIR_LAYOUT_NT ? w->N : w->K;
+		int64_t cols_b = w->mm_layout == TIR_LAYOUT_NT ? w->K : w->N;
+		int64_t sa[3] = { w->batch, rows_a, cols_a };
+		int64_t sb[3] = { w->batch, rows_b, cols_b };
+		set_arg(&args[n++], "A", 2 + b, sa + 1 - b, false);
+		set_arg(&args[n++], "B", 2 + b, sb + 1 - b, false);
+		out[0] = w->batch;
+		out[1] = w->M;
+		out[2] = w->N;
+		outnd = 2 + b;
+		memmove(out, out + 1 - b, sizeof(int64_t) * (size_t)outnd);
+		outch = w->N;
+	} else {
+		nd = act_shape(w, w->c, w->in, s);
+		set_arg(&args[n++], "X", nd, s, false);
+		if (w->op == TIR_OP_DEPTHWISE_CONV2D)
+			nd = wgt_shape(w, w->c, w->multiplier, s);
+		else if (w->op == TIR_OP_CONV2D_TRANSPOSE)
+			nd = wgt_shape(w, w->c, w->k / w->groups, s);
+		else if (w->channels_last)     /* [*kernel, C/groups, K] */
+			nd = wgt_shape(w, w->c / w->groups, w->k, s);
+		else                           /* [K, C/groups, *kernel] */
+			nd = wgt_shape(w, w->k, w->c / w->groups, s);
+		set_arg(&args[n++], "W", nd, s, false);
+		outnd = act_shape(w, w->k, w->out, out);
+		outch = w->k;
+	}
+	for (int i = 0; i < w->nepilogue; i++) {
+		if (w->epilogue[i] == TIR_EPI_BIAS)
+			set_arg(&args[n++], "bias", 1, &outch, false);
+		else if (w->epilogue[i] == TIR_EPI_ADD)
+			set_arg(&args[n++], "add", outnd, out, false);
+	}
+	set_arg(&args[n++], w->op == TIR_OP_MATMUL ? "C" : "Y", outnd, out, true);
+	return n;
+}
+
+/* ---- operators ------------------------------------------------------------------- */
+
+static void ref_matmul(const tir_workload *w, const double *A, const double *B,
+		       double *C)
+{
+	int64_t nb = w->batch > 0 ? w->batch : 1, M = w->M, N = w->N, K = w->K;
+	for (int64_t b = 0; b < nb; b++) {
+		const double *a = A + b * M * K, *bb = B + b * K * N;
+		double *c = C + b * M * N;
+		for (int64_t i = 0; i < M; i++)
+			for (int64_t j = 0; j < N; j++) {
+				double acc = 0;
+				for (int64_t k = 0; k < K; k++) {
+					double x = w->mm_layout == TIR_LAYOUT_TN ? a[k * M + i]
+										 : a[i * K + k];
+					double y = w->mm_layout == TIR_LAYOUT_NT ? bb[j * K + k]
+										 : bb[k * N + j];
+					acc += x * y;
+				}
+				c[i * N + j] = acc;
+			}
+	}
+}
+
+/* Forward convolution, grouped or depthwise. */
+static void ref_conv(const tir_workload *w, const double *X, const double *W,
+		     double *Y)
+{
+	geom g = geom_of(w);
+	bool dw = w->op == TIR_OP_DEPTHWISE_CONV2D;
+	int64_t cg = dw ? 1 : g.c / g.groups, kg = dw ? g.mult : g.k / g.groups;
+	for (int64_t n = 0; n < g.n; n++)
+	for (int64_t k = 0; k < g.k; k++)
+	for (int64_t o0 = 0; o0 < g.out[0]; o0++)
+	for (int64_t o1 = 0; o1 < g.out[1]; o1++)
+	for (int64_t o2 = 0; o2 < g.out[2]; o2++) {
+		int64_t grp = k / kg;
+		double acc = 0;
+		for (int64_t c = 0; c < cg; c++)
+		for (int64_t r0 = 0; r0 < g.ker[0]; r0++)
+		for (int64_t r1 = 0; r1 < g.ker[1]; r1++)
+		for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
+			int64_t i0 = o0 * g.stride[0] - g.pad[0] + r0 * g.dil[0];
+			int64_t i1 = o1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
+			int64_t i2 = o2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
+			if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] ||
+			    i2 < 0 || i2 >= g.in[2])
+				continue;
+			int64_t ic = grp * cg + c;
+			double x = X[act(&g, g.in, g.c, n, ic, i0, i1, i2)];
+			/* depthwise: W[C, mult, *ker] / W[*ker, C, mult];
+			 * conv: W[K, C/groups, *ker] / W[*ker, C/groups, K] */
+			double f = dw ? W[wgt(&g, g.c, g.mult, grp, k % g.mult, r0, r1, r2)]
+				 : g.last ? W[wgt(&g, cg, g.k, c, k, r0, r1, r2)]
+					  : W[wgt(&g, g.k, cg, k, c, r0, r1, r2)];
+			acc += x * f;
+		}
+		Y[act(&g, g.out, g.k, n, k, o0, o1, o2)] = acc;
+	}
+}
+
+/* Transposed convolution, written as the scatter that defines it. */
+static void ref_conv_transpose(const tir_workload *w, const double *X,
+			       const double *W, double *Y, int64_t ny)
+{
+	geom g = geom_of(w);
+	int64_t cg = g.c / g.groups, kg = g.k / g.groups;
+	for (int64_t i = 0; i < ny; i++)
+		Y[i] = 0;
+	for (int64_t n = 0; n < g.n; n++)
+	for (int64_t c = 0; c < g.c; c++)
+	for (int64_t i0 = 0; i0 < g.in[0]; i0++)
+	for (int64_t i1 = 0; i1 < g.in[1]; i1++)
+	for (int64_t i2 = 0; i2 < g.in[2]; i2++) {
+		double x = X[act(&g, g.in, g.c, n, c, i0, i1, i2)];
+		int64_t grp = c / cg;
+		for (int64_t kk = 0; kk < kg; kk++)
+		for (int64_t r0 = 0; r0 < g.ker[0]; r0++)
+		for (int64_t r1 = 0; r1 < g.ker[1]; r1++)
+		for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
+			int64_t o0 = i0 * g.stride[0] - g.pad[0] + r0 * g.dil[0];
+			int64_t o1 = i1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
+			int64_t o2 = i2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
+			if (o0 < 0 || o0 >= g.out[0] || o1 < 0 || o1 >= g.out[1] ||
+			    o2 < 0 || o2 >= g.out[2])
+				continue;
+			double f = W[wgt(&g, g.c, kg, c, kk, r0, r1, r2)];
+			Y[act(&g, g.out, g.k, n, grp * kg + kk, o0, o1, o2)] += x * f;
+		}
+	}
+}
+
+/* Output channel of flat output index i. */
+static int64_t out_channel(const tir_workload *w, int64_t i)
+{
+	if (w->op == TIR_OP_MATMUL)
+		return i % w->N;
+	if (w->channels_last)
+		return i % w->k;
+	int64_t sp = 1;
+	for (int d = 0; d < w->nd; d++)
+		sp *= w->out[d];
+	return (i / sp) % w->k;
+}
+
+int tir_reference(const tir_workload *w, double *const *inputs, double *output,
+		  tir_error *err)
+{
+	tir_ref_arg args[TIR_REF_MAX_ARGS];
+	int nargs = tir_reference_args(w, args, TIR_REF_MAX_ARGS, err);
+	if (nargs < 0)
+		return -1;
+	int64_t ny = args[nargs - 1].elems;
+	switch (w->op) {
+	case TIR_OP_MATMUL:
+		ref_matmul(w, inputs[0], inputs[1], output);
+		break;
+	case TIR_OP_CONV1D:
+	case TIR_OP_CONV2D:
+	case TIR_OP_CONV3D:
+	case TIR_OP_DEPTHWISE_CONV2D:
+		ref_conv(w, inputs[0], inputs[1], output);
+		break;
+	case TIR_OP_CONV2D_TRANSPOSE:
+		ref_conv_transpose(w, inputs[0], inputs[1], output, ny);
+		break;
+	default:
+		return tir_fail(err, "reference: no reference for op %s",
+				tir_workload_op(w));
+	}
+	int operand = 2;
+	for (int e = 0; e < w->nepilogue; e++) {
+		const double *src = NULL;
+		if (w->epilogue[e] == TIR_EPI_BIAS || w->epilogue[e] == TIR_EPI_ADD)
+			src = inputs[operand++];
+		for (int64_t i = 0; i < ny; i++) {
+			double x = output[i];
+			switch (w->epilogue[e]) {
+			case TIR_EPI_BIAS:
+				x += src[out_channel(w, i)];
+				break;
+			case TIR_EPI_ADD:
+				x += src[i];
+				break;
+			case TIR_EPI_RELU:
+				x = x > 0 ? x : 0;
+				break;
+			case TIR_EPI_GELU:
+				x = x * 0.5 * (1.0 + erf(x / sqrt(2.0)));
+				break;
+			default:
+				break;
+			}
+			output[i] = x;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,605 @@
+/*
+ * runner.c — what every runner shares: the statuses, the random inputs, the
+ * check against the reference, the child-process guard, the timing loop, and
+ * tir_measure(), the steps of measuring one candidate in order.
+ *
+ * The inputs of a candidate are a pure function of (seed, argument index,
+ * dtype, element count): tir_measure_fill draws them from splitmix64, so the
+ * child that runs the candidate and the parent that computes the reference
+ * make the same values without sending them anywhere.
+ *
+ * The guard forks; the child reports through a MAP_SHARED mapping
+ * (tir_child_report) that outlives it, and the parent polls waitpid against
+ * a deadline and SIGKILLs the child when it passes.  How the child ended —
+ * normal exit, signal, watchdog — decides the status; the parent never runs
+ * candidate code.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include "../ir/ir.h"
+#include "measure.h"
+
+/* ---- statuses and options --------------------------------------------------- */
+
+static const char *const status_names[] = {
+#define TIR_MS_NAME(id, name) name,
+	TIR_MEASURE_STATUSES(TIR_MS_NAME)
+#undef TIR_MS_NAME
+};
+
+const char *tir_measure_status_name(tir_measure_status s)
+{
+	if ((int)s < 0 || s >= TIR_MEASURE_NSTATUSES)
+		return "unknown";
+	return status_names[s];
+}
+
+void tir_measure_result_clear(tir_measure_result *r)
+{
+	free(r->output);
+	memset(r, 0, sizeof *r);
+	r->max_rel_error = -1;
+}
+
+tir_measure_opts tir_measure_opts_default(const tir_measure_opts *o)
+{
+	tir_measure_opts d = { 0 };
+	if (o)
+		d = *o;
+	if (d.repeats <= 0)
+		d.repeats = 5;
+	if (d.repeats > TIR_MEASURE_MAX_REPEATS)
+		d.repeats = TIR_MEASURE_MAX_REPEATS;
+	if (!(d.min_repeat_us > 0))
+		d.min_repeat_us = 1000;
+	if (!(d.timeout_s > 0))
+		d.timeout_s = 10;
+	return d;
+}
+
+const tir_runner *tir_runner_for(const tir_target *t)
+{
+	return t->kind == TIR_TARGET_CUDA ? &tir_runner_cuda : &tir_runner_cpu;
+}
+
+int tir_code_output(const tir_code *c)
+{
+	for (int i = 0; i < c->nargs; i++)
+		if (c->args[i].is_output)
+			return i;
+	return -1;
+}
+
+/* ---- random inputs ------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	return x;
+}
+
+static float bits_f32(uint32_t x)
+{
+	float f;
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+/* float → IEEE binary16, round to nearest even. */
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t x = f32_bits(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+	uint32_t ax = x & 0x7fffffffu;
+	if (ax >= 0x7f800000u)                       /* inf, nan */
+		return sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0);
+	if (ax >= 0x477ff000u)                       /* >= 65520: overflows */
+		return sign | 0x7c00;
+	if (ax < 0x38800000u) {                      /* below 2^-14: subnormal */
+		uint32_t e = ax >> 23;
+		if (e < 102)
+			return sign;
+		uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+		int shift = 126 - (int)e;            /* 14 .. 24 */
+		uint32_t q = m >> shift, rem = m & ((1u << shift) - 1);
+		uint32_t half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+		return sign | (uint16_t)q;
+	}
+	uint32_t r = ax + 0xfffu + ((ax >> 13) & 1);
+	return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	if (e == 0) {                                /* zero, subnormal */
+		float v = (float)m * 0x1p-24f;
+		return sign ? -v : v;
+	}
+	if (e == 31)
+		return bits_f32(sign | 0x7f800000u | (m << 13));
+	return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t x = f32_bits(f);
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40);  /* quiet nan */
+	return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+	return bits_f32((uint32_t)h << 16);
+}
+
+void tir_measure_fill(const tir_code *c, int index, uint64_t seed, void *dst)
+{
+	const tir_arg_info *a = &c->args[index];
+	size_t bytes = (size_t)a->elems * (size_t)a->elem_bytes;
+	if (a->is_output) {
+		memset(dst, 0xff, bytes);
+		return;
+	}
+	if (a->is_scratch) {
+		memset(dst, 0, bytes);
+		return;
+	}
+	uint64_t s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(index + 1));
+	for (int64_t i = 0; i < a->elems; i++) {
+		uint64_t r = splitmix64(&s);
+		float f = (float)(r >> 40) * 0x1p-23f - 1.0f;   /* [-1, 1) */
+		int64_t k = (int64_t)(r % 17) - 8;               /* [-8, 8] */
+		switch (a->dtype) {
+		case TIR_F32:
+			((float *)dst)[i] = f;
+			break;
+		case TIR_F16:
+			((uint16_t *)dst)[i] = f32_to_f16(f);
+			break;
+		case TIR_BF16:
+			((uint16_t *)dst)[i] = f32_to_bf16(f);
+			break;
+		case TIR_I8:
+			((int8_t *)dst)[i] = (int8_t)k;
+			break;
+		case TIR_I32:
+			((int32_t *)dst)[i] = (int32_t)k;
+			break;
+		case TIR_I64:
+			((int64_t *)dst)[i] = k;
+			break;
+		default:                                     /* bool and the like */
+			memset((char *)dst + i * a->elem_bytes, 0, (size_t)a->elem_bytes);
+			((unsigned char *)dst)[i * a->elem_bytes] = (unsigned char)(r & 1);
+			break;
+		}
+	}
+}
+
+void tir_measure_to_double(int dtype, const void *src, int64_t n, double *dst)
+{
+	for (int64_t i = 0; i < n; i++) {
+		switch (dtype) {
+		case TIR_F32: dst[i] = ((const float *)src)[i]; break;
+		case TIR_F16: dst[i] = f16_to_f32(((const uint16_t *)src)[i]); break;
+		case TIR_BF16: dst[i] = bf16_to_f32(((const uint16_t *)src)[i]); break;
+		case TIR_I8: dst[i] = ((const int8_t *)src)[i]; break;
+		case TIR_I32: dst[i] = ((const int32_t *)src)[i]; break;
+		case TIR_I64: dst[i] = (double)((const int64_t *)src)[i]; break;
+		default: dst[i] = ((const unsigned char *)src)[i * dtype_bytes(dtype)]; break;
+		}
+	}
+}
+
+/* ---- the check ------------------------------------------------------------------ */
+
+static double dtype_tolerance(int dtype)
+{
+	switch (dtype) {
+	case TIR_F32: return 1e-5;
+	case TIR_F16: return 1e-2;
+	case TIR_BF16: return 2e-2;
+	default: return 0;
+	}
+}
+
+double tir_measure_tolerance(const tir_code *c)
+{
+	double tol = 0;
+	for (int i = 0; i < c->nargs; i++)
+		if (!c->args[i].is_scratch && dtype_tolerance(c->args[i].dtype) > tol)
+			tol = dtype_tolerance(c->args[i].dtype);
+	return tol;
+}
+
+/* Matches the code's input arguments with the reference's: same count and
+ * element counts.  Fills idx[] with the code's argument index of each
+ * reference input; returns the number of reference arguments (output last). */
+static int match_args(const tir_workload *w, const tir_code *c, tir_ref_arg *ra,
+		      int *idx, tir_error *err)
+{
+	int n = tir_reference_args(w, ra, TIR_REF_MAX_ARGS, err);
+	if (n < 0)
+		return -1;
+	int k = 0, out = -1;
+	for (int i = 0; i < c->nargs; i++) {
+		if (c->args[i].is_scratch)
+			continue;
+		if (c->args[i].is_output) {
+			out = i;
+			continue;
+		}
+		if (k >= n - 1)
+			return tir_fail(err, "check: the code takes more inputs than the "
+					"%s reference (%d)", tir_workload_op(w), n - 1);
+		if (c->args[i].elems != ra[k].elems)
+			return tir_fail(err, "check: argument %d \"%s\" has %lld elements, "
+					"the reference's \"%s\" %lld", i, c->args[i].name,
+					(long long)c->args[i].elems, ra[k].name,
+					(long long)ra[k].elems);
+		idx[k++] = i;
+	}
+	if (k != n - 1)
+		return tir_fail(err, "check: the code takes %d inputs, the %s reference %d",
+				k, tir_workload_op(w), n - 1);
+	if (out < 0)
+		return tir_fail(err, "check: the code has no output argument");
+	if (c->args[out].elems != ra[n - 1].elems)
+		return tir_fail(err, "check: the output has %lld elements, the "
+				"reference's %lld", (long long)c->args[out].elems,
+				(long long)ra[n - 1].elems);
+	return n;
+}
+
+int tir_measure_reference(const tir_workload *w, const tir_code *c, uint64_t seed,
+			  double **ref, int64_t *n_out, tir_error *err)
+{
+	tir_ref_arg ra[TIR_REF_MAX_ARGS];
+	int idx[TIR_REF_MAX_ARGS];
+	int n = match_args(w, c, ra, idx, err);
+	if (n < 0)
+		return -1;
+	double *in[TIR_REF_MAX_ARGS] = { 0 };
+	for (int k = 0; k < n - 1; k++) {
+		const tir_arg_info *a = &c->args[idx[k]];
+		void *raw = xmalloc((size_t)a->elems * (size_t)a->elem_bytes + 1);
+		tir_measure_fill(c, idx[k], seed, raw);
+		in[k] = xmalloc((size_t)a->elems * sizeof(double) + 1);
+		tir_measure_to_double(a->dtype, raw, a->elems, in[k]);
+		free(raw);
+	}
+	double *out = xmalloc((size_t)ra[n - 1].elems * sizeof(double) + 1);
+	int rc = tir_reference(w, in, out, err);
+	for (int k = 0; k < n - 1; k++)
+		free(in[k]);
+	if (rc) {
+		free(out);
+		return -1;
+	}
+	*ref = out;
+	*n_out = ra[n - 1].elems;
+	return 0;
+}
+
+double tir_measure_compare(const double *ref, const double *out, int64_t n)
+{
+	double maxref = 0, maxdiff = 0;
+	for (int64_t i = 0; i < n; i++) {
+		if (!isfinite(out[i]))
+			return INFINITY;
+		double d = fabs(out[i] - ref[i]);
+		if (d > maxdiff)
+			maxdiff = d;
+		if (fabs(ref[i]) > maxref)
+			maxref = fabs(ref[i]);
+	}
+	return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
+		      const double *output, int64_t out_elems,
+		      double *max_rel_error, tir_error *err)
+{
+	double *ref;
+	int64_t n;
+	if (tir_measure_reference(w, c, seed, &ref, &n, err))
+		return -1;
+	if (n != out_elems) {
+		free(ref);
+		return tir_fail(err, "check: %lld output values, the reference has %lld",
+				(long long)out_elems, (long long)n);
+	}
+	*max_rel_error = tir_measure_compare(ref, output, n);
+	free(ref);
+	return 0;
+}
+
+/* ---- the pipeline ------------------------------------------------------------------ */
+
+int tir_measure(const tir_runner *r, const tir_workload *w, const tir_code *c,
+		const tir_target *t, const tir_measure_opts *opts,
+		tir_measure_result *res)
+{
+	memset(res, 0, sizeof *res);
+	res->max_rel_error = -1;
+	tir_measure_opts o = tir_measure_opts_default(opts);
+	tir_error err = { "" };
+
+	/* 1. build */
+	tir_artifact *a = r->build(c, t, &err);
+	if (!a) {
+		res->status = TIR_MEASURE_BUILD_ERROR;
+		snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+		return -1;
+	}
+	/* 2. run once and time, in a child */
+	int rc = r->run(a, c, &o, res);
+	r->free(a);
+	if (rc)
+		return -1;
+	/* 3. check the output against the reference on the same inputs */
+	if (o.reference) {
+		res->max_rel_error = tir_measure_compare(o.reference, res->output,
+							 res->out_elems);
+	} else if (tir_measure_check(w, c, o.seed, res->output, res->out_elems,
+				     &res->max_rel_error, &err)) {
+		res->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+		return -1;
+	}
+	double tol = tir_measure_tolerance(c);
+	if (!(res->max_rel_error <= tol)) {
+		res->status = TIR_MEASURE_WRONG_RESULT;
+		snprintf(res->msg, sizeof res->msg, "wrong result: max relative error "
+			 "%.3g exceeds the tolerance %g", res->max_rel_error, tol);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the child-process guard --------------------------------------------------------- */
+
+tir_child_report *tir_child_report_new(size_t out_bytes)
+{
+	size_t size = sizeof(tir_child_report) + out_bytes;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	tir_child_report *rep = p;
+	memset(rep, 0, sizeof *rep);
+	rep->out_bytes = out_bytes;
+	return rep;
+}
+
+void tir_child_report_free(tir_child_report *rep)
+{
+	if (rep)
+		munmap(rep, sizeof(tir_child_report) + rep->out_bytes);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *signal_name(int sig)
+{
+	static const struct { int sig; const char *name; } names[] = {
+		{ SIGSEGV, "SIGSEGV" }, { SIGBUS, "SIGBUS" }, { SIGFPE, "SIGFPE" },
+		{ SIGILL, "SIGILL" }, { SIGABRT, "SIGABRT" }, { SIGKILL, "SIGKILL" },
+		{ SIGTERM, "SIGTERM" }, { SIGTRAP, "SIGTRAP" }, { SIGSYS, "SIGSYS" },
+		{ SIGPIPE, "SIGPIPE" }, { SIGXCPU, "SIGXCPU" }, { SIGINT, "SIGINT" },
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (names[i].sig == sig)
+			return names[i].name;
+	return NULL;
+}
+
+/* In the child, before any candidate code: die with the parent, no core
+ * files, the default action for the signals a bad candidate raises (the
+ * caller may have installed handlers: Check, a daemon). */
+static void child_setup(pid_t parent)
+{
+#ifdef __linux__
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+	if (getppid() != parent)
+		_exit(127);
+	struct rlimit no_core = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &no_core);
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+				    SIGTERM, SIGINT, SIGPIPE };
+	sigset_t set;
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		signal(sigs[i], SIG_DFL);
+		sigaddset(&set, sigs[i]);
+	}
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep),
+		  void *ctx, tir_child_report *rep, tir_measure_result *r)
+{
+	rep->status = TIR_MEASURE_RUN_ERROR;
+	snprintf(rep->msg, sizeof rep->msg, "the measuring process ended without a report");
+	fflush(stdout);
+	fflush(stderr);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		r->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r->msg, sizeof r->msg, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		child_setup(parent);
+		fn(ctx, rep);
+		_exit(0);
+	}
+
+	double deadline = now_s() + timeout_s;
+	double nap = 50e-6;
+	int st = 0;
+	bool timed_out = false;
+	for (;;) {
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR) {
+			r->status = TIR_MEASURE_RUN_ERROR;
+			snprintf(r->msg, sizeof r->msg, "waitpid: %s", strerror(errno));
+			kill(pid, SIGKILL);
+			return -1;
+		}
+		double left = deadline - now_s();
+		if (left <= 0) {
+			timed_out = true;
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		double d = nap < left ? nap : left;
+		struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+		nanosleep(&ts, NULL);
+		if (nap < 2e-3)
+			nap *= 2;
+	}
+
+	if (timed_out) {
+		r->status = TIR_MEASURE_TIMEOUT;
+		snprintf(r->msg, sizeof r->msg, "timed out after %g s", timeout_s);
+		return -1;
+	}
+	if (WIFSIGNALED(st)) {
+		int sig = WTERMSIG(st);
+		const char *name = signal_name(sig);
+		r->status = TIR_MEASURE_CRASH;
+		if (sig == SIGKILL)
+			snprintf(r->msg, sizeof r->msg, "candidate was killed by SIGKILL "
+				 "(out of memory?)");
+		else if (name)
+			snprintf(r->msg, sizeof r->msg, "candidate crashed with %s", name);
+		else
+			snprintf(r->msg, sizeof r->msg, "candidate crashed with signal %d (%s)",
+				 sig, strsignal(sig));
+		return -1;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
+		r->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r->msg, sizeof r->msg, "the measuring process exited with "
+			 "status %d", WEXITSTATUS(st));
+		return -1;
+	}
+	r->status = (tir_measure_status)rep->status;
+	if ((int)r->status < 0 || r->status >= TIR_MEASURE_NSTATUSES)
+		r->status = TIR_MEASURE_RUN_ERROR;
+	rep->msg[sizeof rep->msg - 1] = '\0';
+	snprintf(r->msg, sizeof r->msg, "%s", r->status == TIR_MEASURE_OK ? "" : rep->msg);
+	return r->status == TIR_MEASURE_OK ? 0 : -1;
+}
+
+void tir_child_collect(const tir_child_report *rep, const tir_code *c,
+		       tir_measure_result *r)
+{
+	int o = tir_code_output(c);
+	r->nrepeats = rep->nrepeats;
+	if (r->nrepeats < 0 || r->nrepeats > TIR_MEASURE_MAX_REPEATS)
+		r->nrepeats = 0;
+	memcpy(r->repeat_us, rep->repeat_us, sizeof r->repeat_us);
+	r->median_us = rep->median_us;
+	free(r->output);
+	r->output = NULL;
+	r->out_elems = 0;
+	if (o < 0 || !rep->output_ready)
+		return;
+	const tir_arg_info *a = &c->args[o];
+	if ((size_t)a->elems * (size_t)a->elem_bytes > rep->out_bytes)
+		return;
+	r->out_elems = a->elems;
+	r->output = xmalloc((size_t)a->elems * sizeof(double) + 1);
+	tir_measure_to_double(a->dtype, rep->out, a->elems, r->output);
+}
+
+/* ---- timing ------------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int tir_time_repeats(const tir_measure_opts *o, void *ctx,
+		     int (*flush)(void *ctx, tir_child_report *rep),
+		     int (*timed)(void *ctx, long n, double *us, tir_child_report *rep),
+		     tir_child_report *rep)
+{
+	double start = now_s();
+	double one;
+	if (timed(ctx, 1, &one, rep))            /* warm-up */
+		return -1;
+	if (timed(ctx, 1, &one, rep))            /* how long one call takes */
+		return -1;
+	if (one < 0.01)
+		one = 0.01;
+	double n = ceil(o->min_repeat_us / one);
+	if (n < 1)
+		n = 1;
+	if (n > 1e7)
+		n = 1e7;
+	/* Fewer repeats (at least one) where the full set would not finish in
+	 * 80% of the timeout: a slow candidate is reported, not timed out. */
+	int repeats = o->repeats;
+	double left_us = (0.8 * o->timeout_s - (now_s() - start)) * 1e6;
+	double per_repeat = n * one * 1.2 + 20000;   /* + a generous flush */
+	if (repeats * per_repeat > left_us) {
+		repeats = (int)(left_us / per_repeat);
+		if (repeats < 1)
+			repeats = 1;
+	}
+	double sorted[TIR_MEASURE_MAX_REPEATS];
+	for (int i = 0; i < repeats; i++) {
+		double us;
+		if (flush(ctx, rep) || timed(ctx, (long)n, &us, rep))
+			return -1;
+		rep->repeat_us[i] = us / n;
+		sorted[i] = us / n;
+	}
+	rep->nrepeats = repeats;
+	qsort(sorted, (size_t)repeats, sizeof sorted[0], cmp_double);
+	rep->median_us = repeats % 2 ? sorted[repeats / 2]
+		: 0.5 * (sorted[repeats / 2 - 1] + sorted[repeats / 2]);
+	return 0;
+}

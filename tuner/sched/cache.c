@@ -1,0 +1,215 @@
+/*
+ * cache.c — cache stages and buffer layout: cache_read, cache_write,
+ * storage_align.
+ *
+ * A cache stage is a plain copy block (one spatial iterator per dimension,
+ * dst[v] = src[v]) in a loop nest of its own at the top level of the program,
+ * between the stage's producer and its consumer.  It starts out copying the
+ * whole buffer; compute_at / reverse_compute_at then move it under a tile loop
+ * where it copies only the tile, and buffer compaction at lowering sizes the
+ * cache to that tile.  The cache buffer is named `<buffer>_<scope>` and so is
+ * its copy block.
+ */
+#include <ctype.h>
+#include <string.h>
+#include "sched.h"
+
+/* The ancestor of s directly under the root. */
+static tir_stmt *top_stmt(tir_stmt *s)
+{
+	while (s->parent && s->parent->parent)
+		s = s->parent;
+	return s;
+}
+
+/* "<buffer>_<scope>" with characters a C identifier cannot hold as '_'. */
+static char *cache_name(tir_program *p, const tir_buffer *buf, const char *scope)
+{
+	char *s = arena_printf(&p->arena, "%s_%s", buf->name, scope);
+	for (char *c = s; *c; c++)
+		if (!isalnum((unsigned char)*c) && *c != '_')
+			*c = '_';
+	return s;
+}
+
+/* A new buffer with buf's shape and dtype in `scope`, and the block copying
+ * src into dst over the whole buffer (dst or src being the new one), in a
+ * loop nest of its own that is not yet in the tree.  Returns the nest. */
+static tir_stmt *copy_stage(tir_program *p, tir_buffer *dst, tir_buffer *src,
+			    const char *name, tir_block **out)
+{
+	tir_arena *a = &p->arena;
+	tir_block *c = block_new(p, name);
+	c->name = name;             /* the cache buffer's name; block_new added a suffix */
+	tir_expr *idx[TIR_MAX_DIMS];
+	const char *loop_names[TIR_MAX_DIMS];
+	for (int d = 0; d < dst->ndim; d++) {
+		tir_var *v = program_var(p, arena_printf(a, "v%d", d));
+		block_add_iter(c, v, dst->shape[d], ITER_SPATIAL, NULL);
+		idx[d] = mk_var(a, v);
+		loop_names[d] = arena_printf(a, "ax%d", d);
+	}
+	c->store = dst;
+	memcpy(c->store_idx, idx, sizeof(tir_expr *) * (size_t)dst->ndim);
+	c->value = mk_load(a, src, src->ndim, idx);
+	c->reduce = REDUCE_NONE;
+	block_update_regions(p, c);
+	*out = c;
+	return program_nest(p, c, loop_names);
+}
+
+static int parse_scope(const tir_inst *in, tir_error *err)
+{
+	if (!in->str)
+		return tir_fail(err, "no storage scope");
+	int sc = scope_parse(in->str);
+	if (sc < 0)
+		return tir_fail(err, "unknown storage scope \"%s\"", in->str);
+	return sc;
+}
+
+/* cache_read(block, read_index, scope): block reads region read_index of its
+ * reads (not its own output) through a new buffer `<buf>_<scope>`, filled by a
+ * copy block inserted right after the top-level statement of the buffer's
+ * last producer, or, for a buffer nothing writes, right before the top-level
+ * statement holding the block.  Only this block reads the cache.  Returns the
+ * copy block. */
+int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	tir_program *p = s->p;
+	if (in->nin != 1 || in->nattr < 1)
+		return tir_fail(err, "takes a block and a read index");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int sc = parse_scope(in, err);
+	if (sc < 0)
+		return -1;
+	int64_t ri = in->attr[0];
+	if (ri < 0 || ri >= b->nreads)
+		return tir_fail(err, "block \"%s\" has %d read regions; read index %lld is out of range",
+				b->name, b->nreads, (long long)ri);
+	tir_buffer *buf = b->reads[ri].buf;
+	if (buf == b->store)
+		return tir_fail(err, "read %lld of block \"%s\" is its own output \"%s\"; use cache_write",
+				(long long)ri, b->name, buf->name);
+	tir_stmt *top = top_stmt(b->stmt);
+	tir_block *prod = NULL;
+	for (int i = 0; i < p->nblocks; i++) {
+		tir_block *w = p->blocks[i];
+		if (!w->stmt || w->store != buf)
+			continue;
+		tir_stmt *wt = top_stmt(w->stmt);
+		if (wt == top)
+			return tir_fail(err, "block \"%s\" writes \"%s\" in the same loop nest as its consumer \"%s\"; cache_read it before compute_at",
+					w->name, buf->name, b->name);
+		if (stmt_index(wt) > stmt_index(top))
+			return tir_fail(err, "block \"%s\" writes \"%s\" after its consumer \"%s\"",
+					w->name, buf->name, b->name);
+		if (!prod || stmt_index(wt) > stmt_index(top_stmt(prod->stmt)))
+			prod = w;
+	}
+
+	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
+					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
+	tir_block *copy;
+	tir_stmt *nest = copy_stage(p, cb, buf, cb->name, &copy);
+	int pos = prod ? stmt_index(top_stmt(prod->stmt)) + 1 : stmt_index(top);
+	stmt_insert(p->root, pos, nest);
+	b->value = expr_replace_buffer(&p->arena, b->value, buf, cb);
+	b->init = expr_replace_buffer(&p->arena, b->init, buf, cb);
+	block_update_regions(p, b);
+
+	int rv = sched_new_rv(s, RV_BLOCK);
+	s->rv[rv].block = copy;
+	in->out[in->nout++] = rv;
+	return 0;
+}
+
+/* cache_write(block, 0, scope): block writes a new buffer `<buf>_<scope>`
+ * instead of its output buffer; a copy block inserted right after the block's
+ * top-level statement writes it back.  A reduction accumulates in the cache.
+ * Requires the block to be the output's only writer and every other reader of
+ * the output to run after the block's top-level statement.  Returns the
+ * copy-back block. */
+int prim_cache_write(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	tir_program *p = s->p;
+	if (in->nin != 1 || in->nattr < 1)
+		return tir_fail(err, "takes a block and a write index");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int sc = parse_scope(in, err);
+	if (sc < 0)
+		return -1;
+	if (in->attr[0] != 0)
+		return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
+				b->name, (long long)in->attr[0]);
+	tir_buffer *buf = b->store;
+	tir_stmt *top = top_stmt(b->stmt);
+	for (int i = 0; i < p->nblocks; i++) {
+		tir_block *c = p->blocks[i];
+		if (!c->stmt || c == b)
+			continue;
+		if (c->store == buf)
+			return tir_fail(err, "block \"%s\" also writes \"%s\"; cache_write needs block \"%s\" to be its only producer",
+					c->name, buf->name, b->name);
+		bool reads = false;
+		for (int r = 0; r < c->nreads; r++)
+			reads = reads || c->reads[r].buf == buf;
+		if (reads && stmt_index(top_stmt(c->stmt)) <= stmt_index(top))
+			return tir_fail(err, "block \"%s\" reads \"%s\" in or before the loop nest of its producer \"%s\"",
+					c->name, buf->name, b->name);
+	}
+
+	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
+					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
+	tir_block *copy;
+	tir_stmt *nest = copy_stage(p, buf, cb, cb->name, &copy);
+	stmt_insert(p->root, stmt_index(top) + 1, nest);
+	b->store = cb;
+	b->value = expr_replace_buffer(&p->arena, b->value, buf, cb);
+	b->init = expr_replace_buffer(&p->arena, b->init, buf, cb);
+	block_update_regions(p, b);
+
+	int rv = sched_new_rv(s, RV_BLOCK);
+	s->rv[rv].block = copy;
+	in->out[in->nout++] = rv;
+	return 0;
+}
+
+/* storage_align(block, buffer_index, axis, factor, offset): pads the stride of
+ * dimension `axis` of the block's output (buffer_index 0) so that
+ * stride % factor == offset, against shared-memory bank conflicts.  Only a
+ * shared or local intermediate buffer has a layout of its own to change. */
+int prim_storage_align(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	if (in->nin != 1 || in->nattr != 4)
+		return tir_fail(err, "takes a block, a buffer index, an axis, a factor and an offset");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int64_t bi = in->attr[0], axis = in->attr[1], factor = in->attr[2], offset = in->attr[3];
+	if (bi != 0)
+		return tir_fail(err, "block \"%s\" writes one buffer; buffer index %lld is out of range",
+				b->name, (long long)bi);
+	tir_buffer *buf = b->store;
+	if (buf->role != BUF_TEMP)
+		return tir_fail(err, "buffer \"%s\" is a parameter; its layout is the caller's", buf->name);
+	if (buf->scope != TIR_SCOPE_SHARED && buf->scope != TIR_SCOPE_LOCAL)
+		return tir_fail(err, "buffer \"%s\" is in %s scope; only shared and local buffers can be aligned",
+				buf->name, scope_name(buf->scope));
+	if (axis < 0 || axis >= buf->ndim)
+		return tir_fail(err, "buffer \"%s\" has %d dimensions; axis %lld is out of range",
+				buf->name, buf->ndim, (long long)axis);
+	if (factor <= 0 || factor > (1 << 20))
+		return tir_fail(err, "buffer \"%s\": factor %lld is not in 1..%d",
+				buf->name, (long long)factor, 1 << 20);
+	if (offset < 0 || offset >= factor)
+		return tir_fail(err, "buffer \"%s\": offset %lld is not in 0..%lld",
+				buf->name, (long long)offset, (long long)factor - 1);
+	buf->align_factor[axis] = (int)factor;
+	buf->align_offset[axis] = (int)offset;
+	return 0;
+}

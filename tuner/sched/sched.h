@@ -1,0 +1,94 @@
+/*
+ * sched.h — schedules: the program being transformed, its random variables
+ * and its trace.  Internal to tuner/.
+ *
+ * Every primitive goes through one path, sched_apply: the public tir_split()
+ * etc. build a tir_inst and apply it; replaying a trace applies the parsed
+ * instructions the same way.  So a program built by calls and the same
+ * program replayed from its trace are equal by construction.
+ *
+ * An instruction's inputs are RVs or literals (tir_int), its outputs new RVs.
+ * String attributes (block name, thread tag, scope, annotation key) go in
+ * `str`; integer attributes in `attr`; sampled decisions in `decision`.
+ * Primitives check every precondition before they change the program; if they
+ * fail, sched_apply drops the RVs they allocated and the trace is unchanged.
+ */
+#ifndef TIR_SCHED_H
+#define TIR_SCHED_H
+
+#include "../ir/ir.h"
+
+typedef enum {
+#define TIR_PRIM(id, name, file) PRIM_##id,
+#include "prims.def"
+#undef TIR_PRIM
+	PRIM_NKINDS
+} tir_prim;
+
+typedef enum { RV_BLOCK, RV_LOOP, RV_INT } tir_rv_kind;
+
+typedef struct tir_rv {
+	tir_rv_kind kind;
+	tir_block *block;
+	tir_stmt *loop;
+	int64_t value;
+} tir_rv;
+
+#define TIR_MAX_IO 32
+typedef struct tir_inst {
+	tir_prim op;
+	int nin;
+	tir_int in[TIR_MAX_IO];
+	int nout;
+	int out[TIR_MAX_IO];
+	const char *str;            /* owned by the schedule's arena */
+	int nattr;
+	int64_t attr[4];
+	int nfattr;
+	double fattr[TIR_MAX_IO];
+	int ndecision;              /* > 0: replay these decisions */
+	int64_t decision[TIR_MAX_IO];
+} tir_inst;
+
+struct tir_sched {
+	tir_program *p;
+	const tir_workload *w;
+	tir_arena arena;            /* strings of the trace */
+	int nrv, caprv;
+	tir_rv *rv;
+	int ninst, capinst;
+	tir_inst *inst;
+	uint64_t rng;
+};
+
+const char *prim_name(tir_prim k);
+int prim_parse(const char *name);                   /* -1 if unknown */
+
+/* Applies one instruction; on success appends it to the trace. */
+int sched_apply(tir_sched *s, tir_inst *in, tir_error *err);
+
+/* For primitives. */
+int sched_new_rv(tir_sched *s, tir_rv_kind k);
+tir_block *sched_block(tir_sched *s, tir_int rv, tir_error *err);
+tir_stmt *sched_loop(tir_sched *s, tir_int rv, tir_error *err);
+/* The value of a literal or integer RV. */
+int sched_value(tir_sched *s, tir_int x, int64_t *v, tir_error *err);
+uint64_t sched_rand(tir_sched *s);                  /* xorshift, seeded */
+double sched_uniform(tir_sched *s);                 /* [0, 1) */
+
+/* Rewrites the bindings and predicates of every block under `root` with the
+ * substitution (loop vars to expressions) and simplifies them with the loop
+ * ranges of the tree. */
+void sched_rebind(tir_program *p, tir_stmt *root, const tir_subst *sub);
+
+/* An environment with every loop variable of the program ranged over its
+ * extent: the context for simplifying bindings. */
+tir_env sched_loop_env(const tir_program *p);
+
+/* Each primitive. */
+#define TIR_PRIM(id, name, file) \
+	int prim_##name(tir_sched *s, tir_inst *in, tir_error *err);
+#include "prims.def"
+#undef TIR_PRIM
+
+#endif

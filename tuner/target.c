@@ -1,0 +1,277 @@
+/*
+ * target.c — what code is generated for: target strings → struct tir_target.
+ *
+ * A full key names the hardware and ISA ("cpu:x86_64+avx2+fma", "cuda:sm_90")
+ * and is what records are stored under; "cpu" and "cuda" mean this machine's
+ * CPU and first GPU, detected.  A full key is taken at its word: its features
+ * come from the key, never from the machine that parses it, so a server can
+ * generate code for a remote board.  Features are kept in the order of the
+ * tables below, so one machine always has one key.
+ *
+ * GPU limits for a named architecture come from a built-in table; a bare
+ * "cuda" asks the driver, which is loaded with dlopen so that libtir never
+ * links libcuda and runs on machines without one.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/utsname.h>
+#include "ir/ir.h"
+#ifdef HAVE_CUDA
+#include <dlfcn.h>
+#include <cuda.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+#endif
+
+/* ---- CPUs ---------------------------------------------------------------------- */
+
+/* The features that change generated code, per architecture, in key order.
+ * vector_bytes: the widest register the feature brings. */
+typedef struct cpu_feature {
+	const char *name;
+	int vector_bytes;
+} cpu_feature;
+
+static const cpu_feature x86_features[] = {
+	{ "avx2", 32 }, { "fma", 0 }, { "avx512f", 64 }, { "avx512bw", 0 },
+	{ "avx512vnni", 0 }, { 0, 0 },
+};
+static const cpu_feature arm_features[] = {
+	{ "neon", 16 }, { "dotprod", 0 }, { 0, 0 },
+};
+
+static const cpu_feature *features_of(const char *arch)
+{
+	if (!strcmp(arch, "x86_64"))
+		return x86_features;
+	if (!strcmp(arch, "aarch64"))
+		return arm_features;
+	return NULL;
+}
+
+static int online_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+/* Builds the key and vector width from an architecture and a set of features
+ * (has[i] for the i-th entry of its table). */
+static void cpu_finish(tir_target *t, const char *arch, const cpu_feature *tab,
+		       const bool *has)
+{
+	t->kind = TIR_TARGET_CPU;
+	t->vector_bytes = 16;
+	t->cores = online_cores();
+	int n = snprintf(t->key, sizeof t->key, "cpu:%s", arch);
+	for (int i = 0; tab && tab[i].name; i++) {
+		if (!has[i])
+			continue;
+		n += snprintf(t->key + n, sizeof t->key - (size_t)n, "+%s", tab[i].name);
+		if (tab[i].vector_bytes > t->vector_bytes)
+			t->vector_bytes = tab[i].vector_bytes;
+	}
+}
+
+static int cpu_detect(tir_target *t, tir_error *err)
+{
+	bool has[8] = { false };
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	has[0] = __builtin_cpu_supports("avx2");
+	has[1] = __builtin_cpu_supports("fma");
+	has[2] = __builtin_cpu_supports("avx512f");
+	has[3] = __builtin_cpu_supports("avx512bw");
+	has[4] = __builtin_cpu_supports("avx512vnni");
+	cpu_finish(t, "x86_64", x86_features, has);
+#elif defined(__aarch64__) && defined(__linux__)
+	unsigned long hw = getauxval(AT_HWCAP);
+	has[0] = (hw & HWCAP_ASIMD) != 0;
+#ifdef HWCAP_ASIMDDP
+	has[1] = (hw & HWCAP_ASIMDDP) != 0;
+#endif
+	cpu_finish(t, "aarch64", arm_features, has);
+#else
+	struct utsname u;
+	if (uname(&u) != 0)
+		return tir_fail(err, "cpu: cannot tell this machine's architecture");
+	cpu_finish(t, u.machine, features_of(u.machine), has);
+#endif
+	(void)err;
+	return 0;
+}
+
+/* "cpu:ARCH+FEATURE+..." */
+static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
+{
+	const char *p = s + 4;
+	size_t alen = strcspn(p, "+");
+	char arch[32];
+	if (alen == 0 || alen >= sizeof arch)
+		return tir_fail(err, "target \"%s\": expected cpu:ARCH+FEATURE..., e.g. "
+				"cpu:x86_64+avx2+fma", s);
+	memcpy(arch, p, alen);
+	arch[alen] = '\0';
+	for (size_t i = 0; i < alen; i++)
+		if (!((arch[i] >= 'a' && arch[i] <= 'z') ||
+		      (arch[i] >= '0' && arch[i] <= '9') || arch[i] == '_'))
+			return tir_fail(err, "target \"%s\": bad architecture name \"%s\"",
+					s, arch);
+	const cpu_feature *tab = features_of(arch);
+	bool has[8] = { false };
+	p += alen;
+	while (*p == '+') {
+		p++;
+		size_t flen = strcspn(p, "+");
+		int hit = -1;
+		for (int i = 0; tab && tab[i].name; i++)
+			if (strlen(tab[i].name) == flen && !strncmp(tab[i].name, p, flen))
+				hit = i;
+		if (hit < 0) {
+			char known[128] = "";
+			for (int i = 0; tab && tab[i].name; i++)
+				snprintf(known + strlen(known), sizeof known - strlen(known),
+					 "%s%s", i ? ", " : "", tab[i].name);
+			return tir_fail(err, "target \"%s\": unknown feature \"%.*s\" for %s "
+					"(known: %s)", s, (int)flen, p, arch,
+					tab ? known : "none");
+		}
+		has[hit] = true;
+		p += flen;
+	}
+	cpu_finish(t, arch, tab, has);
+	return 0;
+}
+
+/* ---- GPUs ------------------------------------------------------------------------ */
+
+typedef struct cuda_arch {
+	int sm;
+	int sm_count;
+	int max_threads;
+	int max_shared;           /* opt-in bytes per block */
+	int64_t l2_bytes;
+} cuda_arch;
+
+/* Limits of the usual part of each architecture (CUDA programming guide,
+ * "Compute capabilities", and the product data sheets). */
+static const cuda_arch cuda_archs[] = {
+	{ 80, 108, 1024, 166912, 40LL << 20 },  /* A100: 163 KB opt-in, 40 MB L2 */
+	{ 86, 82, 1024, 101376, 6LL << 20 },    /* RTX 3090: 99 KB, 6 MB */
+	{ 89, 128, 1024, 101376, 72LL << 20 },  /* RTX 4090: 99 KB, 72 MB */
+	{ 90, 132, 1024, 232448, 60LL << 20 },  /* H100/H200 SXM: 227 KB, 60 MB (H200) */
+};
+
+static void cuda_fill(tir_target *t, const cuda_arch *a)
+{
+	t->kind = TIR_TARGET_CUDA;
+	snprintf(t->key, sizeof t->key, "cuda:sm_%d", a->sm);
+	t->sm = a->sm;
+	t->sm_count = a->sm_count;
+	t->max_threads_per_block = a->max_threads;
+	t->max_shared_per_block = a->max_shared;
+	t->warp_size = 32;
+	t->l2_bytes = a->l2_bytes;
+}
+
+static int cuda_parse_key(const char *s, tir_target *t, tir_error *err)
+{
+	const char *p = s + 5;
+	int sm = 0, n = 0;
+	if (strncmp(p, "sm_", 3) != 0 || sscanf(p + 3, "%d%n", &sm, &n) != 1 ||
+	    p[3 + n] != '\0' || n < 2 || n > 3)
+		return tir_fail(err, "target \"%s\": expected cuda:sm_XY, e.g. cuda:sm_90", s);
+	for (size_t i = 0; i < sizeof cuda_archs / sizeof cuda_archs[0]; i++)
+		if (cuda_archs[i].sm == sm) {
+			cuda_fill(t, &cuda_archs[i]);
+			return 0;
+		}
+	return tir_fail(err, "target \"%s\": unknown architecture sm_%d (known: sm_80, "
+			"sm_86, sm_89, sm_90)", s, sm);
+}
+
+#ifdef HAVE_CUDA
+typedef CUresult (*cu_init_fn)(unsigned int);
+typedef CUresult (*cu_device_get_fn)(CUdevice *, int);
+typedef CUresult (*cu_attr_fn)(int *, CUdevice_attribute, CUdevice);
+
+static int cuda_detect(tir_target *t, tir_error *err)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return tir_fail(err, "cuda: no GPU driver could be loaded (%s)", dlerror());
+	cu_init_fn cu_init = (cu_init_fn)dlsym(lib, "cuInit");
+	cu_device_get_fn cu_device_get = (cu_device_get_fn)dlsym(lib, "cuDeviceGet");
+	cu_attr_fn cu_attr = (cu_attr_fn)dlsym(lib, "cuDeviceGetAttribute");
+	int rc = -1;
+	CUdevice dev;
+	if (!cu_init || !cu_device_get || !cu_attr) {
+		tir_fail(err, "cuda: the GPU driver lacks cuInit/cuDeviceGet/"
+			 "cuDeviceGetAttribute");
+		goto out;
+	}
+	CUresult r = cu_init(0);
+	if (r != CUDA_SUCCESS) {
+		tir_fail(err, "cuda: cuInit failed (error %d): no usable GPU", (int)r);
+		goto out;
+	}
+	if ((r = cu_device_get(&dev, 0)) != CUDA_SUCCESS) {
+		tir_fail(err, "cuda: no GPU device 0 (error %d)", (int)r);
+		goto out;
+	}
+	static const CUdevice_attribute attrs[] = {
+		CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+		CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+		CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+		CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+		CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+		CU_DEVICE_ATTRIBUTE_WARP_SIZE,
+		CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+	};
+	int v[7];
+	for (int i = 0; i < 7; i++)
+		if ((r = cu_attr(&v[i], attrs[i], dev)) != CUDA_SUCCESS) {
+			tir_fail(err, "cuda: cuDeviceGetAttribute(%d) failed (error %d)",
+				 (int)attrs[i], (int)r);
+			goto out;
+		}
+	cuda_arch a = { v[0] * 10 + v[1], v[2], v[3], v[4], v[6] };
+	cuda_fill(t, &a);
+	t->warp_size = v[5];
+	rc = 0;
+out:
+	dlclose(lib);
+	return rc;
+}
+#else
+static int cuda_detect(tir_target *t, tir_error *err)
+{
+	(void)t;
+	return tir_fail(err, "cuda: no GPU driver could be loaded (libtir was built "
+			"without CUDA support)");
+}
+#endif
+
+/* ---- entry point ------------------------------------------------------------------- */
+
+int tir_target_parse(const char *s, tir_target *t, tir_error *err)
+{
+	memset(t, 0, sizeof *t);
+	if (!s)
+		return tir_fail(err, "target: none given");
+	if (!strcmp(s, "cpu"))
+		return cpu_detect(t, err);
+	if (!strcmp(s, "cuda"))
+		return cuda_detect(t, err);
+	if (!strncmp(s, "cpu:", 4))
+		return cpu_parse_key(s, t, err);
+	if (!strncmp(s, "cuda:", 5))
+		return cuda_parse_key(s, t, err);
+	return tir_fail(err, "target: unknown target \"%s\" (expected cpu, cuda, "
+			"cpu:ARCH+FEATURES or cuda:sm_XY)", s);
+}

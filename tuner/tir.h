@@ -1,0 +1,217 @@
+/*
+ * tir.h — the public API of libtir, tird's tuning library.
+ *
+ * libtir turns an operator workload (JSON) into a loop-nest program in a small
+ * TensorIR-style IR, transforms it with schedule primitives recorded in a trace,
+ * validates the result and generates C or CUDA code for it.  It knows nothing of
+ * HTTP or SQLite; the daemon and tirctl are its callers.
+ *
+ * Conventions, for every function below:
+ *  - Errors are values: a function that can fail returns a status (0 / NULL / -1 on
+ *    failure) and fills *err with a message naming the input at fault.  err may be
+ *    NULL.  Nothing here exits or aborts on bad input; allocation failure is fatal.
+ *  - Strings returned as `char *` are malloc'd and owned by the caller (free()).
+ *    Strings returned as `const char *` belong to the object they came from.
+ *  - Objects are opaque and not thread-safe; distinct objects may be used from
+ *    distinct threads at once (libtir keeps no global mutable state).
+ */
+#ifndef TIR_H
+#define TIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tir_error {
+	char msg[512];
+} tir_error;
+
+/* Fills err->msg like printf; returns -1 so callers can `return tir_fail(...)`. */
+int tir_fail(tir_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- workload.c: operator workloads ------------------------------------ */
+
+typedef struct tir_workload tir_workload;
+
+/* Bounds that keep one request from exhausting memory or time.  A field of 0
+ * means "use the default" (tir_limits_default). */
+typedef struct tir_limits {
+	int64_t max_extent;        /* any single dimension */
+	int64_t max_elements;      /* any one buffer, in elements */
+	double max_flops;          /* the whole operator */
+	int max_json_depth;        /* nesting of the workload document */
+	size_t max_json_bytes;     /* length of the workload document */
+} tir_limits;
+
+tir_limits tir_limits_default(void);
+
+/* Parses and validates one workload document (see DESIGN.md, "Workload JSON").
+ * lim may be NULL for the defaults.  Returns NULL with a message naming the
+ * offending key or value on any fault. */
+tir_workload *tir_workload_parse(const char *json, size_t len,
+				 const tir_limits *lim, tir_error *err);
+void tir_workload_free(tir_workload *w);
+
+/* The canonical JSON: every key present with its default filled in, sorted
+ * keys, no whitespace.  Two documents that mean the same workload have the
+ * same canonical form. */
+const char *tir_workload_canonical(const tir_workload *w);
+/* SHA-256 of the canonical JSON, 64 lowercase hex digits. */
+const char *tir_workload_key(const tir_workload *w);
+/* The operator's name ("conv2d", ...). */
+const char *tir_workload_op(const tir_workload *w);
+/* Useful floating-point operations of one call (2 per multiply-add). */
+double tir_workload_flops(const tir_workload *w);
+
+/* ---- target.c: what code is generated for ------------------------------ */
+
+typedef enum { TIR_TARGET_CPU, TIR_TARGET_CUDA } tir_target_kind;
+
+typedef struct tir_target {
+	tir_target_kind kind;
+	char key[128];            /* full key: "cpu:x86_64+avx2+fma", "cuda:sm_90" */
+	/* cpu */
+	int vector_bytes;         /* widest SIMD register: 16, 32 or 64 */
+	int cores;
+	/* cuda */
+	int sm;                   /* compute capability * 10, e.g. 90 */
+	int sm_count;
+	int max_threads_per_block;
+	int max_shared_per_block; /* opt-in limit, bytes */
+	int warp_size;
+	int64_t l2_bytes;
+} tir_target;
+
+/* Parses "cpu", "cuda", "cuda:sm_90", "cpu:x86_64+avx2+fma", ...  A bare "cpu"
+ * is this machine's CPU, detected; a bare "cuda" is the first GPU (detected
+ * through the driver where one loads, else an error).  Known architectures
+ * take their limits from a built-in table. */
+int tir_target_parse(const char *s, tir_target *t, tir_error *err);
+
+/* ---- ir/: programs ------------------------------------------------------ */
+
+typedef struct tir_program tir_program;
+
+/* The workload's initial program: its compute definition lowered into buffers,
+ * loops and blocks, unscheduled. */
+tir_program *tir_program_build(const tir_workload *w, tir_error *err);
+void tir_program_free(tir_program *p);
+/* TVMScript-like text of the program. */
+char *tir_program_print(const tir_program *p);
+
+/* ---- sched/: schedules and traces --------------------------------------- */
+
+/* A schedule is a program being transformed plus the trace of every
+ * instruction applied to it.  Random variables (RVs) name the blocks, loops and
+ * integers that instructions take and return; they are small integers valid
+ * for the schedule that returned them. */
+typedef struct tir_sched tir_sched;
+
+tir_sched *tir_sched_new(const tir_workload *w, uint64_t seed, tir_error *err);
+void tir_sched_free(tir_sched *s);
+const tir_program *tir_sched_program(const tir_sched *s);
+/* The trace as JSON: {"insts":[{"op":..., "in":[...], "attrs":{...},
+ * "out":[...], "decision":...}, ...]}. */
+char *tir_sched_trace(const tir_sched *s);
+/* Applies every instruction of a trace (JSON as above) in order; sampling
+ * instructions take their recorded decisions.  On failure the message names
+ * the instruction's index and op; the schedule is then unusable. */
+int tir_sched_replay(tir_sched *s, const char *trace_json, tir_error *err);
+
+/* An integer argument: a literal, or an integer RV returned by a sampler. */
+typedef struct tir_int {
+	int rv;        /* >= 0: an integer RV; -1: the literal below */
+	int64_t lit;   /* with rv == -1; 0 in a split factor list means "infer" */
+} tir_int;
+#define TIR_LIT(x) ((tir_int){ -1, (x) })
+#define TIR_RV(r)  ((tir_int){ (r), 0 })
+
+typedef enum {
+#define TIR_THREAD_TAG(id, name) TIR_##id,
+#include "thread_tags.def"
+#undef TIR_THREAD_TAG
+	TIR_NTHREAD_TAGS
+} tir_thread_tag;
+
+/* Every primitive returns the RV of its (first) result or 0 on success, and -1
+ * with a message on a failed precondition; the program is then unchanged and
+ * nothing is appended to the trace. */
+int tir_get_block(tir_sched *s, const char *name, tir_error *err);
+int tir_get_loops(tir_sched *s, int block, int *loops, int max, tir_error *err);
+int tir_split(tir_sched *s, int loop, int n, const tir_int *factors,
+	      int *out_loops, tir_error *err);
+int tir_fuse(tir_sched *s, int n, const int *loops, tir_error *err);
+int tir_reorder(tir_sched *s, int n, const int *loops, tir_error *err);
+int tir_bind(tir_sched *s, int loop, const char *thread_tag, tir_error *err);
+int tir_parallel(tir_sched *s, int loop, tir_error *err);
+int tir_vectorize(tir_sched *s, int loop, tir_error *err);
+int tir_unroll(tir_sched *s, int loop, tir_error *err);
+int tir_cache_read(tir_sched *s, int block, int read_index, const char *scope,
+		   tir_error *err);
+int tir_cache_write(tir_sched *s, int block, int write_index, const char *scope,
+		    tir_error *err);
+int tir_compute_at(tir_sched *s, int block, int loop, tir_error *err);
+int tir_reverse_compute_at(tir_sched *s, int block, int loop, tir_error *err);
+int tir_compute_inline(tir_sched *s, int block, tir_error *err);
+int tir_reverse_compute_inline(tir_sched *s, int block, tir_error *err);
+int tir_decompose_reduction(tir_sched *s, int block, int loop, tir_error *err);
+int tir_storage_align(tir_sched *s, int block, int buffer_index, int axis,
+		      int factor, int offset, tir_error *err);
+int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value,
+		 tir_error *err);
+int tir_sample_perfect_tile(tir_sched *s, int loop, int n, int max_innermost,
+			    int *out_ints, tir_error *err);
+int tir_sample_categorical(tir_sched *s, int n, const int64_t *candidates,
+			   const double *probs, tir_error *err);
+/* The value an integer RV holds. */
+int64_t tir_sched_int(const tir_sched *s, int rv);
+
+/* ---- verify/: validation ----------------------------------------------- */
+
+/* Loop-nest, producer-consumer and (for CUDA targets) threading validation.
+ * Returns 0 if the program is valid for the target, else -1 with a message
+ * naming the block, loop or buffer at fault. */
+int tir_verify(const tir_program *p, const tir_target *t, tir_error *err);
+
+/* ---- codegen/: code generation ------------------------------------------ */
+
+/* One launch of a CUDA kernel. */
+typedef struct tir_launch {
+	char name[64];
+	int grid[3], block[3];
+	int shared_bytes;          /* dynamic shared memory */
+} tir_launch;
+
+/* A buffer the generated code takes, in argument order: the inputs, the
+ * output, then scratch buffers the caller allocates (CUDA only). */
+typedef struct tir_arg_info {
+	char name[32];
+	int dtype;                 /* a tir_dtype, see ir/ir.h */
+	int elem_bytes;
+	int64_t elems;
+	int is_output, is_scratch;
+} tir_arg_info;
+
+typedef struct tir_code {
+	char *source;              /* C or CUDA C */
+	int nargs;
+	tir_arg_info *args;
+	int nlaunches;             /* CUDA: kernels in launch order */
+	tir_launch *launches;
+	char entry[64];            /* C: the exported function */
+} tir_code;
+
+/* Generates code for the program on the target.  The C entry point is
+ *   int tir_entry(void *const *args);   (args in tir_code.args order)
+ * Returns NULL with a message when the program cannot be generated. */
+tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err);
+void tir_code_free(tir_code *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
