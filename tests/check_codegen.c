@@ -1,6 +1,651 @@
-/* placeholder: being written — the check_codegen suite replaces this file.
- * Exit status 77 makes the test harness report SKIP, not PASS. */
+/*
+ * check_codegen.c — the code generators, checked by running what they emit.
+ *
+ * C: each program's generated file is compiled with the system compiler
+ * (cc -O2 -fopenmp -shared -fPIC) into a temporary directory, dlopen'ed, run
+ * on random inputs and compared with tir_reference() (measure/reference.c,
+ * an independent double-precision implementation).  CUDA: the generated
+ * source must compile with NVRTC for sm_90 when libtir has CUDA; without it
+ * only generation is checked.  Both for unscheduled programs of every
+ * operator and layout, and for scheduled ones (a tiled CPU trace, a GPU trace
+ * with shared-memory stages and cooperative fetch).
+ *
+ * Error metric: err = max_i |out_i - ref_i| / max(1, max_i |ref_i|), the
+ * largest error relative to the output's scale.  A float32 sum of n terms
+ * has an error bounded by about n * eps * sum |terms|, which for random
+ * inputs in [-1, 1] is of the order of the output's scale, so normalising by
+ * max |ref| (not by each |ref_i|, which may be near 0 after cancellation) is
+ * sound.  Bounds: 1e-5 for float32, 1e-2 when float16 / bfloat16 is the
+ * input or output type (3e-2 when bfloat16, with its 8-bit significand, is
+ * the accumulation type), 0 (exact) for int8 with int32 accumulation.  Inputs
+ * are multiples of 1/32 in [-1, 1] (integers in [-8, 8] for int8), exactly
+ * representable in every type, so reference and candidate see the same
+ * numbers.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tir.h"
+#include "ir/ir.h"
+#include "codegen/codegen.h"
+#include "measure/measure.h"
+#include "testutil.h"
+#include "schedules.h"
+
+#ifndef TIR_SYSTEM_CC
+#define TIR_SYSTEM_CC "cc"
+#endif
+#ifndef TIR_OPENMP_CFLAGS
+#define TIR_OPENMP_CFLAGS "-fopenmp"
+#endif
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static tir_workload *parse(const char *json)
+{
+	tir_error err;
+	tir_workload *w = tir_workload_parse(json, strlen(json), NULL, &err);
+	ck_assert_msg(w, "workload %s: %s", json, err.msg);
+	return w;
+}
+
+static tir_target target(const char *key)
+{
+	tir_target t;
+	tir_error err;
+	ck_assert_msg(tir_target_parse(key, &t, &err) == 0, "target %s: %s", key, err.msg);
+	return t;
+}
+
+static double f16_to_double(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY)
+		 : ldexp(m + 1024, e - 25);
+	return (h & 0x8000) ? -v : v;
+}
+
+/* Exact for the inputs used here (multiples of 1/32 in [-1, 1]). */
+static uint16_t double_to_f16(double v)
+{
+	uint16_t s = v < 0 ? 0x8000 : 0;
+	v = fabs(v);
+	if (v == 0)
+		return s;
+	int e;
+	double m = frexp(v, &e);          /* v = m * 2^e, m in [0.5, 1) */
+	int he = e - 1 + 15;
+	return (uint16_t)(s | (he << 10) | ((int)lrint((m * 2 - 1) * 1024) & 0x3ff));
+}
+
+static double bf16_to_double(uint16_t h)
+{
+	uint32_t x = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+static uint16_t double_to_bf16(double v)
+{
+	float f = (float)v;
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	return (uint16_t)(x >> 16);
+}
+
+static void put(void *p, int dtype, int64_t i, double v)
+{
+	switch (dtype) {
+	case TIR_F32: ((float *)p)[i] = (float)v; break;
+	case TIR_F16: ((uint16_t *)p)[i] = double_to_f16(v); break;
+	case TIR_BF16: ((uint16_t *)p)[i] = double_to_bf16(v); break;
+	case TIR_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+	case TIR_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+	default: ck_abort_msg("unexpected dtype %d", dtype);
+	}
+}
+
+static double get(const void *p, int dtype, int64_t i)
+{
+	switch (dtype) {
+	case TIR_F32: return ((const float *)p)[i];
+	case TIR_F16: return f16_to_double(((const uint16_t *)p)[i]);
+	case TIR_BF16: return bf16_to_double(((const uint16_t *)p)[i]);
+	case TIR_I8: return ((const int8_t *)p)[i];
+	case TIR_I32: return ((const int32_t *)p)[i];
+	default: ck_abort_msg("unexpected dtype %d", dtype);
+	}
+	return 0;
+}
+
+static uint64_t rng_state;
+
+static double rnd(int dtype)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	int r = (int)((rng_state >> 33) % 65);      /* 0..64 */
+	if (dtype == TIR_I8)
+		return (r % 17) - 8;
+	return (r - 32) / 32.0;
+}
+
+typedef int (*entry_fn)(void *const *);
+
+/* Compiles C source into a shared object and returns its tir_entry; *handle
+ * gets the dlopen handle.  The files are removed once loaded. */
+static entry_fn build_c(const char *src, void **handle)
+{
+	char dir[] = "/tmp/tir_check_codegen_XXXXXX";
+	ck_assert(mkdtemp(dir));
+	char c[128], so[128], log[128], cmd[768];
+	snprintf(c, sizeof c, "%s/gen.c", dir);
+	snprintf(so, sizeof so, "%s/gen.so", dir);
+	snprintf(log, sizeof log, "%s/cc.log", dir);
+	FILE *f = fopen(c, "w");
+	ck_assert(f);
+	fputs(src, f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "%s -std=gnu11 -O2 %s -shared -fPIC -o %s %s -lm > %s 2>&1",
+		 TIR_SYSTEM_CC, TIR_OPENMP_CFLAGS, so, c, log);
+	int rc = system(cmd);
+	if (rc != 0) {
+		char *l = tu_read_file(log, NULL);
+		fprintf(stderr, "%s\n---\n%s\n", src, l ? l : "");
+		ck_abort_msg("generated C does not compile (%s): %.300s", cmd, l ? l : "");
+	}
+	/* NODELETE: unloading the object would unload libgomp under its idle
+	 * worker threads */
+	*handle = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	ck_assert_msg(*handle, "dlopen: %s", dlerror());
+	entry_fn fn = (entry_fn)dlsym(*handle, "tir_entry");
+	ck_assert(fn);
+	if (getenv("TIR_CHECK_KEEP")) {       /* for debugging: keep the files */
+		fprintf(stderr, "kept %s\n", c);
+		return fn;
+	}
+	unlink(c);
+	unlink(so);
+	unlink(log);
+	rmdir(dir);
+	return fn;
+}
+
+/* Runs the C code of p (the program of workload w) on random inputs and
+ * returns the error against the reference (see the top comment). */
+static double run_c_against_reference(const tir_workload *w, const tir_program *p)
+{
+	tir_target t = target("cpu");
+	tir_error err;
+	tir_code *code = tir_codegen(p, &t, &err);
+	ck_assert_msg(code, "codegen: %s", err.msg);
+	ck_assert_str_eq(code->entry, "tir_entry");
+	void *h;
+	entry_fn fn = build_c(code->source, &h);
+
+	tir_ref_arg ra[TIR_REF_MAX_ARGS];
+	int n = tir_reference_args(w, ra, TIR_REF_MAX_ARGS, &err);
+	ck_assert_msg(n == code->nargs, "reference has %d args, code %d", n, code->nargs);
+	void *args[TIR_REF_MAX_ARGS];
+	double *dargs[TIR_REF_MAX_ARGS];
+	rng_state = 12345;
+	for (int i = 0; i < n; i++) {
+		const tir_arg_info *ai = &code->args[i];
+		ck_assert_int_eq(ai->elems, ra[i].elems);
+		ck_assert_int_eq(ai->is_output, ra[i].is_output);
+		ck_assert(!ai->is_scratch);
+		args[i] = calloc((size_t)ai->elems, (size_t)ai->elem_bytes);
+		dargs[i] = calloc((size_t)ai->elems, sizeof(double));
+		for (int64_t k = 0; k < ai->elems; k++) {
+			/* the output is filled with garbage: the code must not read it
+			 * before writing */
+			double v = rnd(ai->dtype);
+			put(args[i], ai->dtype, k, ai->is_output ? 77 : v);
+			dargs[i][k] = get(args[i], ai->dtype, k);
+		}
+	}
+	ck_assert_int_eq(fn(args), 0);
+	ck_assert_msg(tir_reference(w, dargs, dargs[n - 1], &err) == 0, "reference: %s", err.msg);
+	const tir_arg_info *out = &code->args[n - 1];
+	double maxref = 1, maxerr = 0;
+	for (int64_t k = 0; k < out->elems; k++) {
+		double r = dargs[n - 1][k], a = get(args[n - 1], out->dtype, k);
+		if (fabs(r) > maxref)
+			maxref = fabs(r);
+		if (!(fabs(a - r) <= maxerr))          /* NaN counts as infinite */
+			maxerr = isnan(a) ? INFINITY : fabs(a - r);
+	}
+	for (int i = 0; i < n; i++) {
+		free(args[i]);
+		free(dargs[i]);
+	}
+	dlclose(h);
+	tir_code_free(code);
+	return maxerr / maxref;
+}
+
+static double tolerance(const tir_workload *w)
+{
+	if (w->dtype == TIR_I8)
+		return 0;
+	if (w->out_dtype == TIR_BF16)   /* 8-bit significand, rounded at each step */
+		return 3e-2;
+	if (w->dtype == TIR_F16 || w->dtype == TIR_BF16 || w->out_dtype == TIR_F16)
+		return 1e-2;
+	return 1e-5;
+}
+
+/* CUDA source for p compiles with NVRTC (when libtir has CUDA). */
+static void check_cuda_compiles(const tir_program *p, const char *what)
+{
+	tir_target t = target("cuda:sm_90");
+	tir_error err;
+	tir_code *code = tir_codegen(p, &t, &err);
+	ck_assert_msg(code, "%s: cuda codegen: %s", what, err.msg);
+	ck_assert(code->nlaunches >= 1);
+	ck_assert(strstr(code->source, "extern \"C\" __global__"));
+	for (int i = 0; i < code->nlaunches; i++)
+		ck_assert_msg(strstr(code->source, code->launches[i].name),
+			      "kernel %s not in the source", code->launches[i].name);
+#ifdef HAVE_CUDA
+	char *cubin = NULL;
+	size_t size = 0;
+	int rc = tir_nvrtc_compile(code->source, 90, &cubin, &size, &err);
+	if (rc != 0)
+		fprintf(stderr, "%s\n", code->source);
+	ck_assert_msg(rc == 0, "%s: nvrtc: %s", what, err.msg);
+	ck_assert(size > 0);
+	free(cubin);
+#endif
+	tir_code_free(code);
+}
+
+/* ---- unscheduled programs ------------------------------------------------------- */
+
+static const char *const workloads[] = {
+	"{\"op\":\"matmul\",\"M\":33,\"N\":17,\"K\":19}",
+	"{\"op\":\"matmul\",\"M\":16,\"N\":24,\"K\":40,\"layout\":\"NT\",\"batch\":2}",
+	"{\"op\":\"matmul\",\"M\":12,\"N\":20,\"K\":28,\"layout\":\"TN\",\"epilogue\":[\"bias\",\"gelu\",\"add\"]}",
+	"{\"op\":\"matmul\",\"M\":8,\"N\":16,\"K\":24,\"batch\":3,\"epilogue\":[\"relu\"]}",
+	"{\"op\":\"conv1d\",\"N\":2,\"C\":4,\"W\":17,\"K\":6,\"S\":3,\"stride\":2,\"pad\":1,\"dilation\":2,\"groups\":2}",
+	"{\"op\":\"conv1d\",\"N\":1,\"C\":6,\"W\":16,\"K\":8,\"S\":3,\"pad\":[2,1],\"layout\":\"NWC\",\"epilogue\":[\"bias\"]}",
+	"{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":9,\"W\":8,\"K\":6,\"R\":3,\"S\":2,\"stride\":[2,1],\"pad\":[1,2,0,1],\"dilation\":[1,2],\"groups\":2,\"epilogue\":[\"bias\",\"relu\"]}",
+	"{\"op\":\"conv2d\",\"N\":2,\"C\":5,\"H\":7,\"W\":7,\"K\":4,\"R\":3,\"S\":3,\"stride\":2,\"pad\":1,\"layout\":\"NHWC\",\"epilogue\":[\"add\"]}",
+	"{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":8,\"R\":1,\"S\":1}",
+	"{\"op\":\"conv3d\",\"N\":1,\"C\":3,\"D\":5,\"H\":6,\"W\":5,\"K\":4,\"T\":3,\"R\":3,\"S\":2,\"pad\":1,\"stride\":[1,2,1]}",
+	"{\"op\":\"conv3d\",\"N\":1,\"C\":4,\"D\":4,\"H\":5,\"W\":6,\"K\":4,\"T\":2,\"R\":3,\"S\":3,\"pad\":1,\"groups\":2,\"layout\":\"NDHWC\"}",
+	"{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":4,\"H\":8,\"W\":7,\"R\":3,\"S\":3,\"pad\":1,\"multiplier\":2}",
+	"{\"op\":\"depthwise_conv2d\",\"N\":2,\"C\":6,\"H\":9,\"W\":9,\"R\":3,\"S\":3,\"stride\":2,\"layout\":\"NHWC\"}",
+	"{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":4,\"H\":5,\"W\":4,\"K\":6,\"R\":3,\"S\":3,\"stride\":2,\"pad\":1,\"output_padding\":1,\"groups\":2}",
+	"{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":3,\"H\":4,\"W\":5,\"K\":4,\"R\":2,\"S\":3,\"stride\":[2,1],\"layout\":\"NHWC\"}",
+	"{\"op\":\"matmul\",\"M\":16,\"N\":16,\"K\":32,\"dtype\":\"float16\"}",
+	"{\"op\":\"matmul\",\"M\":16,\"N\":8,\"K\":16,\"dtype\":\"float16\",\"out_dtype\":\"float16\",\"epilogue\":[\"bias\",\"relu\"]}",
+	"{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":6,\"W\":6,\"K\":4,\"R\":3,\"S\":3,\"pad\":1,\"dtype\":\"bfloat16\",\"out_dtype\":\"bfloat16\"}",
+	"{\"op\":\"matmul\",\"M\":16,\"N\":12,\"K\":64,\"dtype\":\"int8\",\"epilogue\":[\"bias\",\"relu\"]}",
+	"{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":4,\"R\":3,\"S\":3,\"pad\":1,\"dtype\":\"int8\",\"layout\":\"NHWC\"}",
+};
+#define NWORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
+
+START_TEST(test_c_unscheduled)
+{
+	tir_workload *w = parse(workloads[_i]);
+	tir_error err;
+	tir_program *p = tir_program_build(w, &err);
+	ck_assert_msg(p, "build: %s", err.msg);
+	double e = run_c_against_reference(w, p);
+	ck_assert_msg(e <= tolerance(w), "%s: error %g > %g", workloads[_i], e, tolerance(w));
+	tir_program_free(p);
+	tir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_cuda_unscheduled)
+{
+	tir_workload *w = parse(workloads[_i]);
+	tir_error err;
+	tir_program *p = tir_program_build(w, &err);
+	ck_assert_msg(p, "build: %s", err.msg);
+	check_cuda_compiles(p, workloads[_i]);
+	tir_program_free(p);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* The generated C of a small program, byte for byte. */
+START_TEST(test_c_golden)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":4,\"N\":6,\"K\":8,\"epilogue\":[\"bias\",\"relu\"]}");
+	tir_error err;
+	tir_program *p = tir_program_build(w, &err);
+	tir_target t = target("cpu");
+	tir_code *c = tir_codegen(p, &t, &err);
+	ck_assert_msg(c, "%s", err.msg);
+	ck_assert(tu_golden_check("codegen_matmul_bias_relu.c", c->source));
+	tir_code_free(c);
+	tir_target g = target("cuda:sm_90");
+	c = tir_codegen(p, &g, &err);
+	ck_assert_msg(c, "%s", err.msg);
+	ck_assert(tu_golden_check("codegen_matmul_bias_relu.cu", c->source));
+	ck_assert_int_eq(c->nlaunches, 2);
+	ck_assert_int_eq(c->nargs, 5);           /* A, B, bias, C, scratch C_acc */
+	ck_assert(c->args[4].is_scratch);
+	ck_assert(c->args[3].is_output);
+	tir_code_free(c);
+	tir_program_free(p);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* floor division by a constant of a provably non-negative operand is plain
+ * C division; only possibly negative operands need the helpers. */
+static char *entry_body(const char *json)
+{
+	tir_workload *w = parse(json);
+	tir_error err;
+	tir_program *p = tir_program_build(w, &err);
+	tir_target t = target("cpu");
+	tir_code *c = tir_codegen(p, &t, &err);
+	ck_assert_msg(c, "%s", err.msg);
+	const char *body = strstr(c->source, "int tir_entry");
+	ck_assert(body);
+	char *r = strdup(body);
+	tir_code_free(c);
+	tir_program_free(p);
+	tir_workload_free(w);
+	return r;
+}
+
+START_TEST(test_c_floordiv)
+{
+	/* depthwise with multiplier 2: k // 2 and k % 2 of a loop index */
+	char *b = entry_body("{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":4,\"H\":8,\"W\":7,\"R\":3,\"S\":3,\"pad\":1,\"multiplier\":2}");
+	ck_assert(strstr(b, " / 2)"));
+	ck_assert(!strstr(b, "tir_floordiv(") && !strstr(b, "tir_floormod("));
+	free(b);
+	/* transposed convolution: (y - 2) % 2 with y - 2 possibly negative */
+	b = entry_body("{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":2,\"H\":3,\"W\":3,\"K\":2,\"R\":3,\"S\":3,\"stride\":2}");
+	ck_assert(strstr(b, "tir_floormod((vh_"));
+	free(b);
+}
+END_TEST
+
+/* ---- scheduled programs ---------------------------------------------------------- */
+
+static tir_sched *sched(tir_workload *w)
+{
+	tir_error err;
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	ck_assert_msg(s, "%s", err.msg);
+	return s;
+}
+
+#define OK(call) do { int rc_ = (call); ck_assert_msg(rc_ >= 0, "%s: %s", #call, err.msg); } while (0)
+
+/* CPU: tiles, reorder, parallel outer, vectorized inner, unrolled reduction,
+ * epilogue moved under the tile loop (M does not divide: predicates). */
+START_TEST(test_c_scheduled_cpu)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":60,\"N\":48,\"K\":32,\"epilogue\":[\"bias\",\"relu\"]}");
+	tir_sched *s = sched(w);
+	tir_error err;
+	int b = tir_get_block(s, "compute", &err);
+	ck_assert_msg(b >= 0, "%s", err.msg);
+	int l[3], i[2], j[2], k[2];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 3, &err), 3);
+	tir_int fi[2] = { TIR_LIT(0), TIR_LIT(8) }, fj[2] = { TIR_LIT(0), TIR_LIT(16) },
+		fk[2] = { TIR_LIT(0), TIR_LIT(4) };
+	OK(tir_split(s, l[0], 2, fi, i, &err));
+	OK(tir_split(s, l[1], 2, fj, j, &err));
+	OK(tir_split(s, l[2], 2, fk, k, &err));
+	int order[6] = { i[0], j[0], k[0], i[1], k[1], j[1] };
+	OK(tir_reorder(s, 6, order, &err));
+	OK(tir_parallel(s, i[0], &err));
+	OK(tir_vectorize(s, j[1], &err));
+	OK(tir_unroll(s, k[1], &err));
+	int e = tir_get_block(s, "epilogue", &err);
+	ck_assert_msg(e >= 0, "%s", err.msg);
+	OK(tir_reverse_compute_at(s, e, j[0], &err));
+	const tir_program *p = tir_sched_program(s);
+	double er = run_c_against_reference(w, p);
+	ck_assert_msg(er <= 1e-5, "error %g", er);
+	check_cuda_compiles(p, "scheduled cpu program");
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* CPU: a padded convolution with the pad stage inlined, a local cache of the
+ * output tile and a storage-aligned stage. */
+START_TEST(test_c_scheduled_conv)
+{
+	tir_workload *w = parse("{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":10,\"W\":10,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\"}");
+	tir_sched *s = sched(w);
+	tir_error err;
+	int pad = tir_get_block(s, "pad", &err);
+	ck_assert_msg(pad >= 0, "%s", err.msg);
+	OK(tir_compute_inline(s, pad, &err));
+	int b = tir_get_block(s, "compute", &err);
+	int l[7];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 7, &err), 7);   /* n h w k r s c */
+	int h[2];
+	tir_int fh[2] = { TIR_LIT(0), TIR_LIT(2) };
+	OK(tir_split(s, l[1], 2, fh, h, &err));
+	OK(tir_parallel(s, h[0], &err));
+	int cw = tir_cache_write(s, b, 0, "local", &err);
+	ck_assert_msg(cw >= 0, "%s", err.msg);
+	OK(tir_reverse_compute_at(s, cw, h[1], &err));
+	int cr = tir_cache_read(s, b, 1, "local", &err);      /* W */
+	ck_assert_msg(cr >= 0, "%s", err.msg);
+	OK(tir_compute_at(s, cr, h[0], &err));
+	OK(tir_storage_align(s, cr, 0, 2, 8, 1, &err));
+	const tir_program *p = tir_sched_program(s);
+	double er = run_c_against_reference(w, p);
+	ck_assert_msg(er <= 1e-5, "error %g", er);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* GPU: the classic tiled matmul — block tiles bound to blockIdx, thread
+ * tiles to threadIdx, A and B staged through shared memory per k tile with a
+ * cooperative fetch bound to the thread axes, a local accumulator.  Run on
+ * the CPU (thread loops are serial there) and compiled with NVRTC. */
+START_TEST(test_scheduled_cuda)
+{
+	bool vec = _i == 1;     /* fetch 4 contiguous floats per thread */
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":32,\"epilogue\":[\"bias\"]}");
+	tir_sched *s = sched(w);
+	tir_error err;
+	int b = tir_get_block(s, "compute", &err);
+	int l[3], i[3], j[3], k[2];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 3, &err), 3);
+	tir_int fi[3] = { TIR_LIT(0), TIR_LIT(8), TIR_LIT(2) };
+	tir_int fk[2] = { TIR_LIT(0), TIR_LIT(8) };
+	OK(tir_split(s, l[0], 3, fi, i, &err));
+	OK(tir_split(s, l[1], 3, fi, j, &err));
+	OK(tir_split(s, l[2], 2, fk, k, &err));
+	int order[8] = { i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2] };
+	OK(tir_reorder(s, 8, order, &err));
+	OK(tir_bind(s, i[0], "blockIdx.y", &err));
+	OK(tir_bind(s, j[0], "blockIdx.x", &err));
+	OK(tir_bind(s, i[1], "threadIdx.y", &err));
+	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+	OK(tir_unroll(s, k[1], &err));
+	int cw = tir_cache_write(s, b, 0, "local", &err);
+	ck_assert_msg(cw >= 0, "%s", err.msg);
+	OK(tir_reverse_compute_at(s, cw, j[1], &err));
+	for (int r = 0; r < 2; r++) {
+		int cr = tir_cache_read(s, b, r, "shared", &err);
+		ck_assert_msg(cr >= 0, "cache_read %d: %s", r, err.msg);
+		OK(tir_compute_at(s, cr, k[0], &err));
+		int cl[8];
+		int n = tir_get_loops(s, cr, cl, 8, &err);
+		ck_assert_msg(n >= 7, "%d loops", n);
+		int f = tir_fuse(s, n - 5, cl + 5, &err);
+		ck_assert_msg(f >= 0, "fuse: %s", err.msg);
+		int ft[4];
+		tir_int ff[4] = { TIR_LIT(0), TIR_LIT(8), TIR_LIT(vec ? 4 : 8), TIR_LIT(4) };
+		OK(tir_split(s, f, vec ? 4 : 3, ff, ft, &err));
+		OK(tir_bind(s, ft[1], "threadIdx.y", &err));
+		OK(tir_bind(s, ft[2], "threadIdx.x", &err));
+		if (vec)
+			OK(tir_vectorize(s, ft[3], &err));
+	}
+	int e = tir_get_block(s, "epilogue", &err);
+	OK(tir_reverse_compute_inline(s, e, &err));
+	const tir_program *p = tir_sched_program(s);
+	double er = run_c_against_reference(w, p);
+	ck_assert_msg(er <= 1e-5, "error %g", er);
+
+	tir_target t = target("cuda:sm_90");
+	tir_code *code = tir_codegen(p, &t, &err);
+	ck_assert_msg(code, "cuda: %s", err.msg);
+	ck_assert_int_eq(code->nlaunches, 1);
+	tir_launch *ln = &code->launches[0];
+	ck_assert_int_eq(ln->grid[0], 4);
+	ck_assert_int_eq(ln->grid[1], 4);
+	ck_assert_int_eq(ln->block[0], 8);
+	ck_assert_int_eq(ln->block[1], 8);
+	/* A_shared 16x8 and B_shared 8x16 floats */
+	ck_assert_int_eq(ln->shared_bytes, 2 * 16 * 8 * 4);
+	ck_assert(strstr(code->source, "__syncthreads()"));
+	ck_assert(!vec || strstr(code->source, "*(float4 *)(A_shared + "));
+	tir_code_free(code);
+	check_cuda_compiles(p, "scheduled cuda matmul");
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* The generic test schedules (tests/schedules.c) on every workload: the
+ * CPU tiling and the GPU tiling (run on the CPU, where thread loops are
+ * serial) must compute the reference's result, and the GPU one must compile
+ * with NVRTC. */
+START_TEST(test_generic_schedules)
+{
+	int wi = _i / 2;
+	bool gpu = _i % 2;
+	tir_workload *w = parse(workloads[wi]);
+	tir_error err;
+	tir_sched *s = sched(w);
+	int rc = gpu ? sched_gpu_tiled(s, &err) : sched_cpu_tiled(s, &err);
+	ck_assert_msg(rc == 0, "%s schedule of %s: %s", gpu ? "gpu" : "cpu", workloads[wi], err.msg);
+	const tir_program *p = tir_sched_program(s);
+	double e = run_c_against_reference(w, p);
+	ck_assert_msg(e <= tolerance(w), "%s, %s schedule: error %g > %g", workloads[wi],
+		      gpu ? "gpu" : "cpu", e, tolerance(w));
+	if (gpu)
+		check_cuda_compiles(p, workloads[wi]);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* A blockIdx loop under a serial loop has no CUDA meaning: refused. */
+START_TEST(test_cuda_refuses_nested_block_idx)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":16,\"N\":16,\"K\":16}");
+	tir_sched *s = sched(w);
+	tir_error err;
+	int b = tir_get_block(s, "compute", &err);
+	int l[3];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 3, &err), 3);
+	OK(tir_bind(s, l[1], "blockIdx.x", &err));
+	tir_target t = target("cuda:sm_90");
+	tir_code *code = tir_codegen(tir_sched_program(s), &t, &err);
+	ck_assert(!code);
+	ck_assert_msg(strstr(err.msg, "blockIdx.x"), "%s", err.msg);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* ---- lowering --------------------------------------------------------------------- */
+
+/* Shared buffers are compacted to the block's tile (threadIdx relaxed),
+ * local ones to the thread's. */
+START_TEST(test_lower_compaction)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":32}");
+	tir_sched *s = sched(w);
+	tir_error err;
+	int b = tir_get_block(s, "compute", &err);
+	int l[3], i[3], j[3];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 3, &err), 3);
+	tir_int fi[3] = { TIR_LIT(0), TIR_LIT(8), TIR_LIT(2) };
+	OK(tir_split(s, l[0], 3, fi, i, &err));
+	OK(tir_split(s, l[1], 3, fi, j, &err));
+	int order[7] = { i[0], j[0], i[1], j[1], l[2], i[2], j[2] };
+	OK(tir_reorder(s, 7, order, &err));
+	OK(tir_bind(s, i[0], "blockIdx.y", &err));
+	OK(tir_bind(s, j[0], "blockIdx.x", &err));
+	OK(tir_bind(s, i[1], "threadIdx.y", &err));
+	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+	int cw = tir_cache_write(s, b, 0, "local", &err);
+	ck_assert_msg(cw >= 0, "%s", err.msg);
+	OK(tir_reverse_compute_at(s, cw, j[1], &err));
+	int cr = tir_cache_read(s, b, 0, "shared", &err);
+	ck_assert_msg(cr >= 0, "%s", err.msg);
+	OK(tir_compute_at(s, cr, l[2], &err));
+	const tir_program *p = tir_sched_program(s);
+	tir_target t = target("cuda:sm_90");
+	tir_lowered L;
+	ck_assert_msg(lower_program(p, &t, &L, &err) == 0, "%s", err.msg);
+	int nshared = 0, nlocal = 0;
+	for (int q = p->nparams; q < p->nbufs; q++) {
+		const tir_alloc *a = &L.alloc[q];
+		if (!a->used)
+			continue;
+		if (a->buf->scope == TIR_SCOPE_SHARED) {
+			nshared++;
+			ck_assert(a->compact);
+			ck_assert_int_eq(a->elems, 16);    /* 16 rows x 1 k, whole block */
+		} else if (a->buf->scope == TIR_SCOPE_LOCAL) {
+			nlocal++;
+			ck_assert_int_eq(a->elems, 4);     /* 2 x 2 per thread */
+			ck_assert(a->lca && a->lca->kind == STMT_FOR);
+		}
+	}
+	ck_assert_int_eq(nshared, 1);
+	ck_assert_int_eq(nlocal, 1);
+	lower_free(&L);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+static Suite *codegen_suite(void)
+{
+	Suite *s = suite_create("codegen");
+	TCase *tc = tcase_create("c");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_c_unscheduled, 0, NWORKLOADS);
+	tcase_add_test(tc, test_c_golden);
+	tcase_add_test(tc, test_c_floordiv);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cuda");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_cuda_unscheduled, 0, NWORKLOADS);
+	tcase_add_test(tc, test_cuda_refuses_nested_block_idx);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("scheduled");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_lower_compaction);
+	tcase_add_test(tc, test_c_scheduled_cpu);
+	tcase_add_test(tc, test_c_scheduled_conv);
+	tcase_add_loop_test(tc, test_generic_schedules, 0, 2 * NWORKLOADS);
+	tcase_add_loop_test(tc, test_scheduled_cuda, 0, 2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
 int main(void)
 {
-	return 77;
+	return tu_run_suite(codegen_suite());
 }

@@ -9,8 +9,8 @@
  * tables below, so one machine always has one key.
  *
  * GPU limits for a named architecture come from a built-in table; a bare
- * "cuda" asks the driver, which is loaded with dlopen so that libtir never
- * links libcuda and runs on machines without one.
+ * "cuda" asks the driver (measure/cuda_run.c loads it with dlopen, in a
+ * child process, so libtir never links libcuda and runs without one).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,10 +19,7 @@
 #include <unistd.h>
 #include <sys/utsname.h>
 #include "ir/ir.h"
-#ifdef HAVE_CUDA
-#include <dlfcn.h>
-#include <cuda.h>
-#endif
+#include "measure/measure.h"
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #include <asm/hwcap.h>
@@ -195,67 +192,13 @@ static int cuda_parse_key(const char *s, tir_target *t, tir_error *err)
 			"sm_86, sm_89, sm_90)", s, sm);
 }
 
-#ifdef HAVE_CUDA
-typedef CUresult (*cu_init_fn)(unsigned int);
-typedef CUresult (*cu_device_get_fn)(CUdevice *, int);
-typedef CUresult (*cu_attr_fn)(int *, CUdevice_attribute, CUdevice);
-
+/* A bare "cuda": the first GPU, asked of the driver in a child process
+ * (measure/cuda_run.c), so this process never initialises CUDA and its forked
+ * measurement children still can. */
 static int cuda_detect(tir_target *t, tir_error *err)
 {
-	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		return tir_fail(err, "cuda: no GPU driver could be loaded (%s)", dlerror());
-	cu_init_fn cu_init = (cu_init_fn)dlsym(lib, "cuInit");
-	cu_device_get_fn cu_device_get = (cu_device_get_fn)dlsym(lib, "cuDeviceGet");
-	cu_attr_fn cu_attr = (cu_attr_fn)dlsym(lib, "cuDeviceGetAttribute");
-	int rc = -1;
-	CUdevice dev;
-	if (!cu_init || !cu_device_get || !cu_attr) {
-		tir_fail(err, "cuda: the GPU driver lacks cuInit/cuDeviceGet/"
-			 "cuDeviceGetAttribute");
-		goto out;
-	}
-	CUresult r = cu_init(0);
-	if (r != CUDA_SUCCESS) {
-		tir_fail(err, "cuda: cuInit failed (error %d): no usable GPU", (int)r);
-		goto out;
-	}
-	if ((r = cu_device_get(&dev, 0)) != CUDA_SUCCESS) {
-		tir_fail(err, "cuda: no GPU device 0 (error %d)", (int)r);
-		goto out;
-	}
-	static const CUdevice_attribute attrs[] = {
-		CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-		CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-		CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-		CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-		CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-		CU_DEVICE_ATTRIBUTE_WARP_SIZE,
-		CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
-	};
-	int v[7];
-	for (int i = 0; i < 7; i++)
-		if ((r = cu_attr(&v[i], attrs[i], dev)) != CUDA_SUCCESS) {
-			tir_fail(err, "cuda: cuDeviceGetAttribute(%d) failed (error %d)",
-				 (int)attrs[i], (int)r);
-			goto out;
-		}
-	cuda_arch a = { v[0] * 10 + v[1], v[2], v[3], v[4], v[6] };
-	cuda_fill(t, &a);
-	t->warp_size = v[5];
-	rc = 0;
-out:
-	dlclose(lib);
-	return rc;
+	return tir_cuda_device_props(0, t, err);
 }
-#else
-static int cuda_detect(tir_target *t, tir_error *err)
-{
-	(void)t;
-	return tir_fail(err, "cuda: no GPU driver could be loaded (libtir was built "
-			"without CUDA support)");
-}
-#endif
 
 /* ---- entry point ------------------------------------------------------------------- */
 

@@ -121,7 +121,17 @@ void cg_expr(cg_ctx *c, const tir_expr *e)
 	case E_VAR:
 		cg_var(o, e->var);
 		return;
-	case E_ADD: binop(c, e, "+"); return;
+	case E_ADD:
+		if (e->b->kind == E_INT && e->b->ival < 0 && !fl && e->b->ival > INT64_MIN) {
+			buf_puts(o, "(");
+			cg_expr(c, e->a);
+			buf_puts(o, " - ");
+			int_lit(o, -e->b->ival);
+			buf_puts(o, ")");
+			return;
+		}
+		binop(c, e, "+");
+		return;
 	case E_SUB: binop(c, e, "-"); return;
 	case E_MUL: binop(c, e, "*"); return;
 	case E_DIV: binop(c, e, "/"); return;

@@ -67,6 +67,8 @@ void lower_free(tir_lowered *L);
  * loop variables of the bases.  Lives in L's arena. */
 tir_expr *lower_offset(tir_lowered *L, const tir_buffer *buf, int n,
 		       tir_expr *const *idx);
+/* expr_simplify over L->env, plus floordiv(x, c) * c + floormod(x, c) → x. */
+tir_expr *lower_simplify(tir_lowered *L, tir_expr *e);
 /* e with block b's iterators replaced by their bindings (loop variables). */
 tir_expr *lower_bind(tir_lowered *L, const tir_block *b, tir_expr *e);
 /* Whether a statement holds at least one block (empty loops emit nothing). */

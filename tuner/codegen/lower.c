@@ -293,6 +293,64 @@ void lower_free(tir_lowered *L)
 	L->alloc = NULL;
 }
 
+/* floordiv(x, c) * (k*c) + floormod(x, c) * k == x * k: the identity that
+ * undoes a fuse-then-split of an index (cooperative fetches) and that
+ * analysis.c's affine forms do not see.  Applied to a whole affine form until
+ * no pair is left. */
+static tir_expr *merge_divmod(tir_arena *ar, tir_expr *e)
+{
+	tir_affine f;
+	if (!affine_of(e, &f))
+		return e;
+	bool changed = false;
+	bool again = true;
+	while (again) {
+		again = false;
+		for (int i = 0; i < f.nterms && !again; i++) {
+			const tir_expr *d = f.opaque[i];
+			if (f.var[i] || d->kind != E_FLOORDIV || d->b->kind != E_INT || d->b->ival <= 0)
+				continue;
+			int64_t c = d->b->ival;
+			for (int j = 0; j < f.nterms; j++) {
+				const tir_expr *m = f.opaque[j];
+				if (f.var[j] || m->kind != E_FLOORMOD || !expr_equal(m->a, d->a) ||
+				    !expr_equal(m->b, d->b) || f.coef[i] != f.coef[j] * c)
+					continue;
+				tir_affine x;
+				if (!affine_of(d->a, &x))
+					continue;
+				int64_t k = f.coef[j];
+				tir_expr *rest;
+				/* drop terms i and j, add k * x */
+				tir_affine g = f;
+				g.nterms = 0;
+				for (int t = 0; t < f.nterms; t++)
+					if (t != i && t != j) {
+						g.coef[g.nterms] = f.coef[t];
+						g.var[g.nterms] = f.var[t];
+						g.opaque[g.nterms] = f.opaque[t];
+						g.nterms++;
+					}
+				rest = mk_add(ar, affine_to_expr(ar, &g),
+					      mk_mul(ar, d->a, mk_int(ar, k)));
+				if (!affine_of(rest, &f))
+					return e;
+				changed = again = true;
+				break;
+			}
+		}
+	}
+	return changed ? affine_to_expr(ar, &f) : e;
+}
+
+tir_expr *lower_simplify(tir_lowered *L, tir_expr *e)
+{
+	e = expr_simplify(&L->arena, e, &L->env);
+	if (e->dtype == TIR_I64)
+		e = merge_divmod(&L->arena, e);
+	return e;
+}
+
 tir_expr *lower_offset(tir_lowered *L, const tir_buffer *buf, int n,
 		       tir_expr *const *idx)
 {
@@ -308,7 +366,7 @@ tir_expr *lower_offset(tir_lowered *L, const tir_buffer *buf, int n,
 		}
 		off = mk_add(ar, off, mk_mul(ar, i, mk_int(ar, a->stride[d])));
 	}
-	return expr_simplify(ar, off, &L->env);
+	return lower_simplify(L, off);
 }
 
 /* ---- tir_codegen ------------------------------------------------------------- */

@@ -32,30 +32,44 @@ static char *cache_name(tir_program *p, const tir_buffer *buf, const char *scope
 	return s;
 }
 
-/* A new buffer with buf's shape and dtype in `scope`, and the block copying
- * src into dst over the whole buffer (dst or src being the new one), in a
- * loop nest of its own that is not yet in the tree.  Returns the nest. */
-static tir_stmt *copy_stage(tir_program *p, tir_buffer *dst, tir_buffer *src,
-			    const char *name, tir_block **out)
+/* The block copying src into dst (one spatial iterator per dimension, dst
+ * or src being the new buffer), in a statement not yet in the tree. */
+static tir_block *copy_block(tir_program *p, tir_buffer *dst, tir_buffer *src,
+			     const char *name)
 {
 	tir_arena *a = &p->arena;
 	tir_block *c = block_new(p, name);
 	c->name = name;             /* the cache buffer's name; block_new added a suffix */
 	tir_expr *idx[TIR_MAX_DIMS];
-	const char *loop_names[TIR_MAX_DIMS];
 	for (int d = 0; d < dst->ndim; d++) {
 		tir_var *v = program_var(p, arena_printf(a, "v%d", d));
 		block_add_iter(c, v, dst->shape[d], ITER_SPATIAL, NULL);
 		idx[d] = mk_var(a, v);
-		loop_names[d] = arena_printf(a, "ax%d", d);
 	}
 	c->store = dst;
 	memcpy(c->store_idx, idx, sizeof(tir_expr *) * (size_t)dst->ndim);
 	c->value = mk_load(a, src, src->ndim, idx);
 	c->reduce = REDUCE_NONE;
 	block_update_regions(p, c);
-	*out = c;
-	return program_nest(p, c, loop_names);
+	stmt_new_block(p, c);
+	return c;
+}
+
+/* The innermost loop (or the root) enclosing both a and b. */
+static tir_stmt *common_scope(tir_stmt *a, tir_stmt *b)
+{
+	for (tir_stmt *q = a->parent; q; q = q->parent)
+		if (stmt_is_ancestor(q, b))
+			return q;
+	return NULL;
+}
+
+/* The child of scope that holds s. */
+static tir_stmt *child_in(const tir_stmt *scope, tir_stmt *s)
+{
+	while (s->parent != scope)
+		s = s->parent;
+	return s;
 }
 
 static int parse_scope(const tir_inst *in, tir_error *err)
@@ -93,29 +107,43 @@ int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
 	if (buf == b->store)
 		return tir_fail(err, "read %lld of block \"%s\" is its own output \"%s\"; use cache_write",
 				(long long)ri, b->name, buf->name);
-	tir_stmt *top = top_stmt(b->stmt);
-	tir_block *prod = NULL;
+	/* where the stage goes: for a buffer that blocks write, in the innermost
+	 * scope holding the writers and the block, after the last writer; else
+	 * at the top level right before the block's loop nest */
+	tir_stmt *scope = p->root;
+	bool first = true;
+	for (int i = 0; i < p->nblocks; i++) {
+		tir_block *w = p->blocks[i];
+		if (!w->stmt || w->store != buf || w == b)
+			continue;
+		tir_stmt *sc2 = common_scope(w->stmt, b->stmt);
+		if (first || stmt_is_ancestor(sc2, scope))
+			scope = sc2;
+		first = false;
+	}
+	tir_stmt *cons = child_in(scope, b->stmt);
+	int pos = -1;
 	for (int i = 0; i < p->nblocks; i++) {
 		tir_block *w = p->blocks[i];
 		if (!w->stmt || w->store != buf)
 			continue;
-		tir_stmt *wt = top_stmt(w->stmt);
-		if (wt == top)
-			return tir_fail(err, "block \"%s\" writes \"%s\" in the same loop nest as its consumer \"%s\"; cache_read it before compute_at",
+		tir_stmt *wc = child_in(scope, w->stmt);
+		if (wc == cons)
+			return tir_fail(err, "block \"%s\" writes \"%s\" in the same loop nest as its consumer \"%s\"",
 					w->name, buf->name, b->name);
-		if (stmt_index(wt) > stmt_index(top))
+		if (stmt_index(wc) > stmt_index(cons))
 			return tir_fail(err, "block \"%s\" writes \"%s\" after its consumer \"%s\"",
 					w->name, buf->name, b->name);
-		if (!prod || stmt_index(wt) > stmt_index(top_stmt(prod->stmt)))
-			prod = w;
+		if (stmt_index(wc) + 1 > pos)
+			pos = stmt_index(wc) + 1;
 	}
+	if (pos < 0)
+		pos = stmt_index(cons);
 
 	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
 					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
-	tir_block *copy;
-	tir_stmt *nest = copy_stage(p, cb, buf, cb->name, &copy);
-	int pos = prod ? stmt_index(top_stmt(prod->stmt)) + 1 : stmt_index(top);
-	stmt_insert(p->root, pos, nest);
+	tir_block *copy = copy_block(p, cb, buf, cb->name);
+	sched_place_stage(p, copy, scope, pos, b, buf, false);
 	b->value = expr_replace_buffer(&p->arena, b->value, buf, cb);
 	b->init = expr_replace_buffer(&p->arena, b->init, buf, cb);
 	block_update_regions(p, b);
@@ -165,9 +193,8 @@ int prim_cache_write(tir_sched *s, tir_inst *in, tir_error *err)
 
 	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
 					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
-	tir_block *copy;
-	tir_stmt *nest = copy_stage(p, buf, cb, cb->name, &copy);
-	stmt_insert(p->root, stmt_index(top) + 1, nest);
+	tir_block *copy = copy_block(p, buf, cb, cb->name);
+	sched_place_stage(p, copy, p->root, stmt_index(top) + 1, b, buf, true);
 	b->store = cb;
 	b->value = expr_replace_buffer(&p->arena, b->value, buf, cb);
 	b->init = expr_replace_buffer(&p->arena, b->init, buf, cb);

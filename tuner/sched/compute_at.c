@@ -94,15 +94,14 @@ static bool is_relaxed_tag(tir_thread_tag t)
 	       t == TIR_VTHREAD_X || t == TIR_VTHREAD_Y || t == TIR_VTHREAD_Z;
 }
 
-/* The env of the region one iteration of `loop` covers: the loops strictly
- * under it ranged; for a shared buffer, threadIdx / vthread loops at or above
- * it too. */
-static tir_env region_env(const tir_program *p, const tir_stmt *loop,
-			  const tir_buffer *buf)
+/* The env of the region one iteration of `loop` (a loop or the root) covers
+ * for a buffer in `scope`: the loops strictly under it ranged; for a shared
+ * buffer, threadIdx / vthread loops at or above it too. */
+static tir_env region_env(const tir_program *p, const tir_stmt *loop, tir_scope scope)
 {
 	tir_env e = env_new(p->nvars);
 	range_loops_under(&e, loop);
-	if (buf->scope == TIR_SCOPE_SHARED)
+	if (scope == TIR_SCOPE_SHARED)
 		for (const tir_stmt *q = loop; q; q = q->parent)
 			if (q->kind == STMT_FOR && q->loop_kind == LOOP_THREAD &&
 			    is_relaxed_tag(q->tag))
@@ -120,7 +119,9 @@ static void add_region(tir_program *p, const tir_block *b, const tir_region *r,
 	for (int i = 0; i < b->niters; i++)
 		sub.map[b->iters[i].var->id] = b->iters[i].binding;
 	for (int d = 0; d < r->buf->ndim; d++) {
-		tir_expr *m = expr_subst(a, r->min[d], &sub);
+		/* simplified first: floordiv / floormod whose remainder stays in
+		 * one period over the ranged loops fold into affine terms */
+		tir_expr *m = expr_simplify(a, expr_subst(a, r->min[d], &sub), env);
 		tir_interval iv = interval_of(a, m, env);
 		iv.hi += r->extent[d] - 1;
 		acc[d] = *have ? interval_union(a, acc[d], iv) : iv;
@@ -291,6 +292,29 @@ static void move_out(tir_stmt *nest)
 	mark_dead(nest);
 }
 
+/* See sched.h. */
+void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
+		       const tir_block *other, const tir_buffer *src, bool writes)
+{
+	int dim_iter[TIR_MAX_DIMS];
+	for (int d = 0; d < b->store->ndim; d++)
+		dim_iter[d] = d;
+	tir_interval reg[TIR_MAX_DIMS];
+	bool have = false;
+	tir_env env = region_env(p, scope, b->store->scope);
+	if (writes && other->write.buf == src)
+		add_region(p, other, &other->write, &env, reg, &have);
+	for (int r = 0; !writes && r < other->nreads; r++)
+		if (other->reads[r].buf == src)
+			add_region(p, other, &other->reads[r], &env, reg, &have);
+	env_free(&env);
+	if (!have)
+		for (int d = 0; d < b->store->ndim; d++)
+			reg[d].full = true;
+	clamp_region(b, b->store->ndim, dim_iter, reg);
+	build_nest(p, b, b->store->ndim, dim_iter, reg, scope, pos);
+}
+
 /* ---- compute_at ------------------------------------------------------------- */
 
 /* compute_at(block, loop): moves a producer block under `loop`, before the
@@ -356,7 +380,7 @@ int prim_compute_at(tir_sched *s, tir_inst *in, tir_error *err)
 	/* the region the consumers under loop read in one iteration */
 	tir_interval reg[TIR_MAX_DIMS];
 	bool have = false;
-	tir_env env = region_env(p, loop, buf);
+	tir_env env = region_env(p, loop, buf->scope);
 	for (int i = 0; i < p->nblocks; i++) {
 		tir_block *c = p->blocks[i];
 		if (!c->stmt || c == b || !block_reads(c, buf))
@@ -472,7 +496,7 @@ int prim_reverse_compute_at(tir_sched *s, tir_inst *in, tir_error *err)
 	/* the region the producers under loop write in one iteration */
 	tir_interval reg[TIR_MAX_DIMS];
 	bool have = false;
-	tir_env env = region_env(p, loop, buf);
+	tir_env env = region_env(p, loop, buf->scope);
 	for (int i = 0; i < p->nblocks; i++) {
 		tir_block *w = p->blocks[i];
 		if (w->stmt && w != b && w->store == buf)

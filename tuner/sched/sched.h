@@ -85,6 +85,16 @@ void sched_rebind(tir_program *p, tir_stmt *root, const tir_subst *sub);
  * extent: the context for simplifying bindings. */
 tir_env sched_loop_env(const tir_program *p);
 
+/* ---- compute_at.c: placing stages ---- */
+
+/* Puts copy block b (its statement not yet in the tree; it stores at exactly
+ * its iterators, iterator d for dimension d) under `scope` (a loop or the
+ * root) at child position pos, with loops covering the region of `src` that
+ * block `other` reads (writes: writes) in one iteration of scope.  Used by
+ * cache_read and cache_write. */
+void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
+		       const tir_block *other, const tir_buffer *src, bool writes);
+
 /* Each primitive. */
 #define TIR_PRIM(id, name, file) \
 	int prim_##name(tir_sched *s, tir_inst *in, tir_error *err);

@@ -10,15 +10,19 @@
  *     (additively, outside floordiv / floormod) by two iterators — TensorIR's
  *     "i and i*2" — and no loop feeds both a spatial and a reduction
  *     iterator;
- *  3. each binding covers its iterator's domain [0, extent) over L, and may
- *     exceed it only when a predicate guards the block; the loops the
- *     bindings use have at least as many points as the domain;
+ *  3. each binding covers its iterator's domain [0, extent) over L (for a
+ *     block writing an intermediate buffer only its reduction iterators
+ *     must: see must_cover), and may exceed it only when a predicate guards
+ *     the block; the loops the bindings use have at least as many points as
+ *     the domain they must cover;
  *  4. a reduction iterator is not bound to a parallel or vectorized loop;
  *  5. the body (store index, value, init) uses only the block's iterators,
  *     and every access outside a select stays inside its buffer for the
  *     iterator values the bindings reach.
  * Every loop has an extent of at least 1.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include "verify.h"
 
@@ -31,11 +35,16 @@ typedef struct nest {
 	tir_env iter_env;          /* iterators over domain ∩ binding range */
 } nest;
 
-static int fail(nest *x, tir_error *err, const char *fmt, const char *a,
-		const char *b, const char *d)
+static int fail(nest *x, tir_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(nest *x, tir_error *err, const char *fmt, ...)
 {
 	char rule[400];
-	snprintf(rule, sizeof rule, fmt, a, b, d);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof rule, fmt, ap);
+	va_end(ap);
 	return tir_fail(err, "loop-nest: block \"%s\": %s", x->b->name, rule);
 }
 
@@ -59,12 +68,12 @@ static int loop_vars_only(nest *x, const tir_expr *e, const char *what,
 			return 0;
 		if (e->var->id < x->c->p->nvars && x->c->loop_of[e->var->id])
 			return fail(x, err, "%s uses loop %s that does not enclose the block",
-				    what, e->var->name, "");
+				    what, e->var->name);
 		if (block_iter_of(x->b, e->var) >= 0)
 			return fail(x, err, "%s uses iterator %s instead of loop variables",
-				    what, e->var->name, "");
+				    what, e->var->name);
 		return fail(x, err, "%s uses %s, which is not a loop variable",
-			    what, e->var->name, "");
+			    what, e->var->name);
 	}
 	if (loop_vars_only(x, e->a, what, err) || loop_vars_only(x, e->b, what, err) ||
 	    loop_vars_only(x, e->c, what, err))
@@ -121,17 +130,17 @@ static int check_bindings(nest *x, tir_error *err)
 		const tir_iter *it = &b->iters[k];
 		const char *what = arena_printf(&c->arena, "binding of %s", it->var->name);
 		if (!it->binding)
-			return fail(x, err, "iterator %s has no binding", it->var->name, "", "");
+			return fail(x, err, "iterator %s has no binding", it->var->name);
 		if (it->extent < 1)
 			return fail(x, err, "iterator %s has an empty domain (extent %s)",
 				    it->var->name,
-				    arena_printf(&c->arena, "%lld", (long long)it->extent), "");
+				    arena_printf(&c->arena, "%lld", (long long)it->extent));
 		if (loop_vars_only(x, it->binding, what, err))
 			return -1;
 		if (!quasi_affine(it->binding))
 			return fail(x, err, "binding %s = %s is not quasi-affine (+, -, * by a "
 				    "constant, floordiv/floormod by a positive constant of loop variables)",
-				    it->var->name, vfy_expr_str(c, it->binding), "");
+				    it->var->name, vfy_expr_str(c, it->binding));
 	}
 	return loop_vars_only(x, b->predicate, "the predicate", err);
 }
@@ -186,32 +195,44 @@ static int check_independent(nest *x, tir_error *err)
 	return 0;
 }
 
+/* Whether an iterator must reach its whole domain.  A reduction always
+ * does (else a partial sum), and so does every iterator of a block that
+ * writes a param.  A block writing an intermediate buffer may compute only
+ * part of it — compute_at leaves a producer exactly what its consumers read
+ * in one iteration — and producer.c checks that the part read is written. */
+static bool must_cover(const tir_block *b, const tir_iter *it)
+{
+	return it->kind == ITER_REDUCE || b->store->role != BUF_TEMP;
+}
+
 /* Rules 3 and 4: domain cover, and reductions off parallel loops. */
 static int check_domains(nest *x, tir_error *err)
 {
 	const tir_block *b = x->b;
 	vfy_ctx *c = x->c;
 	bool used[VFY_MAX_DEPTH] = { 0 };
-	double points = 1, domain = 1;
+	int kind[VFY_MAX_DEPTH] = { 0 };
+	double points[2] = { 1, 1 }, domain[2] = { 1, 1 };
 	for (int k = 0; k < b->niters; k++) {
 		const tir_iter *it = &b->iters[k];
 		int64_t lo, hi;
 		const char *dom = arena_printf(&c->arena, "[0, %lld)", (long long)it->extent);
 		if (!expr_bounds(it->binding, &x->loop_env, &lo, &hi))
 			return fail(x, err, "binding %s = %s cannot be bounded", it->var->name,
-				    vfy_expr_str(c, it->binding), "");
+				    vfy_expr_str(c, it->binding));
 		const char *range = arena_printf(&c->arena, "%s = %s spans [%lld, %lld]",
 						 it->var->name, vfy_expr_str(c, it->binding),
 						 (long long)lo, (long long)hi);
-		if (lo > 0 || hi < it->extent - 1)
+		if ((lo > 0 || hi < it->extent - 1) && must_cover(b, it))
 			return fail(x, err, "iterator %s does not cover its domain %s",
-				    range, dom, "");
+				    range, dom);
 		if ((lo < 0 || hi > it->extent - 1) && !b->predicate)
 			return fail(x, err, "iterator %s: binding exceeds domain %s and no "
-				    "predicate guards the block", range, dom, "");
+				    "predicate guards the block", range, dom);
 		env_set(&x->iter_env, it->var, lo > 0 ? lo : 0,
 			hi < it->extent - 1 ? hi : it->extent - 1);
-		domain *= (double)it->extent;
+		if (must_cover(b, it))
+			domain[it->kind == ITER_REDUCE] *= (double)it->extent;
 
 		bool direct[VFY_MAX_DEPTH] = { 0 }, any[VFY_MAX_DEPTH] = { 0 };
 		loop_uses(x, it->binding, false, direct, any);
@@ -219,6 +240,7 @@ static int check_domains(nest *x, tir_error *err)
 			if (!any[i])
 				continue;
 			used[i] = true;
+			kind[i] = it->kind == ITER_REDUCE;
 			tir_stmt *l = x->loops[i];
 			if (it->kind == ITER_REDUCE &&
 			    (l->loop_kind == LOOP_PARALLEL || l->loop_kind == LOOP_VECTORIZED))
@@ -230,12 +252,12 @@ static int check_domains(nest *x, tir_error *err)
 	}
 	for (int i = 0; i < x->n; i++)
 		if (used[i])
-			points *= (double)x->loops[i]->extent;
-	if (points < domain)
-		return fail(x, err, "the iterators do not cover their domain: the loops "
-			    "they are bound to have %s points, the domain %s",
-			    arena_printf(&c->arena, "%.0f", points),
-			    arena_printf(&c->arena, "%.0f", domain), "");
+			points[kind[i]] *= (double)x->loops[i]->extent;
+	for (int r = 0; r < 2; r++)
+		if (points[r] < domain[r])
+			return fail(x, err, "the %s iterators do not cover their domain: the "
+				    "loops they are bound to have %.0f points, the domain %.0f",
+				    r ? "reduction" : "spatial", points[r], domain[r]);
 	return 0;
 }
 
@@ -248,7 +270,7 @@ static int iter_vars_only(nest *x, const tir_expr *e, const char *what, tir_erro
 		if (block_iter_of(x->b, e->var) >= 0)
 			return 0;
 		return fail(x, err, "%s uses %s, which is not one of the block's iterators",
-			    what, e->var->name, "");
+			    what, e->var->name);
 	}
 	if (iter_vars_only(x, e->a, what, err) || iter_vars_only(x, e->b, what, err) ||
 	    iter_vars_only(x, e->c, what, err))
@@ -267,7 +289,7 @@ static int access_in_bounds(nest *x, const tir_buffer *buf, int n,
 	const char *verb = write ? "writes" : "reads";
 	if (buf->dead)
 		return fail(x, err, "%s buffer %s, which was inlined away", verb,
-			    buf->name, "");
+			    buf->name);
 	if (n != buf->ndim)
 		return fail(x, err, "%s %s with %s indices", verb, buf->name,
 			    arena_printf(&c->arena, "%d (it has %d dimensions)", n, buf->ndim));
@@ -305,12 +327,10 @@ static int loads_in_bounds(nest *x, const tir_expr *e, tir_error *err)
 static int check_body(nest *x, tir_error *err)
 {
 	const tir_block *b = x->b;
-	if (!b->store || !b->value)
-		return fail(x, err, "the block has no %s", !b->store ? "store" : "value", "", "");
 	for (int d = 0; d < b->store->ndim; d++) {
 		if (!b->store_idx[d])
 			return fail(x, err, "store index %s of %s is missing",
-				    arena_printf(&x->c->arena, "%d", d), b->store->name, "");
+				    arena_printf(&x->c->arena, "%d", d), b->store->name);
 		if (iter_vars_only(x, b->store_idx[d], "the store index", err))
 			return -1;
 	}
@@ -333,7 +353,11 @@ static int check_block(vfy_ctx *c, const tir_block *b, tir_error *err)
 	x.iter_env = env_new(c->p->nvars);
 	for (int i = 0; i < x.n; i++)
 		env_set(&x.loop_env, x.loops[i]->var, 0, x.loops[i]->extent - 1);
-	int rc = check_bindings(&x, err);
+	int rc = 0;
+	if (!b->store || !b->value)
+		rc = fail(&x, err, "the block has no %s", !b->store ? "store" : "value");
+	if (!rc)
+		rc = check_bindings(&x, err);
 	if (!rc)
 		rc = check_independent(&x, err);
 	if (!rc)

@@ -203,7 +203,9 @@ tir_interval vfy_interval(vfy_ctx *c, const tir_block *b, const tir_expr *e,
 	tir_env all = env_new(c->p->nvars), env = env_new(c->p->nvars);
 	for (int i = 0; i < n; i++) {
 		tir_stmt *l = loops[i];
-		bool ranged = at->kind == STMT_SEQ || stmt_is_ancestor(at, l);
+		/* a loop of extent 1 is the constant 0 wherever it stands */
+		bool ranged = at->kind == STMT_SEQ || stmt_is_ancestor(at, l) ||
+			      l->extent == 1;
 		if (!ranged && l->loop_kind == LOOP_THREAD)
 			ranged = (relax_threads && (is_thread_idx(l->tag) || is_vthread(l->tag))) ||
 				 (relax_vthreads && is_vthread(l->tag));

@@ -1,0 +1,180 @@
+/*
+ * check_handsched.c — every workload of the shared suite and odd shapes of
+ * every operator, unscheduled and under the hand-written schedules of
+ * schedules.c: the C code matches the independent reference on random inputs
+ * and the CUDA code is valid for sm_90 and compiles with NVRTC.
+ *
+ * With TIR_TRACE_DIR set, the traces of the schedules are written there as
+ * <name>.cpu.json and <name>.cuda.json (examples/traces/ came from this).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tir.h"
+#include "ir/ir.h"
+#include "codegen/codegen.h"
+#include "measure/measure.h"
+#include "schedules.h"
+#include "testutil.h"
+
+static const char *const odd[][2] = {
+	{ "mm-prime", "{\"op\":\"matmul\",\"M\":37,\"N\":29,\"K\":13}" },
+	{ "mm-1000x997", "{\"op\":\"matmul\",\"M\":1000,\"N\":997,\"K\":16}" },
+	{ "bmm-nt", "{\"op\":\"matmul\",\"M\":17,\"N\":23,\"K\":11,\"batch\":3,\"layout\":\"NT\"}" },
+	{ "mm-tn-bias-relu", "{\"op\":\"matmul\",\"M\":19,\"N\":7,\"K\":31,\"layout\":\"TN\",\"epilogue\":[\"bias\",\"relu\"]}" },
+	{ "mm-f16", "{\"op\":\"matmul\",\"M\":33,\"N\":40,\"K\":24,\"dtype\":\"float16\"}" },
+	{ "mm-bf16-gelu", "{\"op\":\"matmul\",\"M\":24,\"N\":17,\"K\":32,\"dtype\":\"bfloat16\",\"epilogue\":[\"gelu\"]}" },
+	{ "mm-int8", "{\"op\":\"matmul\",\"M\":31,\"N\":18,\"K\":40,\"dtype\":\"int8\"}" },
+	{ "c1d-s3-asym", "{\"op\":\"conv1d\",\"N\":2,\"C\":5,\"W\":29,\"K\":7,\"S\":3,\"stride\":3,\"pad\":[1,2]}" },
+	{ "c1d-d3-g2-nwc", "{\"op\":\"conv1d\",\"N\":1,\"C\":6,\"W\":31,\"K\":4,\"S\":2,\"dilation\":3,\"groups\":2,\"layout\":\"NWC\"}" },
+	{ "c2d-asym", "{\"op\":\"conv2d\",\"N\":1,\"C\":3,\"H\":13,\"W\":11,\"K\":5,\"R\":3,\"S\":2,\"stride\":[2,3],\"pad\":[1,0,2,1]}" },
+	{ "c2d-d3-g2-nhwc-add-gelu", "{\"op\":\"conv2d\",\"N\":2,\"C\":4,\"H\":9,\"W\":7,\"K\":6,\"R\":3,\"S\":3,\"dilation\":3,\"pad\":3,\"groups\":2,\"layout\":\"NHWC\",\"epilogue\":[\"add\",\"gelu\"]}" },
+	{ "c2d-f16-nhwc", "{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":7,\"W\":7,\"K\":12,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
+	{ "c3d", "{\"op\":\"conv3d\",\"N\":1,\"C\":2,\"D\":5,\"H\":7,\"W\":6,\"K\":3,\"T\":3,\"R\":2,\"S\":3,\"stride\":2,\"pad\":1}" },
+	{ "c3d-ndhwc-f16", "{\"op\":\"conv3d\",\"N\":1,\"C\":3,\"D\":4,\"H\":5,\"W\":5,\"K\":2,\"T\":2,\"R\":2,\"S\":2,\"layout\":\"NDHWC\",\"dtype\":\"float16\"}" },
+	{ "t2d-op", "{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":4,\"H\":5,\"W\":3,\"K\":6,\"R\":4,\"S\":3,\"stride\":2,\"pad\":1,\"output_padding\":1}" },
+	{ "t2d-s3-g2-nhwc", "{\"op\":\"conv2d_transpose\",\"N\":2,\"C\":6,\"H\":3,\"W\":4,\"K\":4,\"R\":3,\"S\":3,\"stride\":3,\"groups\":2,\"layout\":\"NHWC\"}" },
+	{ "dep-m2", "{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":5,\"H\":11,\"W\":13,\"R\":3,\"S\":3,\"stride\":2,\"pad\":1,\"multiplier\":2}" },
+	{ "dep-int8-nhwc", "{\"op\":\"depthwise_conv2d\",\"N\":2,\"C\":7,\"H\":9,\"W\":9,\"R\":5,\"S\":3,\"pad\":[2,1],\"layout\":\"NHWC\",\"dtype\":\"int8\"}" },
+	{ "dep-bf16-d3", "{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":4,\"H\":10,\"W\":10,\"R\":3,\"S\":3,\"dilation\":3,\"pad\":3,\"dtype\":\"bfloat16\"}" },
+};
+#define N_ODD (int)(sizeof odd / sizeof *odd)
+
+static tir_target cpu, sm90;
+
+static void write_trace(const char *name, const char *kind, const tir_sched *s)
+{
+	const char *dir = getenv("TIR_TRACE_DIR");
+	if (!dir)
+		return;
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s.%s.json", dir, name, kind);
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f, "cannot write %s", path);
+	char *t = tir_sched_trace(s);
+	fprintf(f, "%s\n", t);
+	fclose(f);
+	free(t);
+}
+
+/* Runs the program's C code on the reference's inputs and checks it. */
+static void run_c(const char *name, const char *what, const tir_workload *w,
+		  const tir_program *p, const double **ref)
+{
+	tir_error err = { "" };
+	ck_assert_msg(tir_verify(p, &cpu, &err) == 0, "%s %s: invalid: %s", name, what, err.msg);
+	tir_code *c = tir_codegen(p, &cpu, &err);
+	ck_assert_msg(c, "%s %s: codegen: %s", name, what, err.msg);
+	if (!*ref) {
+		double *r;
+		int64_t n;
+		ck_assert_msg(tir_measure_reference(w, c, 1, &r, &n, &err) == 0, "%s: reference: %s", name, err.msg);
+		*ref = r;
+	}
+	tir_measure_opts o = { .seed = 1, .no_timing = true, .timeout_s = 60, .reference = *ref };
+	tir_measure_result res;
+	memset(&res, 0, sizeof res);
+	tir_measure(&tir_runner_cpu, w, c, &cpu, &o, &res);
+	ck_assert_msg(res.status == TIR_MEASURE_OK, "%s %s: %s: %s (max rel error %g)", name, what,
+		      tir_measure_status_name(res.status), res.msg, res.max_rel_error);
+	ck_assert(res.max_rel_error >= 0 && res.max_rel_error <= tir_measure_tolerance(c));
+	tir_measure_result_clear(&res);
+	tir_code_free(c);
+}
+
+static void compile_cuda(const char *name, const char *what, const tir_program *p)
+{
+	tir_error err = { "" };
+	ck_assert_msg(tir_verify(p, &sm90, &err) == 0, "%s %s: invalid for sm_90: %s", name, what, err.msg);
+	tir_code *c = tir_codegen(p, &sm90, &err);
+	ck_assert_msg(c, "%s %s: cuda codegen: %s", name, what, err.msg);
+	ck_assert(strstr(c->source, "__global__"));
+#ifdef HAVE_CUDA
+	char *cubin = NULL;
+	size_t size = 0;
+	ck_assert_msg(tir_nvrtc_compile(c->source, 90, &cubin, &size, &err) == 0,
+		      "%s %s: NVRTC: %s", name, what, err.msg);
+	ck_assert(size > 0);
+	free(cubin);
+#endif
+	tir_code_free(c);
+}
+
+/* The whole check for one workload. */
+static void check_workload(const char *name, const char *json, bool run_unscheduled)
+{
+	tir_error err = { "" };
+	tir_workload *w = tir_workload_parse(json, strlen(json), NULL, &err);
+	ck_assert_msg(w, "%s: %s", name, err.msg);
+	const double *ref = NULL;
+
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	ck_assert_msg(s, "%s: %s", name, err.msg);
+	if (run_unscheduled)
+		run_c(name, "unscheduled", w, tir_sched_program(s), &ref);
+	compile_cuda(name, "unscheduled", tir_sched_program(s));
+	tir_sched_free(s);
+
+	s = tir_sched_new(w, 1, &err);
+	ck_assert_msg(sched_cpu_tiled(s, &err) == 0, "%s: cpu schedule: %s", name, err.msg);
+	run_c(name, "cpu-tiled", w, tir_sched_program(s), &ref);
+	write_trace(name, "cpu", s);
+	tir_sched_free(s);
+
+	s = tir_sched_new(w, 1, &err);
+	ck_assert_msg(sched_gpu_tiled(s, &err) == 0, "%s: gpu schedule: %s", name, err.msg);
+	compile_cuda(name, "gpu-tiled", tir_sched_program(s));
+	/* the GPU schedule is a valid program for the CPU too, with the same
+	 * result; there every thread repeats the cooperative copies, so only
+	 * small workloads are run that way */
+	if (tir_workload_flops(w) < 2e7)
+		run_c(name, "gpu-tiled-on-cpu", w, tir_sched_program(s), &ref);
+	write_trace(name, "cuda", s);
+	tir_sched_free(s);
+
+	free((double *)ref);
+	tir_workload_free(w);
+}
+
+static void setup(void)
+{
+	tir_error err;
+	ck_assert_msg(tir_target_parse("cpu", &cpu, &err) == 0, "%s", err.msg);
+	ck_assert_msg(tir_target_parse("cuda:sm_90", &sm90, &err) == 0, "%s", err.msg);
+}
+
+START_TEST(odd_shapes)
+{
+	check_workload(odd[_i][0], odd[_i][1], true);
+}
+END_TEST
+
+START_TEST(suite_workloads)
+{
+	char *name = tu_suite_name(_i), *json = tu_suite_workload_at(_i);
+	/* the unscheduled naive loops of the large suite entries take minutes
+	 * under sanitizers; their scheduled versions are checked instead */
+	check_workload(name, json, false);
+	free(name);
+	free(json);
+}
+END_TEST
+
+static Suite *make_handsched_suite(void)
+{
+	Suite *s = suite_create("handsched");
+	TCase *tc = tcase_create("odd");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_loop_test(tc, odd_shapes, 0, N_ODD);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("suite");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_loop_test(tc, suite_workloads, 0, tu_suite_count());
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(make_handsched_suite());
+}

@@ -1,0 +1,484 @@
+/*
+ * check_measure.c — the builders and runners (tuner/measure/, codegen/nvrtc.c)
+ * with hand-written sources, so no part of the IR, schedules or code
+ * generators is needed: a correct kernel, one that crashes, one that never
+ * returns, one that returns an error, one that computes the wrong values and
+ * one that does not compile each end in the right status, and the test
+ * process (the runner's caller) lives on.  The inputs' conversions (float16,
+ * bfloat16) and the error metric are checked against the compiler's own
+ * types.  NVRTC and the CUDA runner are checked where the build has CUDA; the
+ * CUDA runner's kernels run only where a driver loads (the GPU machine).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <check.h>
+#include "ir/ir.h"
+#include "codegen/codegen.h"
+#include "measure/measure.h"
+#include "testutil.h"
+
+/* ---- hand-made code ----------------------------------------------------------- */
+
+/* Code of n-element float32 arguments: inputs `nin`, then the output. */
+static tir_code *make_code(const char *source, int nin, int64_t n, int dtype)
+{
+	tir_code *c = calloc(1, sizeof *c);
+	c->source = strdup(source);
+	c->nargs = nin + 1;
+	c->args = calloc((size_t)c->nargs, sizeof *c->args);
+	for (int i = 0; i <= nin; i++) {
+		tir_arg_info *a = &c->args[i];
+		snprintf(a->name, sizeof a->name, "%c", i == nin ? 'C' : 'A' + i);
+		a->dtype = dtype;
+		a->elem_bytes = dtype_bytes(dtype);
+		a->elems = n;
+		a->is_output = i == nin;
+	}
+	snprintf(c->entry, sizeof c->entry, "tir_entry");
+	return c;
+}
+
+static void free_code(tir_code *c)
+{
+	free(c->source);
+	free(c->args);
+	free(c->launches);
+	free(c);
+}
+
+static const char *const src_add =
+	"#include <stdint.h>\n"
+	"int tir_entry(void *const *args) {\n"
+	"  const float *a = args[0], *b = args[1]; float *c = args[2];\n"
+	"  #pragma omp parallel for\n"
+	"  for (int i = 0; i < 4096; i++) c[i] = a[i] + b[i];\n"
+	"  return 0;\n"
+	"}\n";
+
+static tir_target cpu_target(void)
+{
+	tir_target t;
+	tir_error err;
+	ck_assert_msg(tir_target_parse("cpu", &t, &err) == 0, "%s", err.msg);
+	return t;
+}
+
+/* Builds and runs c on this CPU. */
+static int run_cpu(tir_code *c, double timeout_s, tir_measure_result *r)
+{
+	tir_target t = cpu_target();
+	tir_error err = { "" };
+	memset(r, 0, sizeof *r);
+	tir_artifact *a = tir_runner_cpu.build(c, &t, &err);
+	if (!a) {
+		r->status = TIR_MEASURE_BUILD_ERROR;
+		snprintf(r->msg, sizeof r->msg, "%s", err.msg);
+		return -1;
+	}
+	tir_measure_opts o = { .seed = 42, .timeout_s = timeout_s };
+	int rc = tir_runner_cpu.run(a, c, &o, r);
+	tir_runner_cpu.free(a);
+	return rc;
+}
+
+/* ---- CPU runner ------------------------------------------------------------------ */
+
+START_TEST(cpu_correct_kernel)
+{
+	tir_code *c = make_code(src_add, 2, 4096, TIR_F32);
+	tir_measure_result r;
+	int rc = run_cpu(c, 20, &r);
+	ck_assert_msg(rc == 0 && r.status == TIR_MEASURE_OK, "status %s: %s",
+		      tir_measure_status_name(r.status), r.msg);
+	ck_assert_int_eq(r.nrepeats, 5);
+	ck_assert(r.median_us > 0);
+	for (int i = 0; i < r.nrepeats; i++)
+		ck_assert(r.repeat_us[i] > 0);
+	ck_assert_int_eq(r.out_elems, 4096);
+	float *a = malloc(4096 * 4), *b = malloc(4096 * 4);
+	tir_measure_fill(c, 0, 42, a);
+	tir_measure_fill(c, 1, 42, b);
+	for (int i = 0; i < 4096; i++) {
+		ck_assert(a[i] >= -1 && a[i] <= 1);
+		ck_assert(r.output[i] == (double)(a[i] + b[i]));
+	}
+	ck_assert(a[0] != b[0]);              /* arguments get distinct values */
+	free(a);
+	free(b);
+	tir_measure_result_clear(&r);
+	free_code(c);
+}
+END_TEST
+
+START_TEST(cpu_crash)
+{
+	pid_t me = getpid();
+	tir_code *c = make_code("int tir_entry(void *const *args) {\n"
+				"  *(volatile int *)args[3] = 1; return 0; }\n",
+				2, 16, TIR_F32);
+	tir_measure_result r;
+	ck_assert_int_eq(run_cpu(c, 10, &r), -1);
+	ck_assert_int_eq(r.status, TIR_MEASURE_CRASH);
+	ck_assert_msg(strstr(r.msg, "SIGSEGV") != NULL, "%s", r.msg);
+	ck_assert(r.output == NULL);
+	free_code(c);
+	/* The caller lives on, and runs the next candidate. */
+	ck_assert_int_eq(getpid(), me);
+	c = make_code(src_add, 2, 4096, TIR_F32);
+	ck_assert_int_eq(run_cpu(c, 20, &r), 0);
+	tir_measure_result_clear(&r);
+	free_code(c);
+}
+END_TEST
+
+START_TEST(cpu_timeout)
+{
+	tir_code *c = make_code("int tir_entry(void *const *args) {\n"
+				"  for (volatile int i = 0; ; i++) ; return 0; }\n",
+				2, 16, TIR_F32);
+	tir_measure_result r;
+	ck_assert_int_eq(run_cpu(c, 1, &r), -1);
+	ck_assert_int_eq(r.status, TIR_MEASURE_TIMEOUT);
+	ck_assert_msg(strstr(r.msg, "timed out after 1 s") != NULL, "%s", r.msg);
+	free_code(c);
+}
+END_TEST
+
+START_TEST(cpu_nonzero_return)
+{
+	tir_code *c = make_code("int tir_entry(void *const *args) { return 3; }\n",
+				2, 16, TIR_F32);
+	tir_measure_result r;
+	ck_assert_int_eq(run_cpu(c, 10, &r), -1);
+	ck_assert_int_eq(r.status, TIR_MEASURE_RUN_ERROR);
+	ck_assert_msg(strstr(r.msg, "returned 3") != NULL, "%s", r.msg);
+	free_code(c);
+}
+END_TEST
+
+START_TEST(cpu_build_error)
+{
+	tir_code *c = make_code("int tir_entry(void *const *args) { return nosuch; }\n",
+				2, 16, TIR_F32);
+	tir_measure_result r;
+	ck_assert_int_eq(run_cpu(c, 10, &r), -1);
+	ck_assert_int_eq(r.status, TIR_MEASURE_BUILD_ERROR);
+	ck_assert_msg(strstr(r.msg, "nosuch") != NULL, "%s", r.msg);
+	free_code(c);
+}
+END_TEST
+
+START_TEST(cpu_explicit_key)
+{
+	/* A key that is not this machine's: flags from its features. */
+	tir_target t;
+	tir_error err;
+#if defined(__x86_64__)
+	ck_assert(tir_target_parse("cpu:x86_64", &t, &err) == 0);
+#elif defined(__aarch64__)
+	ck_assert(tir_target_parse("cpu:aarch64+neon", &t, &err) == 0);
+#else
+	return;
+#endif
+	tir_code *c = make_code(src_add, 2, 4096, TIR_F32);
+	tir_artifact *a = tir_runner_cpu.build(c, &t, &err);
+	ck_assert_msg(a != NULL, "%s", err.msg);
+	tir_measure_opts o = { .seed = 1, .no_timing = true };
+	tir_measure_result r = { 0 };
+	ck_assert_int_eq(tir_runner_cpu.run(a, c, &o, &r), 0);
+	ck_assert_int_eq(r.nrepeats, 0);
+	ck_assert_int_eq(r.out_elems, 4096);
+	tir_runner_cpu.free(a);
+	tir_measure_result_clear(&r);
+	free_code(c);
+}
+END_TEST
+
+/* ---- the check against the reference ------------------------------------------- */
+
+/* matmul 16x8 · 8x12 (NN), float32; `sign` -1 makes it wrong. */
+static char *matmul_src(const char *op)
+{
+	char *s = malloc(1024);
+	snprintf(s, 1024,
+		 "int tir_entry(void *const *args) {\n"
+		 "  const float *A = args[0], *B = args[1]; float *C = args[2];\n"
+		 "  for (int i = 0; i < 16; i++) for (int j = 0; j < 12; j++) {\n"
+		 "    float acc = 0;\n"
+		 "    for (int k = 0; k < 8; k++) acc %s A[i*8+k] * B[k*12+j];\n"
+		 "    C[i*12+j] = acc; }\n"
+		 "  return 0; }\n", op);
+	return s;
+}
+
+static tir_code *matmul_code(const char *op)
+{
+	char *s = matmul_src(op);
+	tir_code *c = make_code(s, 2, 0, TIR_F32);
+	free(s);
+	c->args[0].elems = 16 * 8;
+	c->args[1].elems = 8 * 12;
+	c->args[2].elems = 16 * 12;
+	return c;
+}
+
+static const char *const matmul_json = "{\"op\":\"matmul\",\"M\":16,\"N\":12,\"K\":8}";
+
+START_TEST(check_right_and_wrong)
+{
+	tir_error err;
+	tir_workload *w = tir_workload_parse(matmul_json, strlen(matmul_json), NULL, &err);
+	ck_assert_msg(w != NULL, "%s", err.msg);
+	tir_target t = cpu_target();
+
+	tir_code *c = matmul_code("+=");
+	tir_measure_result r;
+	tir_measure_opts o = { .seed = 7 };
+	int rc = tir_measure(&tir_runner_cpu, w, c, &t, &o, &r);
+	ck_assert_msg(rc == 0, "%s: %s", tir_measure_status_name(r.status), r.msg);
+	ck_assert(r.max_rel_error >= 0 && r.max_rel_error <= 1e-6);
+	ck_assert(tir_measure_tolerance(c) == 1e-5);
+	tir_measure_result_clear(&r);
+	free_code(c);
+
+	c = matmul_code("-=");
+	rc = tir_measure(&tir_runner_cpu, w, c, &t, &o, &r);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(r.status, TIR_MEASURE_WRONG_RESULT);
+	ck_assert(r.max_rel_error > 0.1);
+	ck_assert(r.output != NULL);            /* kept, for a look */
+	tir_measure_result_clear(&r);
+
+	/* Arguments that do not match the workload are an error, not a verdict. */
+	c->args[1].elems = 7;
+	double e;
+	ck_assert_int_eq(tir_measure_check(w, c, 7, NULL, 0, &e, &err), -1);
+	ck_assert_msg(strstr(err.msg, "elements") != NULL, "%s", err.msg);
+	free_code(c);
+	tir_workload_free(w);
+}
+END_TEST
+
+START_TEST(check_metric)
+{
+	double ref[4] = { 1, -4, 0, 2 }, out[4] = { 1, -4.004, 0.001, 2 };
+	ck_assert(fabs(tir_measure_compare(ref, out, 4) - 0.001) < 1e-12);
+	out[2] = NAN;
+	ck_assert(isinf(tir_measure_compare(ref, out, 4)));
+	double zero[2] = { 0, 0 }, z2[2] = { 0, 0 };
+	ck_assert(tir_measure_compare(zero, z2, 2) == 0);
+}
+END_TEST
+
+/* float16 and bfloat16 inputs are the float32 inputs rounded to nearest even. */
+START_TEST(fill_half_types)
+{
+	enum { N = 20000 };
+	tir_code *c32 = make_code("", 1, N, TIR_F32);
+	tir_code *c16 = make_code("", 1, N, TIR_F16);
+	tir_code *cbf = make_code("", 1, N, TIR_BF16);
+	tir_code *ci8 = make_code("", 1, N, TIR_I8);
+	float *f = malloc(N * 4);
+	uint16_t *h = malloc(N * 2), *bf = malloc(N * 2);
+	int8_t *i8 = malloc(N);
+	double *d = malloc(N * sizeof(double));
+	tir_measure_fill(c32, 0, 5, f);
+	tir_measure_fill(c16, 0, 5, h);
+	tir_measure_fill(cbf, 0, 5, bf);
+	tir_measure_fill(ci8, 0, 5, i8);
+	int seen[17] = { 0 };
+	for (int i = 0; i < N; i++) {
+		ck_assert(i8[i] >= -8 && i8[i] <= 8);
+		seen[i8[i] + 8] = 1;
+	}
+	for (int k = 0; k < 17; k++)
+		ck_assert(seen[k]);
+	tir_measure_to_double(TIR_F16, h, N, d);
+	for (int i = 0; i < N; i++) {
+#ifdef __FLT16_MANT_DIG__
+		ck_assert_msg(d[i] == (double)(_Float16)f[i], "%d: %a -> %a", i, f[i], d[i]);
+#else
+		ck_assert(fabs(d[i] - f[i]) <= 0x1p-11 * fabs(f[i]) + 0x1p-25);
+#endif
+	}
+	tir_measure_to_double(TIR_BF16, bf, N, d);
+	for (int i = 0; i < N; i++) {
+		uint32_t x;
+		memcpy(&x, &f[i], 4);
+		uint32_t lo = x & 0xffff0000u, hi = lo + 0x10000u;
+		float flo, fhi;
+		memcpy(&flo, &lo, 4);
+		memcpy(&fhi, &hi, 4);
+		/* the nearer of the two neighbours, ties to the even one */
+		double dl = fabs((double)f[i] - flo), dh = fabs((double)fhi - f[i]);
+		double want = dl < dh ? flo : dh < dl ? fhi : ((lo >> 16) & 1) ? fhi : flo;
+		ck_assert_msg(d[i] == want, "%d: %a -> %a", i, f[i], d[i]);
+	}
+	uint16_t special[] = { 0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00 };
+	double sd[5];
+	tir_measure_to_double(TIR_F16, special, 5, sd);
+	ck_assert(sd[0] == 1 && sd[1] == -2 && sd[2] == 65504 && sd[3] == 0x1p-24 &&
+		  isinf(sd[4]));
+	free(f); free(h); free(bf); free(i8); free(d);
+	free_code(c32); free_code(c16); free_code(cbf); free_code(ci8);
+}
+END_TEST
+
+/* ---- NVRTC and the CUDA runner ------------------------------------------------------- */
+
+static const char *const cu_add =
+	"extern \"C\" __global__ void k_add(const float *a, const float *b, float *c) {\n"
+	"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+	"  if (i < 4096) c[i] = a[i] + b[i];\n"
+	"}\n";
+
+#ifdef HAVE_CUDA
+START_TEST(nvrtc_compiles)
+{
+	char *bin;
+	size_t n;
+	tir_error err;
+	int rc = tir_nvrtc_compile(cu_add, 90, &bin, &n, &err);
+	ck_assert_msg(rc == 0, "%s", err.msg);
+	ck_assert(n > 4 && !memcmp(bin, "\177ELF", 4));
+	free(bin);
+	/* cuda_fp16.h comes from the toolkit's include directory */
+	rc = tir_nvrtc_compile("#include <cuda_fp16.h>\n"
+			       "extern \"C\" __global__ void k(__half *x) "
+			       "{ x[0] = __float2half(1.0f); }\n", 80, &bin, &n, &err);
+	ck_assert_msg(rc == 0, "%s", err.msg);
+	free(bin);
+}
+END_TEST
+
+START_TEST(nvrtc_error_has_log)
+{
+	char *bin = (char *)1;
+	size_t n = 1;
+	tir_error err;
+	int rc = tir_nvrtc_compile("extern \"C\" __global__ void k(float *x) "
+				   "{ x[0] = undeclared_thing; }\n", 90, &bin, &n, &err);
+	ck_assert_int_eq(rc, -1);
+	ck_assert(bin == NULL && n == 0);
+	ck_assert_msg(strstr(err.msg, "undeclared_thing") != NULL, "%s", err.msg);
+}
+END_TEST
+#endif
+
+static tir_code *cuda_code(const char *src, const char *kernel)
+{
+	tir_code *c = make_code(src, 2, 4096, TIR_F32);
+	c->nlaunches = 1;
+	c->launches = calloc(1, sizeof *c->launches);
+	snprintf(c->launches[0].name, sizeof c->launches[0].name, "%s", kernel);
+	c->launches[0].grid[0] = 32;
+	c->launches[0].block[0] = 128;
+	return c;
+}
+
+/* Where no driver loads, a clear run_error; where one does, real runs. */
+START_TEST(cuda_runner)
+{
+	tir_target t;
+	tir_error err;
+	ck_assert(tir_target_parse("cuda:sm_90", &t, &err) == 0);
+	tir_target dev;
+	bool have_gpu = tir_cuda_device_props(0, &dev, &err) == 0;
+	if (!have_gpu)
+		ck_assert_msg(strstr(err.msg, "cuda") != NULL, "%s", err.msg);
+	else
+		t = dev;
+
+	tir_code *c = cuda_code(cu_add, "k_add");
+	tir_measure_result r = { 0 };
+	tir_measure_opts o = { .seed = 3, .timeout_s = 30 };
+	tir_artifact *a = tir_runner_cuda.build(c, &t, &err);
+#ifdef HAVE_CUDA
+	ck_assert_msg(a != NULL, "%s", err.msg);
+#else
+	ck_assert(a == NULL);
+	free_code(c);
+	return;
+#endif
+	int rc = tir_runner_cuda.run(a, c, &o, &r);
+	tir_runner_cuda.free(a);
+	if (!have_gpu) {
+		ck_assert_int_eq(rc, -1);
+		ck_assert_int_eq(r.status, TIR_MEASURE_RUN_ERROR);
+		ck_assert_msg(strstr(r.msg, "cuda") != NULL, "%s", r.msg);
+		free_code(c);
+		return;
+	}
+	ck_assert_msg(rc == 0, "%s: %s", tir_measure_status_name(r.status), r.msg);
+	ck_assert(r.median_us > 0 && r.out_elems == 4096);
+	float *x = malloc(4096 * 4), *y = malloc(4096 * 4);
+	tir_measure_fill(c, 0, 3, x);
+	tir_measure_fill(c, 1, 3, y);
+	for (int i = 0; i < 4096; i++)
+		ck_assert(r.output[i] == (double)(x[i] + y[i]));
+	free(x);
+	free(y);
+	tir_measure_result_clear(&r);
+	free_code(c);
+
+	/* an illegal address */
+	c = cuda_code("extern \"C\" __global__ void k_bad(float *a, float *b, float *c) "
+		      "{ ((float *)0x10)[threadIdx.x] = 1.0f; }\n", "k_bad");
+	a = tir_runner_cuda.build(c, &t, &err);
+	ck_assert_msg(a != NULL, "%s", err.msg);
+	ck_assert_int_eq(tir_runner_cuda.run(a, c, &o, &r), -1);
+	ck_assert_msg(r.status == TIR_MEASURE_CRASH, "%s: %s",
+		      tir_measure_status_name(r.status), r.msg);
+	tir_runner_cuda.free(a);
+	free_code(c);
+
+	/* a kernel that never ends */
+	c = cuda_code("extern \"C\" __global__ void k_hang(float *a, float *b, float *c) "
+		      "{ while (((volatile float *)a)[0] < 100.0f) ; }\n", "k_hang");
+	a = tir_runner_cuda.build(c, &t, &err);
+	ck_assert_msg(a != NULL, "%s", err.msg);
+	o.timeout_s = 3;
+	ck_assert_int_eq(tir_runner_cuda.run(a, c, &o, &r), -1);
+	ck_assert_msg(r.status == TIR_MEASURE_TIMEOUT, "%s: %s",
+		      tir_measure_status_name(r.status), r.msg);
+	tir_runner_cuda.free(a);
+	free_code(c);
+}
+END_TEST
+
+static Suite *make_measure_suite(void)
+{
+	Suite *s = suite_create("measure");
+	TCase *tc = tcase_create("cpu");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, cpu_correct_kernel);
+	tcase_add_test(tc, cpu_crash);
+	tcase_add_test(tc, cpu_timeout);
+	tcase_add_test(tc, cpu_nonzero_return);
+	tcase_add_test(tc, cpu_build_error);
+	tcase_add_test(tc, cpu_explicit_key);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("check");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, check_right_and_wrong);
+	tcase_add_test(tc, check_metric);
+	tcase_add_test(tc, fill_half_types);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cuda");
+	tcase_set_timeout(tc, 300);
+#ifdef HAVE_CUDA
+	tcase_add_test(tc, nvrtc_compiles);
+	tcase_add_test(tc, nvrtc_error_has_log);
+#endif
+	tcase_add_test(tc, cuda_runner);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(make_measure_suite());
+}

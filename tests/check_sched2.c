@@ -1,0 +1,870 @@
+/*
+ * check_sched2.c — the primitives that move computation and data: cache_read,
+ * cache_write, storage_align, compute_at, reverse_compute_at, compute_inline,
+ * reverse_compute_inline and decompose_reduction.
+ *
+ * Each schedule is checked three ways: the shape of the resulting tree (which
+ * blocks, loops and extents), the program's meaning (a small interpreter runs
+ * the IR by the semantics of docs/ir-semantics.md and compares the output
+ * with the unscheduled program's, reading an unwritten intermediate gives
+ * NaN and an access out of bounds fails), and the trace (replaying it on a
+ * fresh schedule prints the same program).  Illegal schedules must fail with
+ * a message and leave the program unchanged.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tir.h"
+#include "ir/ir.h"
+#include "sched/sched.h"
+#include "measure/measure.h"
+#include "testutil.h"
+
+/* ---- fixtures ------------------------------------------------------------- */
+
+typedef struct fix {
+	tir_workload *w;
+	tir_sched *s;
+} fix;
+
+static fix make(const char *json)
+{
+	tir_error err = { "" };
+	fix f;
+	f.w = tir_workload_parse(json, strlen(json), NULL, &err);
+	ck_assert_msg(f.w != NULL, "%s: %s", json, err.msg);
+	f.s = tir_sched_new(f.w, 1, &err);
+	ck_assert_msg(f.s != NULL, "%s: %s", json, err.msg);
+	return f;
+}
+
+static void done(fix *f)
+{
+	tir_sched_free(f->s);
+	tir_workload_free(f->w);
+}
+
+static tir_program *prog(fix *f) { return (tir_program *)tir_sched_program(f->s); }
+
+static int block(fix *f, const char *name)
+{
+	tir_error err = { "" };
+	int b = tir_get_block(f->s, name, &err);
+	ck_assert_msg(b >= 0, "get_block %s: %s", name, err.msg);
+	return b;
+}
+
+static int loops(fix *f, int b, int *out)
+{
+	tir_error err = { "" };
+	int n = tir_get_loops(f->s, b, out, 32, &err);
+	ck_assert_msg(n >= 0, "get_loops: %s", err.msg);
+	return n;
+}
+
+#define OK(call) do { tir_error e_ = { "" }; \
+	ck_assert_msg((call) >= 0, "%s: %s", #call, e_.msg); } while (0)
+#define E (&e_)
+
+static void split2(fix *f, int loop, int64_t outer, int64_t inner, int *out)
+{
+	tir_int fs[2] = { TIR_LIT(outer), TIR_LIT(inner) };
+	OK(tir_split(f->s, loop, 2, fs, out, E));
+}
+
+static tir_stmt *loop_stmt(fix *f, int rv) { return f->s->rv[rv].loop; }
+static tir_block *block_ptr(fix *f, int rv) { return f->s->rv[rv].block; }
+
+/* ---- an interpreter of the IR ---------------------------------------------- */
+
+typedef struct interp {
+	const tir_program *p;
+	double **mem;               /* by buffer id */
+	double *vars;               /* by var id */
+	char fault[256];
+} interp;
+
+static int64_t flat(interp *it, const tir_buffer *b, const double *idx)
+{
+	int64_t off = 0;
+	for (int d = 0; d < b->ndim; d++) {
+		int64_t i = (int64_t)idx[d];
+		if (i < 0 || i >= b->shape[d]) {
+			if (!it->fault[0])
+				snprintf(it->fault, sizeof it->fault, "%s index %d = %lld out of [0, %lld)",
+					 b->name, d, (long long)i, (long long)b->shape[d]);
+			return -1;
+		}
+		off = off * b->shape[d] + i;
+	}
+	return off;
+}
+
+static double fdivf(double x, double y) { return floor(x / y); }
+
+static double eval(interp *it, const tir_expr *e)
+{
+	double a, b;
+	switch (e->kind) {
+	case E_INT: return (double)e->ival;
+	case E_FLOAT: return e->fval;
+	case E_VAR: return it->vars[e->var->id];
+	case E_LOAD: {
+		double idx[TIR_MAX_DIMS];
+		for (int d = 0; d < e->nidx; d++)
+			idx[d] = eval(it, e->idx[d]);
+		if (e->buf->dead && !it->fault[0])
+			snprintf(it->fault, sizeof it->fault, "load of dead buffer %s", e->buf->name);
+		int64_t o = flat(it, e->buf, idx);
+		return o < 0 ? NAN : it->mem[e->buf->id][o];
+	}
+	case E_SELECT:
+		return eval(it, e->c) != 0 ? eval(it, e->a) : eval(it, e->b);
+	case E_NOT: return eval(it, e->a) == 0;
+	case E_CAST:
+		a = eval(it, e->a);
+		return dtype_is_float(e->dtype) ? a : trunc(a);
+	case E_CALL:
+		a = eval(it, e->a);
+		switch (e->fn) {
+		case FN_EXP: return exp(a);
+		case FN_TANH: return tanh(a);
+		case FN_ERF: return erf(a);
+		case FN_SQRT: return sqrt(a);
+		case FN_RSQRT: return 1 / sqrt(a);
+		case FN_SIGMOID: return 1 / (1 + exp(-a));
+		case FN_GELU: return a * 0.5 * (1 + erf(a / sqrt(2.0)));
+		default: return NAN;
+		}
+	default: break;
+	}
+	a = eval(it, e->a);
+	b = eval(it, e->b);
+	switch (e->kind) {
+	case E_ADD: return a + b;
+	case E_SUB: return a - b;
+	case E_MUL: return a * b;
+	case E_DIV: return dtype_is_float(e->dtype) ? a / b : trunc(a / b);
+	case E_FLOORDIV: return fdivf(a, b);
+	case E_FLOORMOD: return a - fdivf(a, b) * b;
+	case E_MIN: return a < b ? a : b;
+	case E_MAX: return a > b ? a : b;
+	case E_LT: return a < b;
+	case E_LE: return a <= b;
+	case E_EQ: return a == b;
+	case E_NE: return a != b;
+	case E_AND: return a != 0 && b != 0;
+	case E_OR: return a != 0 || b != 0;
+	default: return NAN;
+	}
+}
+
+static void run_block(interp *it, const tir_block *b)
+{
+	bool first = true;
+	for (int i = 0; i < b->niters; i++) {
+		it->vars[b->iters[i].var->id] = eval(it, b->iters[i].binding);
+		if (b->iters[i].kind == ITER_REDUCE && it->vars[b->iters[i].var->id] != 0)
+			first = false;
+	}
+	if (b->predicate && eval(it, b->predicate) == 0)
+		return;
+	for (int i = 0; i < b->niters; i++) {
+		double v = it->vars[b->iters[i].var->id];
+		if ((v < 0 || v >= b->iters[i].extent) && !it->fault[0])
+			snprintf(it->fault, sizeof it->fault, "block %s: iterator %s = %g outside [0, %lld)",
+				 b->name, b->iters[i].var->name, v, (long long)b->iters[i].extent);
+	}
+	double idx[TIR_MAX_DIMS];
+	for (int d = 0; d < b->store->ndim; d++)
+		idx[d] = eval(it, b->store_idx[d]);
+	int64_t o = flat(it, b->store, idx);
+	if (o < 0)
+		return;
+	double *m = &it->mem[b->store->id][o];
+	if (b->reduce == REDUCE_NONE) {
+		*m = eval(it, b->value);
+		return;
+	}
+	if (b->init && first)
+		*m = eval(it, b->init);
+	*m = *m + eval(it, b->value);
+}
+
+static void run_stmt(interp *it, const tir_stmt *s)
+{
+	if (s->kind == STMT_BLOCK) {
+		run_block(it, s->block);
+		return;
+	}
+	if (s->kind == STMT_FOR) {
+		for (int64_t i = 0; i < s->extent; i++) {
+			it->vars[s->var->id] = (double)i;
+			for (int k = 0; k < s->nkids; k++)
+				run_stmt(it, s->kids[k]);
+		}
+		return;
+	}
+	for (int k = 0; k < s->nkids; k++)
+		run_stmt(it, s->kids[k]);
+}
+
+static int64_t elems(const tir_buffer *b)
+{
+	int64_t n = 1;
+	for (int d = 0; d < b->ndim; d++)
+		n *= b->shape[d];
+	return n;
+}
+
+/* Runs p on inputs filled from a fixed seed; returns the output (malloc'd). */
+static double *run(const tir_program *p, int64_t *n, char *fault)
+{
+	interp it = { p, calloc((size_t)p->nbufs, sizeof(double *)),
+		      calloc((size_t)p->nvars + 1, sizeof(double)), "" };
+	uint64_t seed = 12345;
+	double *out = NULL;
+	for (int i = 0; i < p->nbufs; i++) {
+		const tir_buffer *b = p->bufs[i];
+		int64_t ne = elems(b);
+		it.mem[i] = malloc(sizeof(double) * (size_t)ne);
+		for (int64_t k = 0; k < ne; k++) {
+			if (b->role == BUF_INPUT) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				it.mem[i][k] = (double)((seed >> 33) % 17) - 8;
+			} else {
+				it.mem[i][k] = NAN;
+			}
+		}
+	}
+	run_stmt(&it, p->root);
+	for (int i = 0; i < p->nbufs; i++) {
+		if (p->bufs[i]->role == BUF_OUTPUT) {
+			out = it.mem[i];
+			*n = elems(p->bufs[i]);
+		} else {
+			free(it.mem[i]);
+		}
+	}
+	strcpy(fault, it.fault);
+	free(it.mem);
+	free(it.vars);
+	return out;
+}
+
+/* The scheduled program computes what the unscheduled one does. */
+static void check_same(fix *f)
+{
+	tir_error err;
+	tir_program *ref = tir_program_build(f->w, &err);
+	ck_assert(ref);
+	int64_t n1, n2;
+	char f1[256], f2[256];
+	double *a = run(ref, &n1, f1), *b = run(prog(f), &n2, f2);
+	ck_assert_msg(!f1[0], "reference: %s", f1);
+	ck_assert_msg(!f2[0], "scheduled: %s", f2);
+	ck_assert_int_eq(n1, n2);
+	for (int64_t i = 0; i < n1; i++)
+		ck_assert_msg(fabs(a[i] - b[i]) <= 1e-9 * (1 + fabs(a[i])),
+			      "output %lld: %g, expected %g", (long long)i, b[i], a[i]);
+	free(a);
+	free(b);
+	tir_program_free(ref);
+}
+
+/* Replaying the trace on a fresh schedule prints the same program. */
+static void check_replay(fix *f)
+{
+	char *trace = tir_sched_trace(f->s);
+	tir_error err = { "" };
+	tir_sched *s2 = tir_sched_new(f->w, 1, &err);
+	ck_assert(s2);
+	ck_assert_msg(tir_sched_replay(s2, trace, &err) == 0, "replay: %s\n%s", err.msg, trace);
+	char *t1 = tir_program_print(tir_sched_program(f->s));
+	char *t2 = tir_program_print(tir_sched_program(s2));
+	ck_assert_str_eq(t1, t2);
+	free(t1);
+	free(t2);
+	free(trace);
+	tir_sched_free(s2);
+}
+
+/* End to end: C code generated for the scheduled program, built, run and
+ * checked against the reference implementation. */
+static void check_cpu(fix *f)
+{
+	tir_error err = { "" };
+	tir_target t;
+	ck_assert_msg(tir_target_parse("cpu", &t, &err) == 0, "%s", err.msg);
+	tir_code *c = tir_codegen(prog(f), &t, &err);
+	ck_assert_msg(c != NULL, "codegen: %s", err.msg);
+	tir_measure_opts o;
+	memset(&o, 0, sizeof o);
+	o.seed = 7;
+	o.no_timing = true;
+	o.timeout_s = 60;
+	tir_measure_result r;
+	memset(&r, 0, sizeof r);
+	int rc = tir_measure(tir_runner_for(&t), f->w, c, &t, &o, &r);
+	ck_assert_msg(rc == 0, "%s: %s (max_rel_error %g)", tir_measure_status_name(r.status),
+		      r.msg, r.max_rel_error);
+	tir_measure_result_clear(&r);
+	tir_code_free(c);
+}
+
+static void check_all(fix *f)
+{
+	check_same(f);
+	check_replay(f);
+	check_cpu(f);
+}
+
+/* Finds a live block by name. */
+static tir_block *find(fix *f, const char *name)
+{
+	tir_block *b = program_find_block(prog(f), name);
+	ck_assert_msg(b != NULL, "no block %s", name);
+	return b;
+}
+
+static int nloops(tir_block *b, int64_t *ext)
+{
+	tir_stmt *ls[32];
+	int n = stmt_loops(b->stmt, ls, 32);
+	for (int i = 0; i < n && ext; i++)
+		ext[i] = ls[i]->extent;
+	return n;
+}
+
+static const char *MM = "{\"op\":\"matmul\",\"M\":32,\"N\":24,\"K\":16}";
+static const char *MM_ODD = "{\"op\":\"matmul\",\"M\":30,\"N\":20,\"K\":12}";
+static const char *MM_EPI = "{\"op\":\"matmul\",\"M\":16,\"N\":12,\"K\":8,\"epilogue\":[\"bias\",\"relu\"]}";
+static const char *CONV = "{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":9,\"W\":8,\"K\":6,\"R\":3,\"S\":3,\"pad\":1,\"epilogue\":[\"relu\"]}";
+static const char *CONV_S2 = "{\"op\":\"conv2d\",\"N\":1,\"C\":3,\"H\":11,\"W\":9,\"K\":4,\"R\":3,\"S\":3,\"stride\":2,\"pad\":[1,2],\"layout\":\"NHWC\"}";
+
+/* ---- cache_read + compute_at ------------------------------------------------ */
+
+/* i0 j k0 i1 k1: A's tile is 16 x 4 per k0 iteration, B's 4 x 1. */
+START_TEST(cache_read_compute_at)
+{
+	fix f = make(MM);
+	int b = block(&f, "compute"), l[8], li[2], lk[2];
+	ck_assert_int_eq(loops(&f, b, l), 3);
+	split2(&f, l[0], 2, 16, li);
+	split2(&f, l[2], 4, 4, lk);
+	int order[5] = { li[0], l[1], lk[0], li[1], lk[1] };
+	OK(tir_reorder(f.s, 5, order, E));
+	int as;
+	OK(as = tir_cache_read(f.s, b, 0, "shared", E));
+	ck_assert_str_eq(block_ptr(&f, as)->name, "A_shared");
+	ck_assert_str_eq(block_ptr(&f, as)->store->name, "A_shared");
+	ck_assert_int_eq(block_ptr(&f, as)->store->scope, TIR_SCOPE_SHARED);
+	ck_assert_ptr_eq(find(&f, "compute")->reads[0].buf, block_ptr(&f, as)->store);
+	check_same(&f);
+	int bs;
+	OK(bs = tir_cache_read(f.s, b, 1, "shared", E));
+	ck_assert_str_eq(block_ptr(&f, bs)->name, "B_shared");
+	OK(tir_compute_at(f.s, as, lk[0], E));
+	OK(tir_compute_at(f.s, bs, lk[0], E));
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(block_ptr(&f, as), ext), 5);
+	ck_assert_int_eq(ext[3], 16);
+	ck_assert_int_eq(ext[4], 4);
+	ck_assert_int_eq(nloops(block_ptr(&f, bs), ext), 5);
+	ck_assert_int_eq(ext[3], 4);
+	ck_assert_int_eq(ext[4], 1);
+	ck_assert_ptr_null(block_ptr(&f, as)->predicate);
+	/* the cache stages run before the compute inside k0 */
+	tir_stmt *k0 = loop_stmt(&f, lk[0]);
+	ck_assert_int_eq(k0->nkids, 3);
+	ck_assert(stmt_is_ancestor(k0->kids[0], block_ptr(&f, as)->stmt));
+	ck_assert(stmt_is_ancestor(k0->kids[1], block_ptr(&f, bs)->stmt));
+	OK(tir_storage_align(f.s, as, 0, 0, 32, 8, E));
+	ck_assert_int_eq(block_ptr(&f, as)->store->align_factor[0], 32);
+	ck_assert_int_eq(block_ptr(&f, as)->store->align_offset[0], 8);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* Tiles that overshoot the extent: the stage gets a predicate. */
+START_TEST(compute_at_predicate)
+{
+	fix f = make(MM_ODD);
+	int b = block(&f, "compute"), l[8], li[2];
+	loops(&f, b, l);
+	split2(&f, l[0], 4, 8, li);
+	int as;
+	OK(as = tir_cache_read(f.s, b, 0, "local", E));
+	OK(tir_compute_at(f.s, as, li[0], E));
+	tir_block *ab = block_ptr(&f, as);
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(ab, ext), 3);
+	ck_assert_int_eq(ext[1], 8);
+	ck_assert_int_eq(ext[2], 12);
+	ck_assert_ptr_nonnull(ab->predicate);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* The pad stage computed at a loop of the convolution: a 1 x 4 x 3 x 3
+ * window of the padded input per output point. */
+START_TEST(compute_at_pad)
+{
+	fix f = make(CONV);
+	int c = block(&f, "compute"), pad = block(&f, "pad"), l[8];
+	ck_assert_int_eq(loops(&f, c, l), 7);
+	OK(tir_compute_at(f.s, pad, l[3], E));
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(find(&f, "pad"), ext), 8);
+	ck_assert_int_eq(ext[4], 1);
+	ck_assert_int_eq(ext[5], 4);
+	ck_assert_int_eq(ext[6], 3);
+	ck_assert_int_eq(ext[7], 3);
+	ck_assert_ptr_null(find(&f, "pad")->predicate);
+	/* a cache of the padded window, between pad and compute in loop w */
+	int xs;
+	OK(xs = tir_cache_read(f.s, c, 0, "local", E));
+	ck_assert_str_eq(block_ptr(&f, xs)->name, "X_pad_local");
+	ck_assert_int_eq(nloops(block_ptr(&f, xs), ext), 8);
+	ck_assert_int_eq(ext[5], 4);
+	ck_assert_int_eq(ext[6], 3);
+	ck_assert_int_eq(loop_stmt(&f, l[3])->nkids, 3);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* Stride 2 and uneven padding, computed at the output row. */
+START_TEST(compute_at_strided)
+{
+	fix f = make(CONV_S2);
+	int c = block(&f, "compute"), pad = block(&f, "pad"), l[8];
+	loops(&f, c, l);
+	OK(tir_compute_at(f.s, pad, l[1], E));
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* A reduction producer computed at a row of its epilogue: its reduction
+ * loops stay whole, innermost. */
+START_TEST(compute_at_reduction)
+{
+	fix f = make(CONV);
+	int c = block(&f, "compute"), e = block(&f, "epilogue"), l[8];
+	loops(&f, e, l);
+	OK(tir_compute_at(f.s, c, l[2], E));
+	int64_t ext[16];
+	ck_assert_int_eq(nloops(find(&f, "compute"), ext), 10);
+	ck_assert_int_eq(ext[3], 1);
+	ck_assert_int_eq(ext[6], 8);
+	ck_assert_int_eq(ext[7], 4);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* The epilogue moved under a row of the convolution, then the convolution
+ * moved under the epilogue's column loop: both halves of a fused pixel. */
+START_TEST(compute_at_after_reverse)
+{
+	fix f = make(CONV);
+	int c = block(&f, "compute"), e = block(&f, "epilogue"), l[8], el[8];
+	loops(&f, c, l);
+	OK(tir_reverse_compute_at(f.s, e, l[2], E));
+	ck_assert_int_eq(loops(&f, e, el), 7);
+	OK(tir_compute_at(f.s, c, el[4], E));
+	int64_t ext[16];
+	ck_assert_int_eq(nloops(find(&f, "compute"), ext), 12);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* ---- cache_write + reverse_compute_at --------------------------------------- */
+
+START_TEST(cache_write_reverse_compute_at)
+{
+	fix f = make(MM);
+	int b = block(&f, "compute"), l[8], li[2], lj[2];
+	loops(&f, b, l);
+	split2(&f, l[0], 4, 8, li);
+	split2(&f, l[1], 3, 8, lj);
+	int order[5] = { li[0], lj[0], li[1], lj[1], l[2] };
+	OK(tir_reorder(f.s, 5, order, E));
+	int cw;
+	OK(cw = tir_cache_write(f.s, b, 0, "local", E));
+	ck_assert_str_eq(block_ptr(&f, cw)->name, "C_local");
+	ck_assert_str_eq(find(&f, "compute")->store->name, "C_local");
+	ck_assert_str_eq(block_ptr(&f, cw)->store->name, "C");
+	check_same(&f);
+	OK(tir_reverse_compute_at(f.s, cw, lj[0], E));
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(block_ptr(&f, cw), ext), 4);
+	ck_assert_int_eq(ext[2], 8);
+	ck_assert_int_eq(ext[3], 8);
+	tir_stmt *j0 = loop_stmt(&f, lj[0]);
+	ck_assert_int_eq(j0->nkids, 2);
+	ck_assert(stmt_is_ancestor(j0->kids[1], block_ptr(&f, cw)->stmt));
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* The epilogue moved under the convolution's output pixel. */
+START_TEST(reverse_compute_at_epilogue)
+{
+	fix f = make(CONV);
+	int c = block(&f, "compute"), e = block(&f, "epilogue"), l[8];
+	loops(&f, c, l);
+	OK(tir_reverse_compute_at(f.s, e, l[2], E));
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(find(&f, "epilogue"), ext), 7);
+	ck_assert_int_eq(ext[3], 1);
+	ck_assert_int_eq(ext[6], 8);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* ---- inlining -------------------------------------------------------------- */
+
+START_TEST(compute_inline_pad)
+{
+	fix f = make(CONV_S2);
+	int pad = block(&f, "pad");
+	tir_buffer *xp = block_ptr(&f, pad)->store;
+	OK(tir_compute_inline(f.s, pad, E));
+	ck_assert(xp->dead);
+	ck_assert_ptr_null(program_find_block(prog(&f), "pad"));
+	ck_assert_int_eq(prog(&f)->root->nkids, 1);
+	for (int i = 0; i < find(&f, "compute")->nreads; i++)
+		ck_assert_ptr_ne(find(&f, "compute")->reads[i].buf, xp);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* A cache stage inlined back is the original program. */
+START_TEST(compute_inline_cache)
+{
+	fix f = make(MM);
+	int b = block(&f, "compute"), as;
+	OK(as = tir_cache_read(f.s, b, 1, "shared", E));
+	OK(tir_compute_inline(f.s, as, E));
+	ck_assert_int_eq(prog(&f)->root->nkids, 1);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+START_TEST(reverse_compute_inline_epilogue)
+{
+	fix f = make(MM_EPI);
+	int b = block(&f, "compute"), e = block(&f, "epilogue");
+	tir_error err = { "" };
+	char *before = tir_program_print(prog(&f));
+	ck_assert_int_eq(tir_reverse_compute_inline(f.s, e, &err), -1);
+	ck_assert_str_eq(err.msg, "reverse_compute_inline: producer \"compute\" of \"C_acc\" is a reduction; cache_write it first");
+	char *after = tir_program_print(prog(&f));
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	int cw;
+	OK(cw = tir_cache_write(f.s, b, 0, "local", E));
+	OK(tir_reverse_compute_inline(f.s, e, E));
+	ck_assert_ptr_null(program_find_block(prog(&f), "epilogue"));
+	ck_assert_str_eq(block_ptr(&f, cw)->store->name, "C");
+	ck_assert_int_eq(prog(&f)->root->nkids, 2);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* The pad merged into a cache stage of its output: the stage reads X. */
+START_TEST(reverse_compute_inline_cache)
+{
+	fix f = make(CONV);
+	int c = block(&f, "compute"), cs;
+	OK(cs = tir_cache_read(f.s, c, 0, "shared", E));
+	OK(tir_reverse_compute_inline(f.s, cs, E));
+	ck_assert_ptr_null(program_find_block(prog(&f), "X_pad_shared"));
+	ck_assert_str_eq(find(&f, "pad")->store->name, "X_pad_shared");
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* ---- decompose_reduction ----------------------------------------------------- */
+
+START_TEST(decompose_outer)
+{
+	fix f = make(MM);
+	int b = block(&f, "compute"), l[8];
+	loops(&f, b, l);
+	int ib;
+	OK(ib = tir_decompose_reduction(f.s, b, l[0], E));
+	ck_assert_str_eq(block_ptr(&f, ib)->name, "compute_init");
+	ck_assert_ptr_null(find(&f, "compute")->init);
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(block_ptr(&f, ib), ext), 2);
+	ck_assert_int_eq(ext[0], 32);
+	ck_assert_int_eq(ext[1], 24);
+	ck_assert_int_eq(prog(&f)->root->nkids, 2);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* Tiled, cached and bound like a GPU sketch: the init keeps the spatial
+ * tile loops and their thread bindings, skips the reduction loops. */
+START_TEST(decompose_tiled)
+{
+	fix f = make(MM);
+	int b = block(&f, "compute"), l[8], li[2], lj[2], lk[2];
+	loops(&f, b, l);
+	split2(&f, l[0], 4, 8, li);
+	split2(&f, l[1], 3, 8, lj);
+	split2(&f, l[2], 4, 4, lk);
+	int order[6] = { li[0], lj[0], lk[0], li[1], lk[1], lj[1] };
+	OK(tir_reorder(f.s, 6, order, E));
+	OK(tir_bind(f.s, li[0], "blockIdx.x", E));
+	OK(tir_bind(f.s, lj[0], "threadIdx.x", E));
+	int as, cw;
+	OK(cw = tir_cache_write(f.s, b, 0, "local", E));
+	OK(tir_reverse_compute_at(f.s, cw, lj[0], E));
+	OK(as = tir_cache_read(f.s, b, 0, "shared", E));
+	OK(tir_compute_at(f.s, as, lk[0], E));
+	int ib;
+	OK(ib = tir_decompose_reduction(f.s, b, lk[0], E));
+	int64_t ext[8];
+	ck_assert_int_eq(nloops(block_ptr(&f, ib), ext), 4);
+	ck_assert_int_eq(ext[2], 8);
+	ck_assert_int_eq(ext[3], 8);
+	tir_stmt *ls[8];
+	stmt_loops(block_ptr(&f, ib)->stmt, ls, 8);
+	ck_assert_int_eq(ls[1]->loop_kind, LOOP_THREAD);
+	ck_assert_int_eq(nloops(block_ptr(&f, as), ext), 5);
+	ck_assert_int_eq(ext[3], 8);
+	ck_assert_int_eq(ext[4], 4);
+	/* B_shared is relaxed over threadIdx.x: the 4 x 24 tile of the whole
+	 * thread block; B_local is not: 4 x 8 per thread */
+	int bs, bl;
+	OK(bs = tir_cache_read(f.s, b, 1, "shared", E));
+	OK(tir_compute_at(f.s, bs, lk[0], E));
+	ck_assert_int_eq(nloops(block_ptr(&f, bs), ext), 5);
+	ck_assert_int_eq(ext[3], 4);
+	ck_assert_int_eq(ext[4], 24);
+	OK(bl = tir_cache_read(f.s, b, 1, "local", E));   /* B_shared -> B_shared_local, under k0 */
+	ck_assert_str_eq(block_ptr(&f, bl)->name, "B_shared_local");
+	ck_assert_int_eq(nloops(block_ptr(&f, bl), ext), 5);
+	ck_assert_int_eq(ext[3], 4);
+	ck_assert_int_eq(ext[4], 8);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* decompose at the innermost reduction loop: no loop to copy. */
+START_TEST(decompose_inner)
+{
+	fix f = make(CONV);
+	int b = block(&f, "compute"), l[8];
+	loops(&f, b, l);
+	int ib;
+	OK(ib = tir_decompose_reduction(f.s, b, l[4], E));
+	ck_assert_int_eq(nloops(block_ptr(&f, ib), NULL), 4);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* ---- illegal schedules ------------------------------------------------------- */
+
+/* Each case sets up a schedule, tries one illegal primitive and expects a
+ * failure whose message contains `want`, with the program unchanged. */
+typedef struct bad {
+	const char *workload;
+	void (*setup)(fix *f, int *rv);
+	int (*apply)(fix *f, int *rv, tir_error *err);
+	const char *want;
+} bad;
+
+static void setup_none(fix *f, int *rv)
+{
+	rv[0] = block(f, "compute");
+	loops(f, rv[0], rv + 1);
+	int b = program_find_block(prog(f), "pad") ? block(f, "pad") : -1;
+	rv[9] = b;
+	rv[10] = program_find_block(prog(f), "epilogue") ? block(f, "epilogue") : -1;
+}
+
+static void setup_cached(fix *f, int *rv)
+{
+	setup_none(f, rv);
+	OK(rv[11] = tir_cache_read(f->s, rv[0], 0, "shared", E));
+}
+
+static int ap_read_index(fix *f, int *rv, tir_error *e) { return tir_cache_read(f->s, rv[0], 3, "shared", e); }
+static int ap_read_self(fix *f, int *rv, tir_error *e) { return tir_cache_read(f->s, rv[0], 2, "shared", e); }
+static int ap_read_scope(fix *f, int *rv, tir_error *e) { return tir_cache_read(f->s, rv[0], 0, "texture", e); }
+static int ap_write_index(fix *f, int *rv, tir_error *e) { return tir_cache_write(f->s, rv[0], 1, "local", e); }
+static int ap_align_param(fix *f, int *rv, tir_error *e) { return tir_storage_align(f->s, rv[0], 0, 0, 32, 8, e); }
+static int ap_align_offset(fix *f, int *rv, tir_error *e) { return tir_storage_align(f->s, rv[11], 0, 0, 32, 32, e); }
+static int ap_align_factor(fix *f, int *rv, tir_error *e) { return tir_storage_align(f->s, rv[11], 0, 0, 0, 0, e); }
+static int ap_align_axis(fix *f, int *rv, tir_error *e) { return tir_storage_align(f->s, rv[11], 0, 2, 32, 0, e); }
+static int ap_align_global(fix *f, int *rv, tir_error *e) { return tir_storage_align(f->s, rv[9], 0, 0, 32, 0, e); }
+static int ap_ca_ancestor(fix *f, int *rv, tir_error *e) { return tir_compute_at(f->s, rv[0], rv[2], e); }
+static int ap_ca_no_consumer(fix *f, int *rv, tir_error *e) { return tir_compute_at(f->s, rv[10], rv[1], e); }
+static int ap_ca_outside(fix *f, int *rv, tir_error *e)
+{
+	int el[8];
+	loops(f, rv[10], el);
+	return tir_compute_at(f->s, rv[9], el[1], e);
+}
+static int ap_rca_reduction(fix *f, int *rv, tir_error *e)
+{
+	int pl[8];
+	loops(f, rv[9], pl);
+	return tir_reverse_compute_at(f->s, rv[0], pl[1], e);
+}
+static int ap_rca_outside(fix *f, int *rv, tir_error *e)
+{
+	int pl[8];
+	loops(f, rv[9], pl);
+	return tir_reverse_compute_at(f->s, rv[10], pl[1], e);
+}
+static int ap_inline_reduction(fix *f, int *rv, tir_error *e) { return tir_compute_inline(f->s, rv[0], e); }
+static int ap_inline_output(fix *f, int *rv, tir_error *e) { return tir_compute_inline(f->s, rv[10], e); }
+static int ap_rinline_reduction(fix *f, int *rv, tir_error *e) { return tir_reverse_compute_inline(f->s, rv[10], e); }
+static int ap_rinline_no_temp(fix *f, int *rv, tir_error *e) { return tir_reverse_compute_inline(f->s, rv[9], e); }
+static int ap_dec_spatial(fix *f, int *rv, tir_error *e) { return tir_decompose_reduction(f->s, rv[10], rv[1], e); }
+static int ap_dec_not_enclosing(fix *f, int *rv, tir_error *e)
+{
+	int el[8];
+	loops(f, rv[10], el);
+	return tir_decompose_reduction(f->s, rv[0], el[0], e);
+}
+
+static void setup_decomposed(fix *f, int *rv)
+{
+	setup_none(f, rv);
+	OK(rv[12] = tir_decompose_reduction(f->s, rv[0], rv[1], E));
+}
+static int ap_dec_twice(fix *f, int *rv, tir_error *e) { return tir_decompose_reduction(f->s, rv[0], rv[2], e); }
+static int ap_ca_two_writers(fix *f, int *rv, tir_error *e)
+{
+	int el[8];
+	loops(f, rv[10], el);
+	return tir_compute_at(f->s, rv[12], el[1], e);
+}
+
+static void setup_k_outer(fix *f, int *rv)
+{
+	setup_none(f, rv);
+	int order[3] = { rv[3], rv[1], rv[2] };
+	OK(tir_reorder(f->s, 3, order, E));
+}
+static int ap_dec_reduce_outside(fix *f, int *rv, tir_error *e) { return tir_decompose_reduction(f->s, rv[0], rv[1], e); }
+
+static void setup_fused(fix *f, int *rv)
+{
+	setup_none(f, rv);
+	int two[2] = { rv[2], rv[3] };
+	OK(rv[12] = tir_fuse(f->s, 2, two, E));
+}
+static int ap_dec_fused(fix *f, int *rv, tir_error *e) { return tir_decompose_reduction(f->s, rv[0], rv[12], e); }
+
+static void setup_epi_moved(fix *f, int *rv)
+{
+	setup_none(f, rv);
+	OK(tir_reverse_compute_at(f->s, rv[10], rv[3], E));
+}
+static int ap_cw_reader_before(fix *f, int *rv, tir_error *e) { return tir_cache_write(f->s, rv[0], 0, "local", e); }
+
+static const bad bad_cases[] = {
+	{ "MM", setup_none, ap_read_index, "read index 3 is out of range" },
+	{ "MM", setup_none, ap_read_self, "is its own output \"C\"" },
+	{ "MM", setup_none, ap_read_scope, "unknown storage scope \"texture\"" },
+	{ "MM", setup_none, ap_write_index, "write index 1 is out of range" },
+	{ "MM", setup_none, ap_align_param, "buffer \"C\" is a parameter" },
+	{ "MM", setup_cached, ap_align_offset, "offset 32 is not in 0..31" },
+	{ "MM", setup_cached, ap_align_factor, "factor 0 is not in" },
+	{ "MM", setup_cached, ap_align_axis, "axis 2 is out of range" },
+	{ "CONV", setup_none, ap_align_global, "only shared and local buffers can be aligned" },
+	{ "MM", setup_none, ap_ca_ancestor, "already encloses block \"compute\"" },
+	{ "CONV", setup_none, ap_ca_no_consumer, "has no consumer of \"Y\"" },
+	{ "CONV", setup_none, ap_ca_outside, "has a consumer \"compute\" outside loop" },
+	{ "CONV", setup_decomposed, ap_ca_two_writers, "is not its only producer" },
+	{ "CONV", setup_none, ap_rca_reduction, "is a reduction" },
+	{ "CONV", setup_none, ap_rca_outside, "has a producer \"compute\" outside loop" },
+	{ "CONV", setup_none, ap_inline_reduction, "is a reduction" },
+	{ "CONV", setup_none, ap_inline_output, "a parameter of the operator" },
+	{ "CONV", setup_none, ap_rinline_reduction, "producer \"compute\" of \"Y_acc\" is a reduction; cache_write it first" },
+	{ "CONV", setup_none, ap_rinline_no_temp, "reads no intermediate buffer" },
+	{ "CONV", setup_none, ap_dec_spatial, "is not a reduction" },
+	{ "CONV", setup_none, ap_dec_not_enclosing, "does not enclose block \"compute\"" },
+	{ "MM", setup_decomposed, ap_dec_twice, "has no init" },
+	{ "MM", setup_k_outer, ap_dec_reduce_outside, "feeds a reduction iterator of block \"compute\" and is outside loop" },
+	{ "MM", setup_fused, ap_dec_fused, "feeds both spatial and reduction iterators" },
+	{ "CONV", setup_epi_moved, ap_cw_reader_before, "reads \"Y_acc\" in or before the loop nest" },
+};
+#define N_BAD (int)(sizeof bad_cases / sizeof *bad_cases)
+
+START_TEST(illegal)
+{
+	const bad *c = &bad_cases[_i];
+	fix f = make(!strcmp(c->workload, "MM") ? MM : CONV);
+	int rv[16];
+	for (int i = 0; i < 16; i++)
+		rv[i] = -1;
+	c->setup(&f, rv);
+	char *before = tir_program_print(prog(&f));
+	tir_error err = { "" };
+	int r = c->apply(&f, rv, &err);
+	ck_assert_msg(r == -1, "case %d (%s) succeeded", _i, c->want);
+	ck_assert_msg(strstr(err.msg, c->want) != NULL, "case %d: message \"%s\", expected \"%s\"",
+		      _i, err.msg, c->want);
+	char *after = tir_program_print(prog(&f));
+	ck_assert_msg(!strcmp(before, after), "case %d changed the program", _i);
+	free(before);
+	free(after);
+	done(&f);
+}
+END_TEST
+
+Suite *make_sched2_suite(void);
+
+Suite *make_sched2_suite(void)
+{
+	Suite *s = suite_create("sched2");
+	TCase *tc = tcase_create("legal");
+	tcase_add_test(tc, cache_read_compute_at);
+	tcase_add_test(tc, compute_at_predicate);
+	tcase_add_test(tc, compute_at_pad);
+	tcase_add_test(tc, compute_at_strided);
+	tcase_add_test(tc, compute_at_reduction);
+	tcase_add_test(tc, compute_at_after_reverse);
+	tcase_add_test(tc, cache_write_reverse_compute_at);
+	tcase_add_test(tc, reverse_compute_at_epilogue);
+	tcase_add_test(tc, compute_inline_pad);
+	tcase_add_test(tc, compute_inline_cache);
+	tcase_add_test(tc, reverse_compute_inline_epilogue);
+	tcase_add_test(tc, reverse_compute_inline_cache);
+	tcase_add_test(tc, decompose_outer);
+	tcase_add_test(tc, decompose_tiled);
+	tcase_add_test(tc, decompose_inner);
+	suite_add_tcase(s, tc);
+	TCase *tb = tcase_create("illegal");
+	tcase_add_loop_test(tb, illegal, 0, N_BAD);
+	suite_add_tcase(s, tb);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(make_sched2_suite());
+}
