@@ -338,8 +338,8 @@ static void build_conv_common(cdef *c, bool transpose)
 		P = pad_stage(c, X, padded, transpose ? map_dilate : map_pad);
 
 	/* iterators: spatial in output layout order, then the reduction */
-	const char *names[TIR_MAX_ITERS];
-	int64_t ext[TIR_MAX_ITERS];
+	const char *names[TIR_MAX_ITERS] = { 0 };
+	int64_t ext[TIR_MAX_ITERS] = { 0 };
 	int n = 0;
 	for (int d = 0; d < rank; d++) {
 		if (d == 0) names[n] = "n";

@@ -387,6 +387,8 @@ int stmt_index(const tir_stmt *kid);            /* position in its parent */
 /* The loops enclosing s, outermost first; returns the count. */
 int stmt_loops(const tir_stmt *s, tir_stmt **out, int max);
 bool stmt_is_ancestor(const tir_stmt *anc, const tir_stmt *s);
+/* Program order: -1 if a runs before b, 1 if after, 0 if one holds the other. */
+int stmt_order(const tir_stmt *a, const tir_stmt *b);
 /* Calls fn for every block under s in program order. */
 void stmt_visit_blocks(tir_stmt *s, void (*fn)(tir_block *b, void *ctx),
 		       void *ctx);

@@ -208,6 +208,30 @@ bool stmt_is_ancestor(const tir_stmt *anc, const tir_stmt *s)
 	return false;
 }
 
+static int stmt_depth(const tir_stmt *s)
+{
+	int d = 0;
+	for (; s->parent; s = s->parent)
+		d++;
+	return d;
+}
+
+int stmt_order(const tir_stmt *a, const tir_stmt *b)
+{
+	int da = stmt_depth(a), db = stmt_depth(b);
+	for (; da > db; da--)
+		a = a->parent;
+	for (; db > da; db--)
+		b = b->parent;
+	if (a == b)
+		return 0;
+	while (a->parent != b->parent) {
+		a = a->parent;
+		b = b->parent;
+	}
+	return stmt_index(a) < stmt_index(b) ? -1 : 1;
+}
+
 void stmt_visit_blocks(tir_stmt *s, void (*fn)(tir_block *b, void *ctx), void *ctx)
 {
 	if (s->kind == STMT_BLOCK) {

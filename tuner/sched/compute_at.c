@@ -25,30 +25,6 @@
 
 /* ---- tree helpers ---------------------------------------------------------- */
 
-static int stmt_depth(const tir_stmt *s)
-{
-	int d = 0;
-	for (; s->parent; s = s->parent)
-		d++;
-	return d;
-}
-
-/* Program order: -1 if a runs before b, 1 if after, 0 if one holds the other. */
-static int stmt_order(const tir_stmt *a, const tir_stmt *b)
-{
-	int da = stmt_depth(a), db = stmt_depth(b);
-	for (; da > db; da--)
-		a = a->parent;
-	for (; db > da; db--)
-		b = b->parent;
-	if (a == b)
-		return 0;
-	while (a->parent != b->parent) {
-		a = a->parent;
-		b = b->parent;
-	}
-	return stmt_index(a) < stmt_index(b) ? -1 : 1;
-}
 
 /* The outermost statement whose subtree holds block b and nothing else: b's
  * own loop nest, what moves. */
