@@ -211,6 +211,113 @@ typedef struct tir_code {
 tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err);
 void tir_code_free(tir_code *c);
 
+
+/* ---- sketch/: search spaces ---------------------------------------------- */
+
+/* A sketch is a schedule with its decisions left open: applying it to a
+ * fresh schedule draws every decision (tile sizes, unroll depth, compute
+ * locations, vector widths) from the schedule's seeded generator through
+ * sampling instructions, so the resulting trace records them and a mutated
+ * decision replays.  Sketches come from rules applied to the blocks of the
+ * workload's program (sketch/), never from the operator's name. */
+typedef struct tir_sketch {
+	char name[64];             /* e.g. "gpu-tile-autocopy" */
+	int id;                    /* index in the list tir_sketches fills */
+} tir_sketch;
+
+#define TIR_MAX_SKETCHES 16
+/* The sketches of a workload on a target; returns their count (>= 1) or -1. */
+int tir_sketches(const tir_workload *w, const tir_target *t, tir_sketch *out,
+		 int max, tir_error *err);
+/* Applies sketch `id` to the fresh schedule s (tir_sched_new), sampling its
+ * decisions from s's generator.  The caller validates the result. */
+int tir_sketch_apply(const tir_workload *w, const tir_target *t, int id,
+		     tir_sched *s, tir_error *err);
+/* n random valid candidates of the search space (each a schedule of a
+ * random sketch whose program passed tir_verify); returns how many it made
+ * (it gives up on a candidate after repeated invalid draws) or -1. */
+int tir_sample_candidates(const tir_workload *w, const tir_target *t, int n,
+			  uint64_t seed, tir_sched **out, tir_error *err);
+
+/* ---- search/: tuning --------------------------------------------------- */
+
+/* One measured candidate. */
+typedef struct tir_candidate {
+	const char *trace;         /* JSON (tir_sched_trace) */
+	int status;                /* a tir_measure_status: 0 is "ok" */
+	double latency_us;         /* median per call, when ok */
+	double max_rel_error;      /* against the reference, -1 if not run */
+	const char *msg;           /* why, when not ok; may be NULL */
+} tir_candidate;
+
+/* A cost model, as a table of functions (costmodel/ implements XGBoost; the
+ * tuner's own default is random).  Scores rank: higher means predicted
+ * faster.  update() gets throughputs (GFLOP/s; 0 for failed candidates). */
+typedef struct tir_cost_model {
+	const char *name;
+	int (*predict)(void *self, const tir_workload *w, const tir_target *t,
+		       int n, const tir_program *const *progs, double *scores);
+	void (*update)(void *self, const tir_workload *w, const tir_target *t,
+		       int n, const tir_program *const *progs,
+		       const double *gflops);
+} tir_cost_model;
+
+/* Measures n candidates (traces) of w on t and fills out[i] (status, latency,
+ * error, message; trace is set by the caller).  The default (NULL in
+ * tir_tune_opts) builds them in parallel on all cores and runs them one at a
+ * time on this machine (tir_measure_local); the daemon plugs in its
+ * dispatcher to remote workers. */
+typedef int (*tir_measure_batch_fn)(void *ctx, const tir_workload *w,
+				    const tir_target *t, int n,
+				    const char *const *traces, tir_candidate *out);
+int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t,
+		      int n, const char *const *traces, tir_candidate *out);
+
+typedef struct tir_tune_progress {
+	int round;
+	int trials_done, trials_total;
+	int errors;                /* candidates that did not end ok */
+	double best_us;            /* 0 until one candidate is ok */
+	double best_gflops;
+} tir_tune_progress;
+
+typedef struct tir_tune_opts {
+	int trials;                /* measured candidates in all (default 64) */
+	int batch;                 /* measured per round (default 16) */
+	uint64_t seed;
+	int population;            /* evolutionary population (default 256) */
+	/* earlier measurements of the same workload and target: never measured
+	 * again, their best seed the population */
+	int nprior;
+	const tir_candidate *prior;
+	const tir_cost_model *model;   /* NULL: random scores */
+	void *model_self;
+	tir_measure_batch_fn measure;  /* NULL: tir_measure_local */
+	void *measure_ctx;
+	/* called for every measured candidate and after every round */
+	void (*on_result)(void *ctx, const tir_candidate *c);
+	void (*on_progress)(void *ctx, const tir_tune_progress *p);
+	void *cb_ctx;
+	const volatile int *cancel;    /* non-zero: stop after the round */
+} tir_tune_opts;
+
+typedef struct tir_tune_result {
+	char *best_trace;          /* malloc'd; NULL if nothing was ok */
+	double best_us, best_gflops;
+	int trials;                /* measured by this call */
+	int errors;
+	int rounds;
+} tir_tune_result;
+
+/* Tunes w on t: sketches, evolutionary search under the cost model,
+ * measurement in batches, until opts->trials candidates were measured or
+ * several rounds brought nothing new.  Deterministic for a given seed and
+ * the same measurements.  Returns 0 (even when no candidate was ok: then
+ * best_trace is NULL) or -1 on an error that stopped the search. */
+int tir_tune(const tir_workload *w, const tir_target *t, const tir_tune_opts *opts,
+	     tir_tune_result *res, tir_error *err);
+void tir_tune_result_clear(tir_tune_result *res);
+
 #ifdef __cplusplus
 }
 #endif
