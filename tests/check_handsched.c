@@ -100,6 +100,24 @@ static void compile_cuda(const char *name, const char *what, const tir_program *
 	tir_code_free(c);
 }
 
+/* Replaying the schedule's trace gives byte-identical code. */
+static void check_replay(const char *name, const tir_workload *w, const tir_sched *s,
+			 const tir_target *t)
+{
+	tir_error err = { "" };
+	char *trace = tir_sched_trace(s);
+	tir_sched *r = tir_sched_new(w, 12345, &err);
+	ck_assert_msg(r && tir_sched_replay(r, trace, &err) == 0, "%s: replay: %s", name, err.msg);
+	tir_code *a = tir_codegen(tir_sched_program(s), t, &err);
+	tir_code *b = tir_codegen(tir_sched_program(r), t, &err);
+	ck_assert_msg(a && b, "%s: %s", name, err.msg);
+	ck_assert_msg(!strcmp(a->source, b->source), "%s: replayed code differs", name);
+	tir_code_free(a);
+	tir_code_free(b);
+	tir_sched_free(r);
+	free(trace);
+}
+
 /* The whole check for one workload. */
 static void check_workload(const char *name, const char *json, bool run_unscheduled)
 {
@@ -118,12 +136,14 @@ static void check_workload(const char *name, const char *json, bool run_unschedu
 	s = tir_sched_new(w, 1, &err);
 	ck_assert_msg(sched_cpu_tiled(s, &err) == 0, "%s: cpu schedule: %s", name, err.msg);
 	run_c(name, "cpu-tiled", w, tir_sched_program(s), &ref);
+	check_replay(name, w, s, &cpu);
 	write_trace(name, "cpu", s);
 	tir_sched_free(s);
 
 	s = tir_sched_new(w, 1, &err);
 	ck_assert_msg(sched_gpu_tiled(s, &err) == 0, "%s: gpu schedule: %s", name, err.msg);
 	compile_cuda(name, "gpu-tiled", tir_sched_program(s));
+	check_replay(name, w, s, &sm90);
 	/* the GPU schedule is a valid program for the CPU too, with the same
 	 * result; there every thread repeats the cooperative copies, so only
 	 * small workloads are run that way */

@@ -185,6 +185,19 @@ START_TEST(trace_round_trip)
 		char *text2 = tir_program_print(tir_sched_program(r));
 		ck_assert_str_eq(trace, trace2);
 		ck_assert_str_eq(text, text2);
+		/* and byte-identical generated code, for both backends */
+		static const char *const targets[] = { "cpu:x86_64+avx2+fma", "cuda:sm_90" };
+		for (int t = 0; t < 2; t++) {
+			tir_target tg;
+			ck_assert(tir_target_parse(targets[t], &tg, &err) == 0);
+			tir_code *c1 = tir_codegen(tir_sched_program(s), &tg, &err);
+			ck_assert_msg(c1, "%s: %s", odd_workloads[i], err.msg);
+			tir_code *c2 = tir_codegen(tir_sched_program(r), &tg, &err);
+			ck_assert_msg(c2, "%s: %s", odd_workloads[i], err.msg);
+			ck_assert_str_eq(c1->source, c2->source);
+			tir_code_free(c1);
+			tir_code_free(c2);
+		}
 		free(trace); free(trace2); free(text); free(text2);
 		tir_sched_free(s);
 		tir_sched_free(r);
