@@ -21,6 +21,7 @@
 #include <cJSON.h>
 #include "tir.h"
 #include "measure/measure.h"
+#include "codegen/codegen.h"
 #include "tirctl.h"
 
 typedef struct lower_opts {
@@ -45,7 +46,11 @@ void tirctl_lower_usage(void)
 	       "               default 1), check it against the reference and time it\n"
 	       "               (a cuda target needs a GPU driver on this machine)\n"
 	       "  --timeout    the run's time limit (default 60 s)\n"
-	       "  --sample N   N candidates from the tuner's sketches (not built yet)\n"
+	       "  --sample N   N random valid candidates of the tuner's search space\n"
+	       "               (seed S): each one's trace and source, and whether the\n"
+	       "               compiler (NVRTC for cuda, the system C compiler for cpu)\n"
+	       "               accepted it; --json: {\"candidates\": [{\"trace\",\n"
+	       "               \"source\", \"compiled\"}...]}\n"
 	       "With --json: {\"workload_key\", \"target\", \"program\", \"source\", \"trace\",\n"
 	       "and with --run \"status\", \"max_rel_error\", \"median_us\", \"gflops\"}.\n");
 }
@@ -262,13 +267,97 @@ static void print_text(const lowered *l)
 	putchar('\n');
 }
 
+/* Whether the compiler of t's kind accepts the code: NVRTC for CUDA (no GPU
+ * needed), the runner's build (the system C compiler) for CPUs. */
+static bool compiles(const tir_code *c, const tir_target *t, tir_error *err)
+{
+	if (t->kind == TIR_TARGET_CUDA) {
+		char *cubin = NULL;
+		size_t size = 0;
+		int rc = tir_nvrtc_compile(c->source, t->sm, &cubin, &size, err);
+		free(cubin);
+		return rc == 0;
+	}
+	const tir_runner *r = tir_runner_for(t);
+	tir_artifact *a = r->build(c, t, err);
+	if (!a)
+		return false;
+	r->free(a);
+	return true;
+}
+
+/* --sample N: N candidates of the search space, each validated (by
+ * tir_sample_candidates), generated and compiled. */
+static int lower_sample(tirctl_globals *g, const lower_opts *o, const tir_workload *w,
+			const tir_target *t)
+{
+	tir_error err = { "" };
+	tir_sched **c = calloc((size_t)o->sample, sizeof *c);
+	if (!c) {
+		tirctl_err("lower: out of memory");
+		return TIRCTL_FAILED;
+	}
+	int n = tir_sample_candidates(w, t, (int)o->sample, o->seed, c, &err);
+	if (n < 0) {
+		tirctl_err("lower: sampling candidates for %s: %s", t->key, err.msg);
+		free(c);
+		return TIRCTL_FAILED;
+	}
+	int rc = TIRCTL_OK;
+	cJSON *root = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(root, "candidates");
+	if (!g->json)
+		printf("# %d candidates of workload %s on %s (seed %llu)\n", n,
+		       tir_workload_key(w), t->key, (unsigned long long)o->seed);
+	for (int i = 0; i < n; i++) {
+		char *trace = tir_sched_trace(c[i]);
+		tir_code *code = tir_codegen(tir_sched_program(c[i]), t, &err);
+		bool ok = code && compiles(code, t, &err);
+		if (!code || !ok) {
+			tirctl_err("lower: candidate %d: %s", i, err.msg);
+			rc = TIRCTL_FAILED;
+		}
+		if (g->json) {
+			cJSON *o1 = cJSON_CreateObject();
+			cJSON *tr = cJSON_Parse(trace);
+			if (tr)
+				cJSON_AddItemToObject(o1, "trace", tr);
+			else
+				cJSON_AddStringToObject(o1, "trace", trace);
+			cJSON_AddStringToObject(o1, "source", code ? code->source : "");
+			cJSON_AddBoolToObject(o1, "compiled", ok);
+			cJSON_AddItemToArray(arr, o1);
+		} else {
+			printf("\n# ---- candidate %d: %s ----\n# trace\n%s\n# source\n%s", i,
+			       ok ? "compiled" : "did not compile", trace,
+			       code ? code->source : "");
+		}
+		free(trace);
+		if (code)
+			tir_code_free(code);
+		tir_sched_free(c[i]);
+	}
+	free(c);
+	if (g->json) {
+		char *s = cJSON_PrintUnformatted(root);
+		puts(s);
+		free(s);
+	}
+	cJSON_Delete(root);
+	if (fflush(stdout) != 0) {
+		tirctl_err("lower: cannot write the output: %s", strerror(errno));
+		rc = TIRCTL_FAILED;
+	}
+	return rc;
+}
+
 int tirctl_lower(tirctl_globals *g, int argc, char **argv)
 {
 	lower_opts o;
 	if (parse_args(argc, argv, g, &o))
 		return TIRCTL_USAGE;
-	if (o.sample) {
-		tirctl_err("--sample needs the tuning library's sketches (not built yet)");
+	if (o.sample && (o.trace || o.run)) {
+		tirctl_err("lower: --sample draws its own traces; it takes neither --trace nor --run");
 		return TIRCTL_USAGE;
 	}
 
@@ -295,6 +384,10 @@ int tirctl_lower(tirctl_globals *g, int argc, char **argv)
 	/* 2. the target */
 	if (resolve_target(o.target, &t, &err)) {
 		tirctl_err("lower: %s", err.msg);
+		goto out;
+	}
+	if (o.sample) {
+		rc = lower_sample(g, &o, w, &t);
 		goto out;
 	}
 	/* 3. the schedule, with the trace replayed */

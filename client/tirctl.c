@@ -3,9 +3,9 @@
  * commands, dispatch.
  *
  * Every command is one row of TIRCTL_COMMANDS.  Most talk to a tird over HTTP
- * and arrive with the service; until then their row has no function and
- * tirctl says so (exit 2) instead of pretending.  `lower` works offline: it
- * links libtir (lower.c).
+ * (service.c, through http.c); `lower` works offline: it links libtir
+ * (lower.c).  A row without a function says so (exit 2) instead of
+ * pretending.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,22 +19,24 @@
 
 /* X(name, function or NULL (needs the service), arguments, what it does) */
 #define TIRCTL_COMMANDS(X) \
-	X(tune,    NULL, "FILE|- --target T [--trials N] [--wait]", \
+	X(tune,    tirctl_tune, "FILE|- --target T [--trials N] [--batch B] [--wait] " \
+	  "[--timeout S]", \
 	  "submit a tuning job; with --wait show progress and the best result") \
-	X(jobs,    NULL, "", "list jobs") \
-	X(status,  NULL, "JOB", "show one job") \
-	X(wait,    NULL, "JOB", "wait for a job to end") \
-	X(cancel,  NULL, "JOB", "cancel a job") \
-	X(best,    NULL, "OP [--target T] [--where KEY=VALUE ...]", \
+	X(jobs,    tirctl_jobs, "[--state S] [--limit N]", "list jobs") \
+	X(status,  tirctl_status, "JOB", "show one job") \
+	X(wait,    tirctl_wait, "JOB", "wait for a job to end") \
+	X(cancel,  tirctl_cancel, "JOB", "cancel a job") \
+	X(best,    tirctl_best, "OP [--target T] [--where KEY=VALUE ...]", \
 	  "the best schedule of every stored workload of an operator") \
-	X(show,    NULL, "KEY [--tir|--trace|--source]", \
+	X(show,    tirctl_show, "KEY [--target T] [--tir|--trace|--source]", \
 	  "a workload's best program, trace or kernel source") \
 	X(lower,   tirctl_lower, "FILE|- --target T [--trace TRACE.json] [--run] " \
 	  "[--seed S] [--sample N]", "offline: print the program and generated code") \
-	X(workers, NULL, "", "list measurement workers") \
-	X(export,  NULL, "[FILE]", "export records") \
-	X(import,  NULL, "FILE", "import records") \
-	X(fuse,    NULL, "FILE [--mode inductor|tvm]", "the fusion plan of a graph workload")
+	X(workers, tirctl_workers, "", "list measurement workers") \
+	X(export,  tirctl_export, "[FILE] [--workload KEY] [--target T]", \
+	  "export records (idempotent to import)") \
+	X(import,  tirctl_import, "FILE", "import records") \
+	X(fuse,    tirctl_fuse, "FILE [--mode inductor|tvm]", "the fusion plan of a graph workload")
 
 typedef struct command {
 	const char *name;
@@ -84,7 +86,9 @@ static void usage(FILE *f)
 		"names it)\n"
 		"  2  usage: a bad command line, or a command this build does not have\n"
 		"  3  the work ran and did not succeed (lower --run: the candidate failed "
-		"to build or run, or gave a wrong result)\n");
+		"to build or run, or gave a wrong result; tune --wait / wait: the job "
+		"failed or was cancelled)\n"
+		"  4  tird could not be reached, or failed (HTTP 5xx)\n");
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i past what it used. */

@@ -163,6 +163,16 @@ int tir_storage_align(tir_sched *s, int block, int buffer_index, int axis,
 		      int factor, int offset, tir_error *err);
 int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value,
 		 tir_error *err);
+/* annotate with the value of an integer RV (a sampled decision). */
+int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
+		    tir_error *err);
+/* A loop drawn among the places where `block` can be computed: the loops
+ * enclosing every consumer of its output (compute_at), or, for a block whose
+ * output nothing reads, the loops enclosing every producer of its input that
+ * lie outside the producers' reduction loops (reverse_compute_at); outermost
+ * first, minus the block's own loops and vectorized loops.  The decision is
+ * the index in that list.  Returns the loop's RV or -1. */
+int tir_sample_compute_location(tir_sched *s, int block, tir_error *err);
 int tir_sample_perfect_tile(tir_sched *s, int loop, int n, int max_innermost,
 			    int *out_ints, tir_error *err);
 int tir_sample_categorical(tir_sched *s, int n, const int64_t *candidates,
@@ -252,7 +262,9 @@ typedef struct tir_candidate {
 
 /* A cost model, as a table of functions (costmodel/ implements XGBoost; the
  * tuner's own default is random).  Scores rank: higher means predicted
- * faster.  update() gets throughputs (GFLOP/s; 0 for failed candidates). */
+ * faster; predict returns -1 while the model cannot rank yet (too little
+ * data), and the search then draws random scores.  update() gets
+ * throughputs (GFLOP/s; 0 for failed candidates). */
 typedef struct tir_cost_model {
 	const char *name;
 	int (*predict)(void *self, const tir_workload *w, const tir_target *t,

@@ -230,9 +230,54 @@ static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr
 	buf_puts(o, ";\n");
 }
 
+/* ---- offsets of compacted buffers in loop variables (C backend) --------------
+ * A local accumulator indexed through block iterators prints as
+ * C_local[((vi * 16) + vj) - (i1 * 1024) - ...]; the terms cancel only once the
+ * iterators' bindings are substituted, and gcc, not seeing that the address
+ * is a constant offset from the array, keeps separate pointers for the load
+ * and the store of `acc = acc + x` and cannot keep the accumulators in
+ * registers across the reduction loop (no store motion).  So for the C
+ * backend the indices of compacted buffers are printed with the bindings
+ * substituted, and lower_offset simplifies them: the same address, folded.
+ * (Added with the CPU sketches; the CUDA output is unchanged.) */
+static const cg_dialect c_dialect;
+
+static bool is_compact(const cg_ctx *c, const tir_buffer *buf)
+{
+	return c->d == &c_dialect && c->L->alloc[buf->id].compact;
+}
+
+static tir_expr *bind_compact(cg_ctx *c, const tir_block *b, tir_expr *e)
+{
+	if (!e || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
+		return e;
+	tir_expr *n = arena_alloc(&c->L->arena, sizeof *n);
+	*n = *e;
+	n->a = bind_compact(c, b, e->a);
+	n->b = bind_compact(c, b, e->b);
+	n->c = bind_compact(c, b, e->c);
+	if (e->kind == E_LOAD) {
+		n->idx = arena_alloc(&c->L->arena, sizeof(tir_expr *) * (size_t)(e->nidx + 1));
+		for (int i = 0; i < e->nidx; i++)
+			n->idx[i] = is_compact(c, e->buf) ? lower_bind(c->L, b, e->idx[i])
+							  : bind_compact(c, b, e->idx[i]);
+	}
+	return n;
+}
+
 void cg_block(cg_ctx *c, const tir_block *b, int depth)
 {
 	tir_buf *o = c->out;
+	tir_block bound;
+	if (c->d == &c_dialect) {
+		bound = *b;
+		bound.value = bind_compact(c, b, b->value);
+		bound.init = bind_compact(c, b, b->init);
+		if (is_compact(c, b->store))
+			for (int d = 0; d < b->store->ndim; d++)
+				bound.store_idx[d] = lower_bind(c->L, b, b->store_idx[d]);
+		b = &bound;
+	}
 	buf_indent(o, depth);
 	buf_printf(o, "{ /* block %s */\n", b->name);
 	cg_block_iters(c, b, depth + 1);

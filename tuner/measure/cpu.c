@@ -71,12 +71,17 @@ static int add_words(char **argv, int n, const char *s, char **keep)
 	return n;
 }
 
-/* The ISA flags for target t: -march=native when t is this machine. */
+/* The ISA flags for target t: -march=native when t is this machine.  With
+ * 64-byte vectors gcc still prefers 256-bit ones unless told otherwise; the
+ * tuned kernels are written for the target's full width (1.1-1.7x measured
+ * on sgemm candidates). */
 static void isa_flags(const tir_target *t, char *out, size_t size)
 {
 	tir_target host;
+	const char *wide = t->vector_bytes >= 64 && !strncmp(t->key, "cpu:x86_64", 10)
+		? " -mprefer-vector-width=512" : "";
 	if (tir_target_parse("cpu", &host, NULL) == 0 && !strcmp(host.key, t->key)) {
-		snprintf(out, size, "-march=native");
+		snprintf(out, size, "-march=native%s", wide);
 		return;
 	}
 	out[0] = '\0';
@@ -100,6 +105,8 @@ static void isa_flags(const tir_target *t, char *out, size_t size)
 			}
 		p += flen;
 	}
+	size_t l = strlen(out);
+	snprintf(out + l, size - l, "%s", wide);
 }
 
 /* ---- build --------------------------------------------------------------------- */

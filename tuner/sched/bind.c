@@ -120,7 +120,18 @@ static int add_ann(tir_ann *ann, int *n, const char *key, int64_t value, tir_are
 
 int prim_annotate(tir_sched *s, tir_inst *in, tir_error *err)
 {
-	if (in->nin != 1 || in->nattr != 1 || !in->str || !*in->str)
+	/* the value is a literal attribute, or an integer RV (a sampled
+	 * decision, so that mutating the sample changes the annotation) */
+	int64_t value;
+	if (in->nin == 2 && in->nattr == 0) {
+		if (sched_value(s, in->in[1], &value, err))
+			return -1;
+	} else if (in->nin == 1 && in->nattr == 1) {
+		value = in->attr[0];
+	} else {
+		return tir_fail(err, "takes a block or loop, a key and an integer value");
+	}
+	if (!in->str || !*in->str)
 		return tir_fail(err, "takes a block or loop, a key and an integer value");
 	if (strlen(in->str) > 64)
 		return tir_fail(err, "annotation key longer than 64 characters");
@@ -132,11 +143,11 @@ int prim_annotate(tir_sched *s, tir_inst *in, tir_error *err)
 		return tir_fail(err, "expected a block or loop");
 	if (s->rv[rv].kind == RV_LOOP) {
 		tir_stmt *l = sched_loop(s, in->in[0], err);
-		return l ? add_ann(l->ann, &l->nann, in->str, in->attr[0], &s->p->arena, err) : -1;
+		return l ? add_ann(l->ann, &l->nann, in->str, value, &s->p->arena, err) : -1;
 	}
 	if (s->rv[rv].kind == RV_BLOCK) {
 		tir_block *b = sched_block(s, in->in[0], err);
-		return b ? add_ann(b->ann, &b->nann, in->str, in->attr[0], &s->p->arena, err) : -1;
+		return b ? add_ann(b->ann, &b->nann, in->str, value, &s->p->arena, err) : -1;
 	}
 	return tir_fail(err, "expected a block or loop, got an integer");
 }

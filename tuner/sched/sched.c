@@ -385,6 +385,15 @@ int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value, tir_error
 	return first_out(s, &in, err);
 }
 
+int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv, tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_ANNOTATE);
+	in.in[in.nin++] = TIR_RV(rv);
+	in.in[in.nin++] = TIR_RV(value_rv);
+	in.str = key;
+	return first_out(s, &in, err);
+}
+
 int tir_sample_perfect_tile(tir_sched *s, int loop, int n, int max_innermost, int *out_ints,
 			    tir_error *err)
 {

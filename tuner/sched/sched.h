@@ -95,6 +95,14 @@ tir_env sched_loop_env(const tir_program *p);
 void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
 		       const tir_block *other, const tir_buffer *src, bool writes);
 
+/* ---- sample_loc.c ---- */
+
+/* The candidate loops of sample_compute_location for block b, outermost
+ * first (see tir_sample_compute_location in tir.h): fills out[0..min(n, max)),
+ * returns n or -1 with a message. */
+int sched_compute_locations(const tir_program *p, const tir_block *b,
+			    tir_stmt **out, int max, tir_error *err);
+
 /* Each primitive. */
 #define TIR_PRIM(id, name, file) \
 	int prim_##name(tir_sched *s, tir_inst *in, tir_error *err);

@@ -46,4 +46,63 @@ typedef struct sketch_nest {
 	int64_t sext[TIR_MAX_IO], rext[TIR_MAX_IO];    /* their extents */
 } sketch_nest;
 
+/* Fills *n with the loops of `block` (an RV of s): a loop that feeds a
+ * reduction iterator is a reduction loop, any other a spatial one. */
+int sketch_nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err);
+
+/* The blocks a sketch is written against, found from the block structure
+ * only: the first reduction block in program order (the one to tile), the
+ * spatial blocks that write an intermediate it reads (injective producers,
+ * e.g. padding) and the spatial blocks that read its output (consumers,
+ * e.g. epilogues).  Names, for tir_get_block. */
+#define SKETCH_MAX_STAGES 8
+typedef struct sketch_blocks {
+	const char *reduction;              /* NULL when the program has none */
+	int nproducers, nconsumers;
+	const char *producer[SKETCH_MAX_STAGES];
+	const char *consumer[SKETCH_MAX_STAGES];
+} sketch_blocks;
+void sketch_find_blocks(const tir_program *p, sketch_blocks *sb);
+
+/* compute_inline of every injective producer of sb where it is legal (a
+ * refused inline leaves the program as it was).  Returns how many were
+ * inlined, or -1 on an error other than a refused precondition. */
+int sketch_inline_producers(tir_sched *s, const sketch_blocks *sb, tir_error *err);
+
+/* Splits `loop` into `levels` loops by sample_perfect_tile (innermost factor
+ * at most max_innermost, 0: any); fills out_loops[0..levels). */
+int sketch_tile(tir_sched *s, int loop, int levels, int max_innermost,
+		int *out_loops, tir_error *err);
+
+/* The same with the decision given (drawn jointly by the caller, e.g. under
+ * soft limits on the register tile): the instruction checks and records it
+ * as a replayed decision is checked.  decision[0..levels), outermost first. */
+int sketch_tile_decided(tir_sched *s, int loop, int levels, int max_innermost,
+			const int64_t *decision, int *out_loops, tir_error *err);
+
+/* Draws the factors of extent over `levels` levels: every prime factor goes
+ * to a random level (the generator of s), as sample_perfect_tile does. */
+void sketch_draw_factors(tir_sched *s, int64_t extent, int levels, int64_t *f);
+
+/* annotate(rv, key, value) where value is the integer RV `value_rv` (the
+ * annotation follows a mutated decision on replay); where annotate takes
+ * literals only, the literal value of value_rv. */
+int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
+		       tir_error *err);
+
+/* Vector lanes of the target's widest register for elements of dtype (a
+ * tir_dtype); at least 1. */
+int sketch_vector_lanes(const tir_target *t, int dtype);
+
+/* The data type the reduction block accumulates in (its output's). */
+int sketch_accum_dtype(const tir_program *p, const sketch_blocks *sb);
+
+/* A seed derived from a seed and two indices (splitmix64 of their mix). */
+uint64_t sketch_derive_seed(uint64_t seed, uint64_t a, uint64_t b);
+
+/* Runs a primitive call; on failure prefixes the message with `what`. */
+#define SKETCH_TRY(call, what) do { if ((call) < 0) { \
+	tir_error e_ = *err; \
+	return tir_fail(err, "%s: %s", what, e_.msg); } } while (0)
+
 #endif

@@ -12,7 +12,9 @@
  *    `if (idx < extent)`, so it must not write shared memory (the barrier
  *    after such a write would not be reached by every thread);
  *  - no reduction iterator fed by a threadIdx loop unless the block is
- *    annotated "cross_thread_reduction", never by a blockIdx loop;
+ *    annotated "cross_thread_reduction" and has the one shape
+ *    codegen/cuda.c turns into a cross-thread reduction (check_xthread),
+ *    never by a blockIdx loop;
  *  - vectorized accesses at most 16 bytes;
  *  - shared memory (compacted as in docs/ir-semantics.md) within
  *    max_shared_per_block;
@@ -319,6 +321,74 @@ static int check_guarded(kernel *kn, tir_stmt *s, tir_error *err)
 	return 0;
 }
 
+/* The cross-thread pattern codegen/cuda.c implements: reduction iterators of
+ * b fed by thread loop l (b annotated).  l is bound to threadIdx.x, the only
+ * threadIdx tag of the kernel, over the whole launch extent, under no other
+ * thread loop and no guarded blockIdx loop (every thread must reach the
+ * barriers of the tree); b is the only block under l and no loop under l is
+ * thread-bound; b sums into a global or shared buffer at an element that
+ * neither l nor a loop under it changes (one partial sum per thread). */
+static bool uses_loop_or_under(const tir_expr *e, const tir_stmt *l)
+{
+	if (!e)
+		return false;
+	if (l->kind == STMT_FOR && expr_uses_var(e, l->var))
+		return true;
+	for (int i = 0; i < l->nkids; i++)
+		if (uses_loop_or_under(e, l->kids[i]))
+			return true;
+	return false;
+}
+
+static bool thread_loop_under(const tir_stmt *s)
+{
+	for (int i = 0; i < s->nkids; i++)
+		if ((s->kids[i]->kind == STMT_FOR && s->kids[i]->loop_kind == LOOP_THREAD) ||
+		    thread_loop_under(s->kids[i]))
+			return true;
+	return false;
+}
+
+static int check_xthread(kernel *kn, const tir_block *b, tir_stmt *l, tir_error *err)
+{
+	vfy_ctx *c = kn->c;
+	const char *why = NULL;
+	if (l->tag != TIR_THREAD_X)
+		why = "the loop is not bound to threadIdx.x";
+	else if (kn->launch[TIR_THREAD_Y] > 1 || kn->launch[TIR_THREAD_Z] > 1)
+		why = "its kernel also uses threadIdx.y or threadIdx.z";
+	else if (l->extent != kn->launch[TIR_THREAD_X])
+		why = "the loop is shorter than the threadIdx.x launch extent (guarded)";
+	else if (b->reduce != REDUCE_SUM)
+		why = "the block is not a sum";
+	else if (b->store->scope != TIR_SCOPE_GLOBAL && b->store->scope != TIR_SCOPE_SHARED)
+		why = "the block's output is not in global or shared memory";
+	else if (thread_loop_under(l))
+		why = "a loop under it is bound to a thread axis";
+	if (!why) {
+		tir_block *bs[2];
+		if (stmt_blocks(l, bs, 2) != 1)
+			why = "the loop holds another block";
+	}
+	for (tir_stmt *q = l->parent; !why && q && q->kind == STMT_FOR; q = q->parent)
+		if (is_thread(q))
+			why = "the loop is under another threadIdx loop";
+		else if (is_blockidx(q) && q->extent < kn->launch[q->tag])
+			why = "the loop is under a guarded blockIdx loop";
+	for (int d = 0; !why && d < b->store->ndim; d++) {
+		tir_expr *e = expr_simplify(&c->arena, vfy_in_loops(c, b, b->store_idx[d]), NULL);
+		if (uses_loop_or_under(e, l))
+			why = "the output element changes with the loop or a loop under it";
+	}
+	if (!why && b->init &&
+	    uses_loop_or_under(expr_simplify(&c->arena, vfy_in_loops(c, b, b->init), NULL), l))
+		why = "the init value changes with the loop or a loop under it";
+	if (why)
+		return tir_fail(err, "threading: cross-thread reduction of block \"%s\" over %s "
+				"loop %s: %s", b->name, tag_name(l->tag), l->var->name, why);
+	return 0;
+}
+
 static int check_reductions(kernel *kn, const tir_block *b, tir_error *err)
 {
 	tir_stmt *loops[VFY_MAX_DEPTH];
@@ -346,9 +416,10 @@ static int check_reductions(kernel *kn, const tir_block *b, tir_error *err)
 						"bound to %s loop %s without the "
 						"\"cross_thread_reduction\" annotation",
 						it->var->name, b->name, tag_name(l->tag), l->var->name);
+			if (is_thread(l) && check_xthread(kn, b, l, err))
+				return -1;
 		}
 	}
-	(void)kn;
 	return 0;
 }
 

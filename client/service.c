@@ -1,0 +1,657 @@
+/*
+ * service.c — the tirctl commands that talk to a tird over HTTP:
+ *
+ *   tune FILE|- --target T [--trials N] [--batch B] [--wait] [--timeout S]
+ *   jobs [--state S] [--limit N]     status JOB     wait JOB     cancel JOB
+ *   best OP [--target T] [--where KEY=VALUE ...]
+ *   show KEY [--target T] [--tir|--trace|--source]
+ *   workers     export [FILE] [--workload KEY] [--target T]     import FILE
+ *   fuse FILE [--mode inductor|tvm]
+ *
+ * Each prints text for people, or with --json exactly one JSON document on
+ * stdout.  Progress goes to stderr: a bar on a terminal, plain lines
+ * otherwise.  Exit statuses are tirctl.h's: 0 ok, 1 bad input (tird said
+ * 4xx), 2 usage, 3 the job ended failed or cancelled, 4 tird unreachable or
+ * failing.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "tirctl.h"
+
+/* ---- arguments ------------------------------------------------------------------ */
+
+typedef struct args {
+	const char *pos[2];        /* positional arguments */
+	int npos;
+	const char *target, *state, *workload, *mode;
+	long trials, batch, limit;
+	double timeout_s;
+	bool wait, tir, trace, source;
+	const char *where[32];
+	int nwhere;
+} args;
+
+/* Parses argv[1..] against the options a command accepts (a string of names
+ * separated by spaces); -1 after a message on anything else. */
+static int parse(int argc, char **argv, const char *accepts, int maxpos, tirctl_globals *g,
+		 args *a)
+{
+	memset(a, 0, sizeof *a);
+	for (int i = 1; i < argc; i++) {
+		const char *s = argv[i];
+		if (s[0] != '-' || !s[1]) {
+			if (a->npos == maxpos) {
+				tirctl_err("%s: unexpected argument '%s'", argv[0], s);
+				return -1;
+			}
+			a->pos[a->npos++] = s;
+			continue;
+		}
+		char name[32];
+		const char *eq = strchr(s, '=');
+		size_t nl = eq ? (size_t)(eq - s) : strlen(s);
+		snprintf(name, sizeof name, "%.*s", (int)nl, s);
+		char probe[40];
+		snprintf(probe, sizeof probe, " %s ", name + 2);
+		char acc[256];
+		snprintf(acc, sizeof acc, " %s json ", accepts);
+		if (strncmp(name, "--", 2) || !strstr(acc, probe)) {
+			tirctl_err("%s: unknown option '%s' (try tirctl --help)", argv[0], s);
+			return -1;
+		}
+		const char *n = name + 2;
+		if (!strcmp(n, "json")) { g->json = true; continue; }
+		if (!strcmp(n, "wait")) { a->wait = true; continue; }
+		if (!strcmp(n, "tir")) { a->tir = true; continue; }
+		if (!strcmp(n, "trace")) { a->trace = true; continue; }
+		if (!strcmp(n, "source")) { a->source = true; continue; }
+		const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+		if (!v || !*v) {
+			tirctl_err("%s: %s needs a value", argv[0], name);
+			return -1;
+		}
+		char *end = NULL;
+		if (!strcmp(n, "target")) a->target = v;
+		else if (!strcmp(n, "state")) a->state = v;
+		else if (!strcmp(n, "workload")) a->workload = v;
+		else if (!strcmp(n, "mode")) a->mode = v;
+		else if (!strcmp(n, "where")) {
+			if (a->nwhere == 32 || !strchr(v, '=')) {
+				tirctl_err("%s: --where takes KEY=VALUE (at most 32)", argv[0]);
+				return -1;
+			}
+			a->where[a->nwhere++] = v;
+		} else if (!strcmp(n, "timeout")) {
+			a->timeout_s = strtod(v, &end);
+			if (*end || !(a->timeout_s > 0)) {
+				tirctl_err("%s: --timeout takes a positive number of seconds", argv[0]);
+				return -1;
+			}
+		} else {
+			long x = strtol(v, &end, 10);
+			if (*end || x <= 0) {
+				tirctl_err("%s: %s takes a positive integer", argv[0], name);
+				return -1;
+			}
+			if (!strcmp(n, "trials")) a->trials = x;
+			else if (!strcmp(n, "batch")) a->batch = x;
+			else a->limit = x;
+		}
+	}
+	return 0;
+}
+
+/* ---- printing ---------------------------------------------------------------------- */
+
+static double num(const cJSON *o, const char *name)
+{
+	const cJSON *x = cJSON_GetObjectItem(o, name);
+	return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *o, const char *name)
+{
+	const cJSON *x = cJSON_GetObjectItem(o, name);
+	return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+/* "matmul M=128 N=128 K=128 batch=1": the op and its numeric parameters. */
+static void workload_summary(const cJSON *w, char *out, size_t n)
+{
+	size_t k = (size_t)snprintf(out, n, "%s", str(w, "op"));
+	for (const cJSON *x = w ? w->child : NULL; x && k < n; x = x->next) {
+		if (cJSON_IsNumber(x))
+			k += (size_t)snprintf(out + k, n - k, " %s=%g", x->string, x->valuedouble);
+		else if (!strcmp(x->string, "dtype") && cJSON_IsString(x) &&
+			 strcmp(x->valuestring, "float32"))
+			k += (size_t)snprintf(out + k, n - k, " %s", x->valuestring);
+	}
+}
+
+/* One result (tune --wait, wait, best) as a line of text. */
+static void print_result(const cJSON *r)
+{
+	char w[256];
+	workload_summary(cJSON_GetObjectItem(r, "workload"), w, sizeof w);
+	printf("%s on %s: %.3f us, %.2f GFLOP/s after %.0f trials\n"
+	       "  workload %s\n  record   %s\n",
+	       w, str(r, "target"), num(r, "latency_us"), num(r, "gflops"), num(r, "trials"),
+	       str(r, "workload_key"), str(r, "record_id"));
+}
+
+static void print_job(const cJSON *j)
+{
+	char w[256];
+	workload_summary(cJSON_GetObjectItem(j, "workload"), w, sizeof w);
+	printf("job %.0f: %s%s%s  %s on %s  %.0f/%.0f trials", num(j, "job_id"), str(j, "state"),
+	       cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")) ? " (from the cache)" : "",
+	       cJSON_IsTrue(cJSON_GetObjectItem(j, "joined")) ? " (joined)" : "", w,
+	       str(j, "target"), num(j, "trials_done"), num(j, "trials"));
+	double us = num(j, "best_us");
+	if (us > 0)
+		printf("  best %.3f us, %.2f GFLOP/s", us, num(j, "best_gflops"));
+	putchar('\n');
+	if (*str(j, "message"))
+		printf("  %s\n", str(j, "message"));
+}
+
+/* ---- waiting for a job ---------------------------------------------------------------- */
+
+static bool ended(const char *state)
+{
+	return !strcmp(state, "done") || !strcmp(state, "failed") || !strcmp(state, "cancelled");
+}
+
+static void progress(const cJSON *j, bool tty, bool *drawn, double *last_done,
+		     char *last_state, size_t n)
+{
+	double done = num(j, "trials_done"), total = num(j, "trials"), us = num(j, "best_us");
+	const char *state = str(j, "state");
+	if (tty) {
+		int width = 24, fill = total > 0 ? (int)(width * fmin(done / total, 1.0)) : 0;
+		char bar[32];
+		for (int i = 0; i < width; i++)
+			bar[i] = i < fill ? '#' : '-';
+		bar[width] = '\0';
+		fprintf(stderr, "\r\033[Kjob %.0f %-9s [%s] %4.0f/%.0f trials", num(j, "job_id"),
+			state, bar, done, total);
+		if (us > 0)
+			fprintf(stderr, "  best %.3f us  %.2f GFLOP/s", us, num(j, "best_gflops"));
+		*drawn = true;
+	} else if (done != *last_done || strcmp(state, last_state)) {
+		fprintf(stderr, "job %.0f: %s, %.0f/%.0f trials", num(j, "job_id"), state, done, total);
+		if (us > 0)
+			fprintf(stderr, ", best %.3f us (%.2f GFLOP/s)", us, num(j, "best_gflops"));
+		fputc('\n', stderr);
+	}
+	*last_done = done;
+	snprintf(last_state, n, "%s", state);
+}
+
+/* Follows job id until it ends (or timeout_s passes); prints its result and
+ * returns the exit status. */
+static int follow(tirctl_globals *g, long long id, double timeout_s)
+{
+	bool tty = isatty(STDERR_FILENO), drawn = false, quiet = g->json && !tty;
+	double last_done = -1, version = 0;
+	char last_state[16] = "";
+	time_t start = time(NULL);
+	cJSON *j = NULL;
+	int rc;
+	for (;;) {
+		char path[96];
+		snprintf(path, sizeof path, "/v1/jobs/%lld?wait=10&version=%.0f", id, version);
+		cJSON_Delete(j);
+		if ((rc = tirctl_call(g, "GET", path, NULL, 30, &j)))
+			goto out;
+		version = num(j, "version");
+		if (!quiet)
+			progress(j, tty, &drawn, &last_done, last_state, sizeof last_state);
+		if (ended(str(j, "state")))
+			break;
+		if (timeout_s > 0 && difftime(time(NULL), start) > timeout_s) {
+			if (drawn)
+				fputc('\n', stderr);
+			tirctl_err("job %lld: still %s after %.0f s (it goes on; `tirctl wait %lld`)",
+				   id, str(j, "state"), timeout_s, id);
+			rc = TIRCTL_FAILED;
+			goto out;
+		}
+	}
+	if (drawn)
+		fputc('\n', stderr);
+	const cJSON *r = cJSON_GetObjectItem(j, "result");
+	if (!strcmp(str(j, "state"), "done") && cJSON_IsObject(r)) {
+		cJSON *res = cJSON_Duplicate(r, 1);
+		cJSON_AddNumberToObject(res, "job_id", (double)id);
+		cJSON_AddStringToObject(res, "state", "done");
+		cJSON_AddBoolToObject(res, "cached", cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")));
+		if (g->json)
+			tirctl_print_json(res);
+		else
+			print_result(res);
+		cJSON_Delete(res);
+		rc = TIRCTL_OK;
+	} else {
+		tirctl_err("job %lld %s: %s", id, str(j, "state"),
+			   *str(j, "message") ? str(j, "message") : "no result");
+		if (g->json)
+			tirctl_print_json(j);
+		rc = TIRCTL_FAILED;
+	}
+out:
+	cJSON_Delete(j);
+	return rc;
+}
+
+static bool job_id_arg(const args *a, const char *cmd, long long *id)
+{
+	char *end;
+	if (a->npos != 1 || (*id = strtoll(a->pos[0], &end, 10)) <= 0 || *end) {
+		tirctl_err("%s: expected a job id (a positive integer)", cmd);
+		return false;
+	}
+	return true;
+}
+
+/* ---- commands -------------------------------------------------------------------------- */
+
+int tirctl_tune(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "target trials batch wait timeout", 1, g, &a))
+		return TIRCTL_USAGE;
+	if (a.npos != 1 || !a.target) {
+		tirctl_err("tune: expected FILE (or - for stdin) and --target T");
+		return TIRCTL_USAGE;
+	}
+	size_t len;
+	char *text = tirctl_read_file(a.pos[0], &len);
+	if (!text) {
+		tirctl_err("tune: cannot read %s: %s", a.pos[0], strerror(errno));
+		return TIRCTL_BAD_INPUT;
+	}
+	const char *end = NULL;
+	cJSON *w = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	long at = w || !end ? 0L : (long)(end - text);
+	free(text);
+	if (!cJSON_IsObject(w)) {
+		tirctl_err("tune: %s is not a JSON object (at byte %ld)", a.pos[0], at);
+		cJSON_Delete(w);
+		return TIRCTL_BAD_INPUT;
+	}
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "workload", w);
+	cJSON_AddStringToObject(body, "target", a.target);
+	if (a.trials)
+		cJSON_AddNumberToObject(body, "trials", (double)a.trials);
+	if (a.batch)
+		cJSON_AddNumberToObject(body, "batch", (double)a.batch);
+	char *s = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	cJSON *job = NULL;
+	int rc = tirctl_call(g, "POST", "/v1/jobs", s, 0, &job);
+	free(s);
+	if (rc)
+		return rc;
+	if (a.wait) {
+		long long id = (long long)num(job, "job_id");
+		cJSON_Delete(job);
+		return follow(g, id, a.timeout_s);
+	}
+	if (g->json)
+		tirctl_print_json(job);
+	else
+		print_job(job);
+	cJSON_Delete(job);
+	return TIRCTL_OK;
+}
+
+int tirctl_wait(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	long long id;
+	if (parse(argc, argv, "timeout", 1, g, &a) || !job_id_arg(&a, "wait", &id))
+		return TIRCTL_USAGE;
+	return follow(g, id, a.timeout_s);
+}
+
+int tirctl_status(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	long long id;
+	if (parse(argc, argv, "", 1, g, &a) || !job_id_arg(&a, "status", &id))
+		return TIRCTL_USAGE;
+	char path[64];
+	snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+	cJSON *j;
+	int rc = tirctl_call(g, "GET", path, NULL, 0, &j);
+	if (rc)
+		return rc;
+	if (g->json) {
+		tirctl_print_json(j);
+	} else {
+		print_job(j);
+		const cJSON *r = cJSON_GetObjectItem(j, "result");
+		if (cJSON_IsObject(r))
+			print_result(r);
+	}
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}
+
+int tirctl_cancel(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	long long id;
+	if (parse(argc, argv, "", 1, g, &a) || !job_id_arg(&a, "cancel", &id))
+		return TIRCTL_USAGE;
+	char path[64];
+	snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+	cJSON *j;
+	int rc = tirctl_call(g, "DELETE", path, NULL, 0, &j);
+	if (rc)
+		return rc;
+	if (g->json)
+		tirctl_print_json(j);
+	else if (cJSON_IsTrue(cJSON_GetObjectItem(j, "cancel_requested")))
+		printf("job %lld: cancel requested; it stops after the batch in flight\n", id);
+	else
+		print_job(j);
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}
+
+int tirctl_jobs(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "state limit", 0, g, &a))
+		return TIRCTL_USAGE;
+	char path[128];
+	snprintf(path, sizeof path, "/v1/jobs?limit=%ld%s%s", a.limit ? a.limit : 50,
+		 a.state ? "&state=" : "", a.state ? a.state : "");
+	cJSON *j;
+	int rc = tirctl_call(g, "GET", path, NULL, 0, &j);
+	if (rc)
+		return rc;
+	if (g->json) {
+		tirctl_print_json(j);
+	} else {
+		printf("%6s  %-9s %-14s %-28s %13s %12s\n", "JOB", "STATE", "WORKLOAD", "TARGET",
+		       "TRIALS", "BEST_US");
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "jobs")) {
+			char tr[32];
+			snprintf(tr, sizeof tr, "%.0f/%.0f", num(x, "trials_done"), num(x, "trials"));
+			double us = num(x, "best_us");
+			printf("%6.0f  %-9s %-14.12s %-28s %13s ", num(x, "job_id"), str(x, "state"),
+			       str(x, "workload_key"), str(x, "target"), tr);
+			if (us > 0)
+				printf("%12.3f\n", us);
+			else
+				printf("%12s\n", "-");
+		}
+	}
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}
+
+int tirctl_best(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "target where", 1, g, &a))
+		return TIRCTL_USAGE;
+	if (a.npos != 1) {
+		tirctl_err("best: expected OP (matmul, conv2d, ...)");
+		return TIRCTL_USAGE;
+	}
+	size_t cap = 256, n = 0;
+	char *path = malloc(cap);
+	if (!path)
+		abort();
+	char *op = tirctl_escape(a.pos[0]);
+	n = (size_t)snprintf(path, cap, "/v1/best?op=%s", op);
+	free(op);
+	const char *extra[34];
+	const char *names[34];
+	int ne = 0;
+	if (a.target) {
+		names[ne] = "target";
+		extra[ne++] = a.target;
+	}
+	for (int i = 0; i < a.nwhere; i++) {
+		names[ne] = "where";
+		extra[ne++] = a.where[i];
+	}
+	for (int i = 0; i < ne; i++) {
+		char *e = tirctl_escape(extra[i]);
+		size_t need = n + strlen(e) + 16;
+		if (need > cap) {
+			path = realloc(path, cap = need * 2);
+			if (!path)
+				abort();
+		}
+		n += (size_t)snprintf(path + n, cap - n, "&%s=%s", names[i], e);
+		free(e);
+	}
+	cJSON *j;
+	int rc = tirctl_call(g, "GET", path, NULL, 0, &j);
+	free(path);
+	if (rc)
+		return rc;
+	cJSON *arr = cJSON_DetachItemFromObject(j, "best");
+	cJSON_Delete(j);
+	if (!cJSON_IsArray(arr)) {
+		cJSON_Delete(arr);
+		arr = cJSON_CreateArray();
+	}
+	if (g->json) {
+		tirctl_print_json(arr);
+	} else if (!cJSON_GetArraySize(arr)) {
+		printf("no stored best for %s%s%s\n", a.pos[0], a.target ? " on " : "",
+		       a.target ? a.target : "");
+	} else {
+		printf("%-40s %-24s %12s %10s %7s  %s\n", "WORKLOAD", "TARGET", "LATENCY_US",
+		       "GFLOP/S", "TRIALS", "KEY");
+		const cJSON *x;
+		cJSON_ArrayForEach(x, arr) {
+			char w[256];
+			workload_summary(cJSON_GetObjectItem(x, "workload"), w, sizeof w);
+			printf("%-40s %-24s %12.3f %10.2f %7.0f  %.12s\n", w, str(x, "target"),
+			       num(x, "latency_us"), num(x, "gflops"), num(x, "trials"),
+			       str(x, "workload_key"));
+		}
+	}
+	cJSON_Delete(arr);
+	return TIRCTL_OK;
+}
+
+int tirctl_show(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "target tir trace source", 1, g, &a))
+		return TIRCTL_USAGE;
+	if (a.npos != 1) {
+		tirctl_err("show: expected a workload KEY (from tune, best or jobs)");
+		return TIRCTL_USAGE;
+	}
+	if (!a.tir && !a.trace && !a.source)
+		a.tir = true;
+	char *key = tirctl_escape(a.pos[0]), *t = tirctl_escape(a.target ? a.target : "");
+	char path[512];
+	snprintf(path, sizeof path, "/v1/workloads/%s?include=%s%s%s%s", key,
+		 a.tir ? "tir," : "", a.source ? "source" : "", a.target ? "&target=" : "", t);
+	free(key);
+	free(t);
+	cJSON *j;
+	int rc = tirctl_call(g, "GET", path, NULL, 0, &j);
+	if (rc)
+		return rc;
+	const cJSON *best = cJSON_GetObjectItem(j, "best");
+	if (g->json) {
+		tirctl_print_json(j);
+	} else if (!cJSON_GetArraySize(best)) {
+		tirctl_err("show: workload %s has no best record%s%s yet", a.pos[0],
+			   a.target ? " on " : "", a.target ? a.target : "");
+		rc = TIRCTL_FAILED;
+	} else {
+		const cJSON *b;
+		cJSON_ArrayForEach(b, best) {
+			printf("# %s on %s: %.3f us, %.2f GFLOP/s, record %s\n", str(j, "workload_key"),
+			       str(b, "target"), num(b, "latency_us"), num(b, "gflops"),
+			       str(b, "record_id"));
+			if (*str(b, "error"))
+				printf("# error: %s\n", str(b, "error"));
+			if (a.trace) {
+				char *tr = cJSON_Print(cJSON_GetObjectItem(b, "trace"));
+				printf("%s\n", tr ? tr : "null");
+				free(tr);
+			}
+			if (a.tir)
+				fputs(str(b, "tir"), stdout);
+			if (a.source)
+				fputs(str(b, "source"), stdout);
+		}
+	}
+	cJSON_Delete(j);
+	return rc;
+}
+
+int tirctl_workers(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "", 0, g, &a))
+		return TIRCTL_USAGE;
+	cJSON *j;
+	int rc = tirctl_call(g, "GET", "/v1/workers", NULL, 0, &j);
+	if (rc)
+		return rc;
+	if (g->json) {
+		tirctl_print_json(j);
+	} else {
+		printf("%-16s %-5s %-28s %-8s %s\n", "WORKER", "STATE", "TARGET", "BATCH", "NAME");
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "workers")) {
+			char b[24] = "-";
+			if (num(x, "batch_id") > 0)
+				snprintf(b, sizeof b, "%.0f", num(x, "batch_id"));
+			printf("%-16s %-5s %-28s %-8s %s\n", str(x, "worker_id"), str(x, "state"),
+			       str(x, "target"), b, str(x, "name"));
+		}
+	}
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}
+
+int tirctl_export(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "workload target", 1, g, &a))
+		return TIRCTL_USAGE;
+	char *wk = tirctl_escape(a.workload ? a.workload : "");
+	char *t = tirctl_escape(a.target ? a.target : "");
+	char path[512];
+	snprintf(path, sizeof path, "/v1/records?workload=%s&target=%s", wk, t);
+	free(wk);
+	free(t);
+	cJSON *j;
+	int rc = tirctl_call(g, "GET", path, NULL, 600, &j);
+	if (rc)
+		return rc;
+	const char *file = a.npos ? a.pos[0] : "-";
+	FILE *f = strcmp(file, "-") ? fopen(file, "w") : stdout;
+	if (!f) {
+		tirctl_err("export: cannot write %s: %s", file, strerror(errno));
+		cJSON_Delete(j);
+		return TIRCTL_BAD_INPUT;
+	}
+	char *s = cJSON_PrintUnformatted(j);
+	fputs(s, f);
+	fputc('\n', f);
+	free(s);
+	int bad = f != stdout ? fclose(f) : fflush(f);
+	int nrec = cJSON_GetArraySize(cJSON_GetObjectItem(j, "records"));
+	int nwl = cJSON_GetArraySize(cJSON_GetObjectItem(j, "workloads"));
+	cJSON_Delete(j);
+	if (bad) {
+		tirctl_err("export: writing %s: %s", file, strerror(errno));
+		return TIRCTL_BAD_INPUT;
+	}
+	if (strcmp(file, "-"))
+		fprintf(stderr, "exported %d records of %d workloads to %s\n", nrec, nwl, file);
+	return TIRCTL_OK;
+}
+
+int tirctl_import(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "", 1, g, &a))
+		return TIRCTL_USAGE;
+	if (a.npos != 1) {
+		tirctl_err("import: expected FILE (from tirctl export), or - for stdin");
+		return TIRCTL_USAGE;
+	}
+	char *text = tirctl_read_file(a.pos[0], NULL);
+	if (!text) {
+		tirctl_err("import: cannot read %s: %s", a.pos[0], strerror(errno));
+		return TIRCTL_BAD_INPUT;
+	}
+	cJSON *j;
+	int rc = tirctl_call(g, "POST", "/v1/records", text, 600, &j);
+	free(text);
+	if (rc)
+		return rc;
+	if (g->json)
+		tirctl_print_json(j);
+	else
+		printf("imported %.0f records (%.0f already stored)\n", num(j, "imported"),
+		       num(j, "skipped"));
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}
+
+int tirctl_fuse(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (parse(argc, argv, "mode", 1, g, &a))
+		return TIRCTL_USAGE;
+	if (a.npos != 1) {
+		tirctl_err("fuse: expected a graph workload FILE");
+		return TIRCTL_USAGE;
+	}
+	char *text = tirctl_read_file(a.pos[0], NULL);
+	if (!text) {
+		tirctl_err("fuse: cannot read %s: %s", a.pos[0], strerror(errno));
+		return TIRCTL_BAD_INPUT;
+	}
+	cJSON *w = cJSON_Parse(text);
+	free(text);
+	if (!w) {
+		tirctl_err("fuse: %s is not JSON", a.pos[0]);
+		return TIRCTL_BAD_INPUT;
+	}
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "workload", w);
+	cJSON_AddStringToObject(body, "mode", a.mode ? a.mode : "inductor");
+	char *s = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	cJSON *j;
+	int rc = tirctl_call(g, "POST", "/v1/fuse", s, 0, &j);
+	free(s);
+	if (rc)
+		return rc;
+	if (g->json) {
+		tirctl_print_json(j);
+	} else {
+		char *p = cJSON_Print(j);
+		puts(p);
+		free(p);
+	}
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}

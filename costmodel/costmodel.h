@@ -1,0 +1,64 @@
+/*
+ * costmodel.h — the learned cost model: program features and an XGBoost
+ * ranker trained online.  Prefix cm_.
+ *
+ * The tuner declares the cost-model interface (tir_cost_model in tir.h) and
+ * ranks candidates with a random model of its own; this folder implements
+ * the XGBoost table, and the daemon plugs it in.  One model per target kind
+ * is shared by every workload tuned on that target: each measured candidate
+ * adds a row (its features, its workload, its GFLOP/s), the booster is
+ * retrained on all rows, and the whole model (rows and booster) is saved as
+ * one blob the daemon keeps in its database.
+ */
+#ifndef TIR_COSTMODEL_H
+#define TIR_COSTMODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "tir.h"
+
+/* ---- features.c ---------------------------------------------------------- */
+
+#define CM_NFEATURES 64
+
+/* The names of the features, for people and for the evaluation. */
+extern const char *const cm_feature_names[CM_NFEATURES];
+
+/* Fills out[0..CM_NFEATURES) with the features of program p on target t
+ * (documented feature by feature in features.c).  Every value is finite.
+ * Returns 0, or -1 if the program cannot be lowered. */
+int cm_features(const tir_program *p, const tir_target *t, float *out,
+		tir_error *err);
+
+/* ---- xgb.c ---------------------------------------------------------------- */
+
+typedef struct cm_model cm_model;
+
+/* An empty model: it predicts nothing until it has been trained on at least
+ * CM_MIN_ROWS rows of which some succeeded. */
+#define CM_MIN_ROWS 32
+cm_model *cm_model_new(void);
+void cm_model_free(cm_model *m);
+
+/* Adds measured candidates: n rows of features with their GFLOP/s (0 for a
+ * candidate that failed), of the workload `group` (its key).  Then retrains
+ * when enough rows exist.  Thread-safe. */
+int cm_model_add(cm_model *m, const char *group, int n, const float *features,
+		 const double *gflops, tir_error *err);
+/* Scores n feature rows (higher: predicted faster).  Returns -1 while the
+ * model is untrained (callers then fall back to random scores). */
+int cm_model_predict(cm_model *m, int n, const float *features, double *scores);
+/* Rows held and whether the booster is trained. */
+int cm_model_rows(const cm_model *m);
+bool cm_model_trained(const cm_model *m);
+
+/* The whole model as one blob (malloc'd) and back; a loaded model predicts
+ * exactly as the saved one did. */
+int cm_model_save(cm_model *m, unsigned char **blob, size_t *len, tir_error *err);
+cm_model *cm_model_load(const void *blob, size_t len, tir_error *err);
+
+/* The tir_cost_model table over a cm_model (self): predict computes features
+ * and scores them, update adds the rows under the workload's key. */
+extern const tir_cost_model cm_xgboost;
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * features.c — a fixed-length feature vector per candidate program.
+ *
+ * The features describe what the hardware will see once the program is
+ * lowered: arithmetic, bytes moved at each memory level and how they are
+ * reused, strides of the innermost and thread-bound loops (vectorization and
+ * coalescing), parallelism, thread-block shape, shared memory, registers,
+ * occupancy and waves.  They are computed from the scheduled program and the
+ * allocations of codegen/lower.c, never from generated source, and in one walk
+ * over the blocks (tens of microseconds for a suite workload: bench/).
+ *
+ * All counts are log2(1 + x) so that the ranker sees sizes spanning many
+ * orders of magnitude on one scale; fractions are in [0, 1].  The table below
+ * names every feature; its index is its position.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "costmodel.h"
+#include "ir/ir.h"
+#include "codegen/codegen.h"
+
+/* Feature indices.  Scope-aggregated features come in groups of SC_N per
+ * memory level (global, shared, local); the main block's accesses in groups
+ * of AC_N for up to MAIN_ACC accesses (its loads in order, then its store). */
+enum {
+	F_FLOPS,            /* total floating-point (or integer MAC) ops */
+	F_MAIN_INSTANCES,   /* executed instances of the main (reduction) block */
+	F_WASTE,            /* instances / iteration domain: >1 when tiles overshoot */
+	F_BLOCKS,           /* live blocks */
+	F_KERNELS,          /* top-level loop nests (GPU kernels) */
+	F_PARALLEL,         /* product of parallel loop extents (CPU) */
+	F_PAR_BALANCE,      /* parallel work / (cores * rounds): load balance */
+	F_VECTOR_BYTES,     /* bytes per vectorized innermost loop (max) */
+	F_VECTOR_FRAC,      /* fraction of ops under a vectorized loop */
+	F_UNROLL,           /* product of unrolled extents around the main block */
+	F_UNROLL_ANN,       /* largest "unroll" annotation */
+	F_GRID,             /* thread blocks (product of blockIdx extents) */
+	F_THREADS,          /* threads per block */
+	F_VTHREADS,         /* virtual threads */
+	F_SHARED,           /* shared memory bytes per thread block */
+	F_LOCAL,            /* local (register) bytes per thread */
+	F_OCCUPANCY,        /* resident threads / 2048 per SM, estimated */
+	F_WAVES,            /* thread blocks / (SMs * resident blocks) */
+	F_WAVE_EFF,         /* useful fraction of the last wave */
+	F_INTENSITY,        /* ops / unique global bytes */
+	F_SYNC_LOOPS,       /* serial loops holding shared-memory stages */
+	F_CROSS_THREAD,     /* 1 if a reduction is bound across threads */
+	F_SCOPES,           /* start of the per-scope groups */
+};
+enum { SC_LOAD, SC_STORE, SC_UNIQUE, SC_REUSE, SC_STRIDE0, SC_STRIDE1, SC_STRIDEN,
+       SC_COALESCED, SC_N };
+#define NSCOPES 3
+enum { F_MAIN = F_SCOPES + NSCOPES * SC_N };
+enum { AC_UNIQUE, AC_REUSE, AC_INNER_STRIDE, AC_THREAD_STRIDE, AC_N };
+#define MAIN_ACC 4
+enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_END };
+
+_Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
+
+const char *const cm_feature_names[CM_NFEATURES] = {
+	"flops", "main_instances", "waste", "blocks", "kernels", "parallel",
+	"par_balance", "vector_bytes", "vector_frac", "unroll", "unroll_ann",
+	"grid", "threads", "vthreads", "shared_bytes", "local_bytes", "occupancy",
+	"waves", "wave_eff", "intensity", "sync_loops", "cross_thread",
+#define SC(s) s "_load", s "_store", s "_unique", s "_reuse", s "_stride0", \
+	s "_stride1", s "_stride_n", s "_coalesced"
+	SC("global"), SC("shared"), SC("local"),
+#undef SC
+#define AC(i) "acc" #i "_unique", "acc" #i "_reuse", "acc" #i "_inner_stride", \
+	"acc" #i "_thread_stride"
+	AC(0), AC(1), AC(2), AC(3),
+#undef AC
+	"main_depth", "problem_bytes",
+};
+
+static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
+
+typedef struct fctx {
+	tir_lowered L;
+	const tir_target *t;
+	float *f;
+	double flops, vec_flops;
+	double scope_cnt[NSCOPES];            /* accesses per scope, for fractions */
+	double scope_raw[NSCOPES][SC_N];
+	double global_unique;
+	const tir_block *main;
+} fctx;
+
+static int scope_group(const tir_buffer *b)
+{
+	switch (b->scope) {
+	case TIR_SCOPE_GLOBAL: return 0;
+	case TIR_SCOPE_SHARED: return 1;
+	default: return 2;
+	}
+}
+
+/* Arithmetic operations in one evaluation of e. */
+static double ops_of(const tir_expr *e)
+{
+	if (!e || e->kind == E_LOAD || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
+		return 0;
+	double n = ops_of(e->a) + ops_of(e->b) + ops_of(e->c);
+	switch (e->kind) {
+	case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_MIN: case E_MAX:
+		return n + (e->dtype == TIR_I64 || e->dtype == TIR_BOOL ? 0 : 1);
+	case E_CALL:
+		return n + 8;   /* transcendental: several instructions */
+	default:
+		return n;
+	}
+}
+
+/* |coefficient| of loop variable v in the flattened offset (0 if absent,
+ * -1 if the offset is not affine in it). */
+static double stride_of(const tir_expr *off, const tir_var *v)
+{
+	if (!v)
+		return 0;
+	tir_affine a;
+	if (!affine_of(off, &a))
+		return -1;
+	for (int i = 0; i < a.nterms; i++) {
+		if (a.var[i] == v)
+			return (double)llabs(a.coef[i]);
+		if (!a.var[i] && expr_uses_var(a.opaque[i], v))
+			return -1;
+	}
+	return 0;
+}
+
+typedef struct loopinfo {
+	int n;
+	tir_stmt *l[64];
+	double instances;          /* product of all extents */
+	const tir_var *inner;      /* innermost loop variable */
+	const tir_var *thread_x;   /* the innermost threadIdx.x loop */
+	const tir_var *vec;        /* the vectorized loop */
+	double unroll;
+	int64_t unroll_ann;
+	bool vectorized;
+} loopinfo;
+
+static void loops_of(const tir_block *b, loopinfo *li)
+{
+	memset(li, 0, sizeof *li);
+	li->n = stmt_loops(b->stmt, li->l, 64);
+	if (li->n > 64)
+		li->n = 64;
+	li->instances = 1;
+	li->unroll = 1;
+	for (int i = 0; i < li->n; i++) {
+		const tir_stmt *l = li->l[i];
+		li->instances *= (double)l->extent;
+		if (l->loop_kind == LOOP_THREAD && l->tag == TIR_THREAD_X)
+			li->thread_x = l->var;
+		if (l->loop_kind == LOOP_VECTORIZED) {
+			li->vec = l->var;
+			li->vectorized = true;
+		}
+		if (l->loop_kind == LOOP_UNROLLED)
+			li->unroll *= (double)l->extent;
+		for (int k = 0; k < l->nann; k++)
+			if (!strcmp(l->ann[k].key, "unroll") && l->ann[k].value > li->unroll_ann)
+				li->unroll_ann = l->ann[k].value;
+	}
+	if (li->n)
+		li->inner = li->l[li->n - 1]->var;
+}
+
+/* One access of block b to buf at idx (iterator expressions). */
+static void access(fctx *c, const tir_block *b, const loopinfo *li, const tir_buffer *buf,
+		   tir_expr *const *idx, bool store, int main_slot)
+{
+	tir_lowered *L = &c->L;
+	int s = scope_group(buf);
+	double bytes = (double)dtype_bytes(buf->dtype);
+	tir_expr *off = lower_bind(L, b, lower_offset(L, buf, buf->ndim, idx));
+	off = lower_simplify(L, off);
+	/* the hull of what the access touches over the whole nest */
+	double unique = bytes;
+	for (int d = 0; d < buf->ndim; d++) {
+		int64_t lo, hi;
+		tir_expr *e = lower_bind(L, b, idx[d]);
+		double ext = (double)buf->shape[d];
+		if (expr_bounds(e, &L->env, &lo, &hi)) {
+			if (lo < 0) lo = 0;
+			if (hi > buf->shape[d] - 1) hi = buf->shape[d] - 1;
+			ext = hi >= lo ? (double)(hi - lo + 1) : 1;
+		}
+		unique *= ext;
+	}
+	double total = li->instances * bytes;
+	double inner = stride_of(off, li->inner);
+	const tir_var *tv = c->t->kind == TIR_TARGET_CUDA ? li->thread_x : li->vec;
+	double tstride = stride_of(off, tv);
+	double *raw = c->scope_raw[s];
+	raw[store ? SC_STORE : SC_LOAD] += total;
+	raw[SC_UNIQUE] += unique;
+	c->scope_cnt[s] += 1;
+	raw[inner == 0 ? SC_STRIDE0 : inner == 1 ? SC_STRIDE1 : SC_STRIDEN] += 1;
+	if (tstride == 0 || tstride == 1)
+		raw[SC_COALESCED] += 1;
+	if (s == 0)
+		c->global_unique += unique;
+	if (main_slot >= 0 && main_slot < MAIN_ACC) {
+		float *a = &c->f[F_MAIN + main_slot * AC_N];
+		a[AC_UNIQUE] = lg(unique);
+		a[AC_REUSE] = lg(total / unique);
+		a[AC_INNER_STRIDE] = inner < 0 ? 31.0f : lg(inner);
+		a[AC_THREAD_STRIDE] = tstride < 0 ? 31.0f : lg(tstride);
+	}
+}
+
+struct loads_ctx { fctx *c; const tir_block *b; const loopinfo *li; bool main; int slot; };
+
+static void load_access(tir_expr *load, void *ctx)
+{
+	struct loads_ctx *lc = ctx;
+	access(lc->c, lc->b, lc->li, load->buf, load->idx, false, lc->main ? lc->slot : -1);
+	lc->slot++;
+}
+
+static void block_features(tir_block *b, void *ctx)
+{
+	fctx *c = ctx;
+	loopinfo li;
+	loops_of(b, &li);
+	double ops = ops_of(b->value) + (b->reduce != REDUCE_NONE ? 1 : 0);
+	double total = li.instances * ops;
+	c->flops += total;
+	if (li.vectorized)
+		c->vec_flops += total;
+	bool is_main = b == c->main;
+	struct loads_ctx lc = { c, b, &li, is_main, 0 };
+	expr_visit_loads(b->value, load_access, &lc);
+	access(c, b, &li, b->store, b->store_idx, true, is_main ? MAIN_ACC - 1 : -1);
+	float *f = c->f;
+	if (li.vec)
+		for (int i = 0; i < li.n; i++)
+			if (li.l[i]->var == li.vec) {
+				double vb = (double)li.l[i]->extent * dtype_bytes(b->store->dtype);
+				if (vb > f[F_VECTOR_BYTES])
+					f[F_VECTOR_BYTES] = (float)vb;
+			}
+	if ((double)li.unroll_ann > f[F_UNROLL_ANN])
+		f[F_UNROLL_ANN] = (float)li.unroll_ann;
+	for (int k = 0; k < b->nann; k++)
+		if (!strcmp(b->ann[k].key, "cross_thread_reduction") && b->ann[k].value)
+			f[F_CROSS_THREAD] = 1;
+	if (is_main) {
+		double dom = 1;
+		for (int i = 0; i < b->niters; i++)
+			dom *= (double)b->iters[i].extent;
+		f[F_MAIN_INSTANCES] = lg(li.instances);
+		f[F_WASTE] = (float)(li.instances / dom);
+		f[F_UNROLL] = lg(li.unroll);
+		f[F_MAIN_DEPTH] = lg(li.n);
+		double par = 1, grid = 1, threads = 1, vthreads = 1;
+		for (int i = 0; i < li.n; i++) {
+			const tir_stmt *l = li.l[i];
+			if (l->loop_kind == LOOP_PARALLEL)
+				par *= (double)l->extent;
+			if (l->loop_kind == LOOP_THREAD) {
+				if (l->tag <= TIR_BLOCK_Z) grid *= (double)l->extent;
+				else if (l->tag <= TIR_VTHREAD_Z) vthreads *= (double)l->extent;
+				else threads *= (double)l->extent;
+			}
+		}
+		f[F_PARALLEL] = lg(par);
+		int cores = c->t->cores > 0 ? c->t->cores : 1;
+		double rounds = ceil(par / cores);
+		f[F_PAR_BALANCE] = par > 1 ? (float)(par / (rounds * cores)) : 0;
+		f[F_GRID] = lg(grid);
+		f[F_THREADS] = lg(threads);
+		f[F_VTHREADS] = lg(vthreads);
+		c->f[F_SYNC_LOOPS] = 0;
+		/* thread-block resources, from the allocations in the main kernel */
+		const tir_stmt *kernel = b->stmt;
+		while (kernel->parent && kernel->parent->parent)
+			kernel = kernel->parent;
+		double shared = 0, local = 0;
+		for (int i = 0; i < c->L.p->nbufs; i++) {
+			const tir_alloc *a = &c->L.alloc[i];
+			if (!a->used || !a->compact)
+				continue;
+			if (a->lca && !stmt_is_ancestor(kernel, a->lca) && a->lca != kernel)
+				continue;
+			if (a->buf->scope == TIR_SCOPE_SHARED)
+				shared += (double)a->bytes;
+			else if (a->buf->scope != TIR_SCOPE_GLOBAL)
+				local += (double)a->bytes;
+		}
+		f[F_SHARED] = lg(shared);
+		f[F_LOCAL] = lg(local);
+		if (c->t->kind == TIR_TARGET_CUDA) {
+			double bps = floor(2048.0 / (threads > 0 ? threads : 1));
+			if (bps > 32) bps = 32;
+			if (shared > 0) {
+				double by_smem = floor((double)c->t->max_shared_per_block / shared);
+				if (by_smem < bps) bps = by_smem;
+			}
+			double regs = 32 + local / 4;   /* registers per thread, estimated */
+			double by_regs = floor(65536.0 / (regs * threads));
+			if (by_regs < bps) bps = by_regs;
+			if (bps < 1) bps = 0;
+			f[F_OCCUPANCY] = (float)(bps * threads / 2048.0);
+			double slots = bps * (c->t->sm_count > 0 ? c->t->sm_count : 1);
+			double waves = slots > 0 ? grid / slots : 0;
+			f[F_WAVES] = lg(waves);
+			f[F_WAVE_EFF] = waves > 0 ? (float)(waves / ceil(waves)) : 0;
+		}
+	}
+}
+
+struct find_main { const tir_block *main; double best; };
+
+static void pick_main(tir_block *b, void *ctx)
+{
+	struct find_main *fm = ctx;
+	loopinfo li;
+	loops_of(b, &li);
+	double w = li.instances * (b->reduce != REDUCE_NONE ? 2 : 1);
+	if (!fm->main || w > fm->best) {
+		fm->main = b;
+		fm->best = w;
+	}
+}
+
+/* Serial loops whose bodies hold a shared-memory stage: one barrier pair per
+ * iteration on the GPU. */
+static int sync_loops(const tir_stmt *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->nkids; i++) {
+		const tir_stmt *k = s->kids[i];
+		if (k->kind == STMT_BLOCK && k->block->store->scope == TIR_SCOPE_SHARED &&
+		    s->kind == STMT_FOR && s->loop_kind == LOOP_SERIAL)
+			n++;
+		else if (k->kind != STMT_BLOCK)
+			n += sync_loops(k);
+	}
+	return n;
+}
+
+int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error *err)
+{
+	fctx c;
+	memset(&c, 0, sizeof c);
+	memset(out, 0, sizeof(float) * CM_NFEATURES);
+	if (lower_program(p, t, &c.L, err))
+		return -1;
+	c.t = t;
+	c.f = out;
+	struct find_main fm = { NULL, 0 };
+	stmt_visit_blocks(p->root, pick_main, &fm);
+	c.main = fm.main;
+	stmt_visit_blocks(p->root, block_features, &c);
+	out[F_FLOPS] = lg(c.flops);
+	out[F_VECTOR_FRAC] = c.flops > 0 ? (float)(c.vec_flops / c.flops) : 0;
+	out[F_BLOCKS] = 0;
+	out[F_KERNELS] = 0;
+	for (int i = 0; i < p->root->nkids; i++)
+		if (lower_has_blocks(p->root->kids[i]))
+			out[F_KERNELS] += 1;
+	for (int i = 0; i < p->nblocks; i++)
+		if (p->blocks[i]->stmt)
+			out[F_BLOCKS] += 1;
+	out[F_INTENSITY] = lg(c.flops / (c.global_unique > 0 ? c.global_unique : 1));
+	out[F_SYNC_LOOPS] = lg(sync_loops(p->root));
+	for (int s = 0; s < NSCOPES; s++) {
+		float *g = &out[F_SCOPES + s * SC_N];
+		double *raw = c.scope_raw[s], n = c.scope_cnt[s];
+		g[SC_LOAD] = lg(raw[SC_LOAD]);
+		g[SC_STORE] = lg(raw[SC_STORE]);
+		g[SC_UNIQUE] = lg(raw[SC_UNIQUE]);
+		g[SC_REUSE] = lg((raw[SC_LOAD] + raw[SC_STORE]) / (raw[SC_UNIQUE] > 0 ? raw[SC_UNIQUE] : 1));
+		for (int k = SC_STRIDE0; k <= SC_COALESCED; k++)
+			g[k] = n > 0 ? (float)(raw[k] / n) : 0;
+	}
+	double problem = 0;
+	for (int i = 0; i < p->nparams; i++) {
+		double e = dtype_bytes(p->bufs[i]->dtype);
+		for (int d = 0; d < p->bufs[i]->ndim; d++)
+			e *= (double)p->bufs[i]->shape[d];
+		problem += e;
+	}
+	out[F_PROBLEM] = lg(problem);
+	for (int i = 0; i < CM_NFEATURES; i++)
+		if (!isfinite(out[i]))
+			out[i] = 0;
+	lower_free(&c.L);
+	return 0;
+}

@@ -1,0 +1,369 @@
+/*
+ * xgb.c — the XGBoost ranker behind costmodel.h.
+ *
+ * The model keeps every row it was given (features, workload, GFLOP/s) and
+ * retrains the booster from scratch on all of them after each batch: tuning
+ * adds tens of rows a round, and a few thousand rows train in milliseconds.
+ * Labels are throughputs normalized by the best of the same workload, so
+ * workloads of very different sizes share one model and the booster learns
+ * "fraction of the best achievable" (regression on it ranks well in practice,
+ * see bench/costmodel_eval).  Training is single-threaded and seedless, so
+ * the same rows give the same booster.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xgboost/c_api.h>
+#include "costmodel.h"
+#include "ir/ir.h"
+
+#define CM_ROUNDS 60
+
+struct cm_model {
+	pthread_mutex_t mu;
+	int nrows, caprows;
+	float *feat;            /* [nrows][CM_NFEATURES] */
+	double *gflops;
+	int *group;
+	int ngroups;
+	char **groups;
+	BoosterHandle booster;  /* NULL until trained */
+};
+
+static const char *xgb_err(void) { return XGBGetLastError(); }
+
+cm_model *cm_model_new(void)
+{
+	cm_model *m = xcalloc(1, sizeof *m);
+	pthread_mutex_init(&m->mu, NULL);
+	return m;
+}
+
+void cm_model_free(cm_model *m)
+{
+	if (!m)
+		return;
+	if (m->booster)
+		XGBoosterFree(m->booster);
+	for (int i = 0; i < m->ngroups; i++)
+		free(m->groups[i]);
+	free(m->groups);
+	free(m->feat);
+	free(m->gflops);
+	free(m->group);
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+}
+
+static int group_id(cm_model *m, const char *g)
+{
+	for (int i = 0; i < m->ngroups; i++)
+		if (!strcmp(m->groups[i], g))
+			return i;
+	m->groups = xrealloc(m->groups, sizeof(char *) * (size_t)(m->ngroups + 1));
+	m->groups[m->ngroups] = xstrdup(g);
+	return m->ngroups++;
+}
+
+static void add_rows(cm_model *m, int g, int n, const float *f, const double *gflops)
+{
+	if (m->nrows + n > m->caprows) {
+		int cap = m->caprows ? m->caprows : 256;
+		while (cap < m->nrows + n)
+			cap *= 2;
+		m->feat = xrealloc(m->feat, sizeof(float) * (size_t)cap * CM_NFEATURES);
+		m->gflops = xrealloc(m->gflops, sizeof(double) * (size_t)cap);
+		m->group = xrealloc(m->group, sizeof(int) * (size_t)cap);
+		m->caprows = cap;
+	}
+	memcpy(&m->feat[(size_t)m->nrows * CM_NFEATURES], f, sizeof(float) * (size_t)n * CM_NFEATURES);
+	for (int i = 0; i < n; i++) {
+		double v = gflops[i];
+		m->gflops[m->nrows + i] = isfinite(v) && v > 0 ? v : 0;
+		m->group[m->nrows + i] = g;
+	}
+	m->nrows += n;
+}
+
+/* Retrains the booster on every row, when there is something to learn:
+ * enough rows and labels that are not all equal. */
+static int train(cm_model *m, tir_error *err)
+{
+	if (m->nrows < CM_MIN_ROWS)
+		return 0;
+	double *best = xcalloc((size_t)m->ngroups, sizeof(double));
+	for (int i = 0; i < m->nrows; i++)
+		if (m->gflops[i] > best[m->group[i]])
+			best[m->group[i]] = m->gflops[i];
+	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
+	bool varied = false;
+	for (int i = 0; i < m->nrows; i++) {
+		double b = best[m->group[i]];
+		label[i] = b > 0 ? (float)(m->gflops[i] / b) : 0;
+		varied = varied || label[i] != label[0];
+	}
+	free(best);
+	int rc = 0;
+	if (!varied) {
+		free(label);
+		return 0;
+	}
+	DMatrixHandle d = NULL;
+	BoosterHandle bst = NULL;
+	if (XGDMatrixCreateFromMat(m->feat, (bst_ulong)m->nrows, CM_NFEATURES, NAN, &d) ||
+	    XGDMatrixSetFloatInfo(d, "label", label, (bst_ulong)m->nrows) ||
+	    XGBoosterCreate(&d, 1, &bst)) {
+		rc = tir_fail(err, "xgboost: %s", xgb_err());
+		goto out;
+	}
+	static const char *const params[][2] = {
+		{ "objective", "reg:squarederror" }, { "eta", "0.2" }, { "max_depth", "6" },
+		{ "min_child_weight", "1" }, { "nthread", "1" }, { "verbosity", "0" },
+		{ "seed", "0" },
+	};
+	for (size_t i = 0; i < sizeof params / sizeof *params; i++)
+		if (XGBoosterSetParam(bst, params[i][0], params[i][1])) {
+			rc = tir_fail(err, "xgboost: %s", xgb_err());
+			goto out;
+		}
+	for (int it = 0; it < CM_ROUNDS; it++)
+		if (XGBoosterUpdateOneIter(bst, it, d)) {
+			rc = tir_fail(err, "xgboost: %s", xgb_err());
+			goto out;
+		}
+	if (m->booster)
+		XGBoosterFree(m->booster);
+	m->booster = bst;
+	bst = NULL;
+out:
+	if (bst)
+		XGBoosterFree(bst);
+	if (d)
+		XGDMatrixFree(d);
+	free(label);
+	return rc;
+}
+
+int cm_model_add(cm_model *m, const char *group, int n, const float *features,
+		 const double *gflops, tir_error *err)
+{
+	if (n <= 0)
+		return 0;
+	pthread_mutex_lock(&m->mu);
+	add_rows(m, group_id(m, group ? group : ""), n, features, gflops);
+	int rc = train(m, err);
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}
+
+int cm_model_predict(cm_model *m, int n, const float *features, double *scores)
+{
+	pthread_mutex_lock(&m->mu);
+	int rc = -1;
+	DMatrixHandle d = NULL;
+	bst_ulong len = 0;
+	const float *out = NULL;
+	if (!m->booster || n <= 0)
+		goto out;
+	if (XGDMatrixCreateFromMat(features, (bst_ulong)n, CM_NFEATURES, NAN, &d) ||
+	    XGBoosterPredict(m->booster, d, 0, 0, 0, &len, &out) || len != (bst_ulong)n)
+		goto out;
+	for (int i = 0; i < n; i++)
+		scores[i] = out[i];
+	rc = 0;
+out:
+	if (d)
+		XGDMatrixFree(d);
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}
+
+int cm_model_rows(const cm_model *m) { return m->nrows; }
+bool cm_model_trained(const cm_model *m) { return m->booster != NULL; }
+
+/* ---- the blob: "TIRCM1\n\0", then little-endian u32 / f64 / f32 fields ---- */
+
+static const char magic[8] = "TIRCM1\n";
+
+static void put(tir_buf *b, const void *p, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->s = xrealloc(b->s, cap);
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, p, n);
+	b->len += n;
+}
+
+static void put_u32(tir_buf *b, uint32_t v) { put(b, &v, 4); }
+
+int cm_model_save(cm_model *m, unsigned char **blob, size_t *len, tir_error *err)
+{
+	pthread_mutex_lock(&m->mu);
+	tir_buf b = { 0 };
+	put(&b, magic, sizeof magic);
+	put_u32(&b, CM_NFEATURES);
+	put_u32(&b, (uint32_t)m->ngroups);
+	for (int i = 0; i < m->ngroups; i++) {
+		uint32_t n = (uint32_t)strlen(m->groups[i]);
+		put_u32(&b, n);
+		put(&b, m->groups[i], n);
+	}
+	put_u32(&b, (uint32_t)m->nrows);
+	for (int i = 0; i < m->nrows; i++) {
+		put_u32(&b, (uint32_t)m->group[i]);
+		put(&b, &m->gflops[i], sizeof(double));
+		put(&b, &m->feat[(size_t)i * CM_NFEATURES], sizeof(float) * CM_NFEATURES);
+	}
+	int rc = 0;
+	bst_ulong blen = 0;
+	const char *bdata = NULL;
+	if (m->booster && XGBoosterSaveModelToBuffer(m->booster, "{\"format\": \"ubj\"}", &blen, &bdata)) {
+		rc = tir_fail(err, "xgboost: cannot save the booster: %s", xgb_err());
+		blen = 0;
+	}
+	put_u32(&b, (uint32_t)blen);
+	if (blen)
+		put(&b, bdata, (size_t)blen);
+	pthread_mutex_unlock(&m->mu);
+	if (rc) {
+		free(b.s);
+		return rc;
+	}
+	*blob = (unsigned char *)b.s;
+	*len = b.len;
+	return 0;
+}
+
+typedef struct reader {
+	const unsigned char *p;
+	size_t left;
+} reader;
+
+static bool get(reader *r, void *dst, size_t n)
+{
+	if (r->left < n)
+		return false;
+	memcpy(dst, r->p, n);
+	r->p += n;
+	r->left -= n;
+	return true;
+}
+
+cm_model *cm_model_load(const void *blob, size_t len, tir_error *err)
+{
+	reader r = { blob, len };
+	char mg[8];
+	uint32_t nf = 0, ng = 0, nr = 0, blen = 0;
+	if (!get(&r, mg, 8) || memcmp(mg, magic, 8)) {
+		tir_fail(err, "cost model: not a saved model (bad magic)");
+		return NULL;
+	}
+	if (!get(&r, &nf, 4) || nf != CM_NFEATURES) {
+		tir_fail(err, "cost model: saved with %u features, this build has %d", nf, CM_NFEATURES);
+		return NULL;
+	}
+	cm_model *m = cm_model_new();
+	if (!get(&r, &ng, 4) || ng > (1u << 20))
+		goto bad;
+	for (uint32_t i = 0; i < ng; i++) {
+		uint32_t n;
+		if (!get(&r, &n, 4) || n > r.left)
+			goto bad;
+		char *s = xmalloc(n + 1);
+		get(&r, s, n);
+		s[n] = 0;
+		group_id(m, s);
+		free(s);
+	}
+	if (!get(&r, &nr, 4) || (uint64_t)nr * (4 + 8 + 4 * CM_NFEATURES) > r.left)
+		goto bad;
+	float *f = xmalloc(sizeof(float) * CM_NFEATURES);
+	for (uint32_t i = 0; i < nr; i++) {
+		uint32_t g;
+		double gf;
+		if (!get(&r, &g, 4) || g >= ng || !get(&r, &gf, 8) ||
+		    !get(&r, f, sizeof(float) * CM_NFEATURES)) {
+			free(f);
+			goto bad;
+		}
+		add_rows(m, (int)g, 1, f, &gf);
+	}
+	free(f);
+	if (!get(&r, &blen, 4) || blen > r.left)
+		goto bad;
+	if (blen) {
+		if (XGBoosterCreate(NULL, 0, &m->booster) ||
+		    XGBoosterLoadModelFromBuffer(m->booster, r.p, blen)) {
+			tir_fail(err, "cost model: the saved booster does not load: %s", xgb_err());
+			cm_model_free(m);
+			return NULL;
+		}
+		XGBoosterSetParam(m->booster, "nthread", "1");
+	}
+	return m;
+bad:
+	tir_fail(err, "cost model: the saved model is truncated or corrupt");
+	cm_model_free(m);
+	return NULL;
+}
+
+/* ---- the tir_cost_model table ------------------------------------------------ */
+
+static float *features_of(const tir_target *t, int n, const tir_program *const *progs,
+			  bool *ok)
+{
+	float *f = xcalloc((size_t)n * CM_NFEATURES, sizeof(float));
+	for (int i = 0; i < n; i++) {
+		tir_error e;
+		ok[i] = cm_features(progs[i], t, &f[(size_t)i * CM_NFEATURES], &e) == 0;
+	}
+	return f;
+}
+
+static int xgb_predict(void *self, const tir_workload *w, const tir_target *t, int n,
+		       const tir_program *const *progs, double *scores)
+{
+	cm_model *m = self;
+	if (!cm_model_trained(m))
+		return -1;
+	bool *ok = xcalloc((size_t)n, sizeof(bool));
+	float *f = features_of(t, n, progs, ok);
+	int rc = cm_model_predict(m, n, f, scores);
+	for (int i = 0; rc == 0 && i < n; i++)
+		if (!ok[i])
+			scores[i] = -1e30;
+	free(f);
+	free(ok);
+	return rc;
+}
+
+static void xgb_update(void *self, const tir_workload *w, const tir_target *t, int n,
+		       const tir_program *const *progs, const double *gflops)
+{
+	cm_model *m = self;
+	bool *ok = xcalloc((size_t)n, sizeof(bool));
+	float *f = features_of(t, n, progs, ok);
+	/* rows whose features could not be computed are left out */
+	int k = 0;
+	double *g = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+	for (int i = 0; i < n; i++)
+		if (ok[i]) {
+			memmove(&f[(size_t)k * CM_NFEATURES], &f[(size_t)i * CM_NFEATURES],
+				sizeof(float) * CM_NFEATURES);
+			g[k++] = gflops[i];
+		}
+	tir_error e;
+	cm_model_add(m, tir_workload_key(w), k, f, g, &e);
+	free(g);
+	free(f);
+	free(ok);
+}
+
+const tir_cost_model cm_xgboost = { "xgboost", xgb_predict, xgb_update };

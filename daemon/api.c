@@ -1,0 +1,632 @@
+/*
+ * api.c — the handlers of tird's read and job routes (the table is
+ * TIRD_ROUTES in tird.h; the worker routes are in workers.c).
+ *
+ * GET /v1/best is the hot path (CI and people asking for the best schedule of
+ * an op): its answers are kept in a small in-memory cache keyed by the query
+ * string and stamped with d->best_gen, which every change of a best row bumps,
+ * so a cached answer is never stale and a miss costs one indexed query.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tird.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* ---- the best-query cache -------------------------------------------------------- */
+
+#define BEST_SLOTS 128
+
+typedef struct best_slot {
+	char *query, *body;
+	unsigned long gen;
+} best_slot;
+
+typedef struct best_cache {
+	pthread_rwlock_t lock;
+	best_slot slot[BEST_SLOTS];
+} best_cache;
+
+static unsigned hash(const char *s)
+{
+	unsigned h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+void api_init(tird *d)
+{
+	best_cache *c = calloc(1, sizeof *c);
+	if (!c)
+		abort();
+	pthread_rwlock_init(&c->lock, NULL);
+	d->best_cache = c;
+}
+
+void api_free(tird *d)
+{
+	best_cache *c = d->best_cache;
+	if (!c)
+		return;
+	for (int i = 0; i < BEST_SLOTS; i++) {
+		free(c->slot[i].query);
+		free(c->slot[i].body);
+	}
+	pthread_rwlock_destroy(&c->lock);
+	free(c);
+	d->best_cache = NULL;
+}
+
+/* A copy of the cached answer to query at generation gen, or NULL. */
+static char *cache_get(best_cache *c, const char *query, unsigned long gen)
+{
+	best_slot *s = &c->slot[hash(query) % BEST_SLOTS];
+	char *body = NULL;
+	pthread_rwlock_rdlock(&c->lock);
+	if (s->query && s->gen == gen && !strcmp(s->query, query))
+		body = strdup(s->body);
+	pthread_rwlock_unlock(&c->lock);
+	return body;
+}
+
+static void cache_put(best_cache *c, const char *query, const char *body, unsigned long gen)
+{
+	best_slot *s = &c->slot[hash(query) % BEST_SLOTS];
+	char *q = strdup(query), *b = strdup(body);
+	pthread_rwlock_wrlock(&c->lock);
+	free(s->query);
+	free(s->body);
+	s->query = q;
+	s->body = b;
+	s->gen = gen;
+	pthread_rwlock_unlock(&c->lock);
+}
+
+/* ---- small routes ------------------------------------------------------------------- */
+
+void api_healthz(http_req *r, http_resp *out)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", atomic_load(&r->d->stopping) ? "stopping" : "ok");
+	cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
+	cJSON_AddNumberToObject(o, "schema", store_schema_version(r->d->db));
+	cJSON_AddStringToObject(o, "cpu", r->d->cpu.key);
+	cJSON_AddNumberToObject(o, "uptime_s", store_now() - r->d->started);
+	http_json(out, 200, o);
+}
+
+void api_metrics(http_req *r, http_resp *out)
+{
+	out->status = 200;
+	out->body = metrics_render(r->d);
+	out->content_type = "text/plain; version=0.0.4";
+}
+
+void api_fuse(http_req *r, http_resp *out)
+{
+	(void)r;
+	http_error(out, 501, "not_implemented",
+		   "the fusion planner is not in this build yet");
+}
+
+/* ---- jobs ----------------------------------------------------------------------------- */
+
+static bool parse_id(const char *s, int64_t *id)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v <= 0)
+		return false;
+	*id = v;
+	return true;
+}
+
+void api_jobs_submit(http_req *r, http_resp *out)
+{
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	jobs_submit(r->d->jobs, body, out);
+	cJSON_Delete(body);
+}
+
+void api_jobs_list(http_req *r, http_resp *out)
+{
+	const char *st = http_query(r, "state"), *lim = http_query(r, "limit");
+	int state = -1;
+	if (st && (state = store_job_state_parse(st)) < 0) {
+		http_error(out, 400, "bad_request", "state: \"%s\" is not queued, running, done, "
+			   "failed or cancelled", st);
+		return;
+	}
+	int limit = lim ? atoi(lim) : 100;
+	jobs_list(r->d->jobs, state, limit > 0 ? limit : 100, out);
+}
+
+void api_job_get(http_req *r, http_resp *out)
+{
+	int64_t id;
+	if (!parse_id(r->arg, &id)) {
+		http_error(out, 404, "not_found", "no job \"%s\" (job ids are positive integers)",
+			   r->arg);
+		return;
+	}
+	const char *w = http_query(r, "wait"), *v = http_query(r, "version");
+	jobs_get(r->d->jobs, id, w ? atof(w) : 0, v ? atol(v) : 0, out);
+}
+
+void api_job_cancel(http_req *r, http_resp *out)
+{
+	int64_t id;
+	if (!parse_id(r->arg, &id)) {
+		http_error(out, 404, "not_found", "no job \"%s\"", r->arg);
+		return;
+	}
+	jobs_cancel(r->d->jobs, id, out);
+}
+
+/* ---- best -------------------------------------------------------------------------------- */
+
+/* "cpu" and "cuda" ask for every target of that kind; a full key for itself. */
+static void target_filter(const char *t, char *buf, size_t n)
+{
+	if (!strcmp(t, "cpu") || !strcmp(t, "cuda"))
+		snprintf(buf, n, "%s:", t);
+	else
+		snprintf(buf, n, "%s", t);
+}
+
+typedef struct where {
+	char key[64];
+	const char *value;
+} where;
+
+typedef struct best_ctx {
+	cJSON *arr;
+	where w[16];
+	int nw;
+	bool bad;
+	char why[160];
+} best_ctx;
+
+static void add_where(void *ctx, const char *v)
+{
+	best_ctx *b = ctx;
+	const char *eq = strchr(v, '=');
+	if (!eq || eq == v || (size_t)(eq - v) >= sizeof b->w[0].key || b->nw == 16) {
+		b->bad = true;
+		snprintf(b->why, sizeof b->why, "where: \"%.80s\" is not KEY=VALUE (at most 16)", v);
+		return;
+	}
+	snprintf(b->w[b->nw].key, sizeof b->w[0].key, "%.*s", (int)(eq - v), v);
+	b->w[b->nw++].value = eq + 1;
+}
+
+static bool where_match(const cJSON *x, const char *value)
+{
+	if (cJSON_IsNumber(x)) {
+		char *end;
+		double v = strtod(value, &end);
+		return end != value && !*end && v == x->valuedouble;
+	}
+	if (cJSON_IsString(x))
+		return !strcmp(x->valuestring, value);
+	char *s = cJSON_PrintUnformatted(x);
+	bool eq = s && !strcmp(s, value);
+	free(s);
+	return eq;
+}
+
+static void best_one(void *ctx, const store_best *b)
+{
+	best_ctx *c = ctx;
+	cJSON *o = best_json(b, false);
+	if (!o)
+		return;
+	const cJSON *w = cJSON_GetObjectItem(o, "workload");
+	for (int i = 0; i < c->nw; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(w, c->w[i].key);
+		if (!x || !where_match(x, c->w[i].value)) {
+			cJSON_Delete(o);
+			return;
+		}
+	}
+	cJSON_AddItemToArray(c->arr, o);
+}
+
+void api_best(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	unsigned long gen = atomic_load(&d->best_gen);
+	char *q = http_query_string(r);
+	char *hit = cache_get(d->best_cache, q, gen);
+	if (hit) {
+		atomic_fetch_add(&d->metrics.best_cache_hits, 1);
+		free(q);
+		out->status = 200;
+		out->body = hit;
+		return;
+	}
+	const char *op = http_query(r, "op"), *t = http_query(r, "target");
+	char tf[130];
+	if (t && *t)
+		target_filter(t, tf, sizeof tf);
+	best_ctx c = { .arr = cJSON_CreateArray() };
+	http_query_each(r, "where", add_where, &c);
+	if (c.bad) {
+		cJSON_Delete(c.arr);
+		free(q);
+		http_error(out, 400, "bad_request", "%s", c.why);
+		return;
+	}
+	store_error err;
+	if (store_best_each(d->db, op && *op ? op : NULL, t && *t ? tf : NULL, best_one, &c,
+			    &err) < 0) {
+		cJSON_Delete(c.arr);
+		free(q);
+		http_error(out, 500, "store", "%s", err.msg);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "best", c.arr);
+	http_json(out, 200, o);
+	cache_put(d->best_cache, q, out->body, gen);
+	free(q);
+}
+
+/* ---- workloads: the best programs, traces and code ----------------------------------------- */
+
+typedef struct wl_ctx {
+	const char *key;
+	store_best *rows;
+	int n, cap;
+} wl_ctx;
+
+static void wl_row(void *ctx, const store_best *b)
+{
+	wl_ctx *c = ctx;
+	if (strcmp(b->workload_key, c->key) != 0)
+		return;
+	if (c->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 4;
+		c->rows = realloc(c->rows, (size_t)c->cap * sizeof *c->rows);
+		if (!c->rows)
+			abort();
+	}
+	store_best *dst = &c->rows[c->n++];
+	*dst = *b;
+	dst->op = b->op ? strdup(b->op) : NULL;
+	dst->canonical = b->canonical ? strdup(b->canonical) : NULL;
+	dst->trace = b->trace ? strdup(b->trace) : NULL;
+}
+
+/* Adds "tir" and/or "source" of the best trace to o. */
+static void add_program(cJSON *o, const store_best *b, bool tir, bool source)
+{
+	tir_error err = { "" };
+	tir_workload *w = tir_workload_parse(b->canonical, strlen(b->canonical), NULL, &err);
+	tir_sched *s = w ? tir_sched_new(w, 0, &err) : NULL;
+	tir_target t;
+	if (!s || tir_sched_replay(s, b->trace, &err)) {
+		cJSON_AddStringToObject(o, "error", err.msg);
+		goto out;
+	}
+	if (tir) {
+		char *p = tir_program_print(tir_sched_program(s));
+		cJSON_AddStringToObject(o, "tir", p ? p : "");
+		free(p);
+	}
+	if (source) {
+		tir_code *code = NULL;
+		if (tir_target_parse(b->target, &t, &err) == 0)
+			code = tir_codegen(tir_sched_program(s), &t, &err);
+		if (code)
+			cJSON_AddStringToObject(o, "source", code->source ? code->source : "");
+		else
+			cJSON_AddStringToObject(o, "error", err.msg);
+		tir_code_free(code);
+	}
+out:
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+
+void api_workload(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	char *canon = NULL, *op = NULL;
+	double flops = 0;
+	store_error err;
+	int rc = store_workload_get(d->db, r->arg, &canon, &op, &flops, &err);
+	if (rc <= 0) {
+		if (rc < 0)
+			http_error(out, 500, "store", "%s", err.msg);
+		else
+			http_error(out, 404, "not_found", "no workload %s is stored", r->arg);
+		return;
+	}
+	const char *t = http_query(r, "target"), *inc = http_query(r, "include");
+	bool tir = inc && strstr(inc, "tir"), source = inc && strstr(inc, "source");
+	char tf[130];
+	if (t && *t)
+		target_filter(t, tf, sizeof tf);
+	wl_ctx c = { .key = r->arg };
+	if (store_best_each(d->db, op, t && *t ? tf : NULL, wl_row, &c, &err) < 0) {
+		free(canon);
+		free(op);
+		http_error(out, 500, "store", "%s", err.msg);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "workload_key", r->arg);
+	cJSON *w = cJSON_Parse(canon);
+	cJSON_AddItemToObject(o, "workload", w ? w : cJSON_CreateNull());
+	cJSON_AddStringToObject(o, "op", op);
+	cJSON_AddNumberToObject(o, "flops", flops);
+	cJSON *arr = cJSON_AddArrayToObject(o, "best");
+	for (int i = 0; i < c.n; i++) {
+		cJSON *e = best_json(&c.rows[i], true);
+		if (e && (tir || source))
+			add_program(e, &c.rows[i], tir, source);
+		if (e)
+			cJSON_AddItemToArray(arr, e);
+		store_best_clear(&c.rows[i]);
+	}
+	free(c.rows);
+	free(canon);
+	free(op);
+	http_json(out, 200, o);
+}
+
+/* ---- records: export and import -------------------------------------------------------------- */
+
+#define RECORDS_FORMAT "tird-records/1"
+
+typedef struct export_ctx {
+	cJSON *recs, *keys;        /* keys: an object used as a set */
+} export_ctx;
+
+static void export_one(void *ctx, const store_record *r)
+{
+	export_ctx *e = ctx;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", r->id);
+	cJSON_AddStringToObject(o, "workload_key", r->workload_key);
+	cJSON_AddStringToObject(o, "target", r->target);
+	cJSON_AddStringToObject(o, "trace", r->trace);
+	cJSON_AddStringToObject(o, "status", r->status);
+	if (r->latency_us > 0)
+		cJSON_AddNumberToObject(o, "latency_us", r->latency_us);
+	if (r->max_rel_error >= 0)
+		cJSON_AddNumberToObject(o, "max_rel_error", r->max_rel_error);
+	if (r->message)
+		cJSON_AddStringToObject(o, "message", r->message);
+	if (r->worker)
+		cJSON_AddStringToObject(o, "worker", r->worker);
+	cJSON_AddNumberToObject(o, "created", r->created);
+	cJSON_AddItemToArray(e->recs, o);
+	if (!cJSON_HasObjectItem(e->keys, r->workload_key))
+		cJSON_AddNullToObject(e->keys, r->workload_key);
+}
+
+void api_records_export(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	const char *wk = http_query(r, "workload"), *t = http_query(r, "target");
+	export_ctx e = { cJSON_CreateArray(), cJSON_CreateObject() };
+	store_error err;
+	if (store_records_each(d->db, wk && *wk ? wk : NULL, t && *t ? t : NULL, export_one, &e,
+			       &err) < 0) {
+		cJSON_Delete(e.recs);
+		cJSON_Delete(e.keys);
+		http_error(out, 500, "store", "%s", err.msg);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "format", RECORDS_FORMAT);
+	cJSON *wls = cJSON_AddObjectToObject(o, "workloads");
+	for (cJSON *k = e.keys->child; k; k = k->next) {
+		char *canon = NULL;
+		if (store_workload_get(d->db, k->string, &canon, NULL, NULL, &err) == 1) {
+			cJSON *w = cJSON_Parse(canon);
+			if (w)
+				cJSON_AddItemToObject(wls, k->string, w);
+		}
+		free(canon);
+	}
+	cJSON_Delete(e.keys);
+	cJSON_AddItemToObject(o, "records", e.recs);
+	http_json(out, 200, o);
+}
+
+static const char *str_field(const cJSON *o, const char *name)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+static double num_field(const cJSON *o, const char *name, double def)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsNumber(x) ? x->valuedouble : def;
+}
+
+void api_records_import(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *wls = cJSON_GetObjectItemCaseSensitive(body, "workloads");
+	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(body, "records");
+	const char *fmt = str_field(body, "format");
+	store_error err;
+	if ((fmt && strcmp(fmt, RECORDS_FORMAT)) || !cJSON_IsObject(wls) || !cJSON_IsArray(recs)) {
+		http_error(out, 400, "bad_request", "expected an export of tirctl: {\"format\": "
+			   "\"" RECORDS_FORMAT "\", \"workloads\": {...}, \"records\": [...]}");
+		goto out;
+	}
+	/* 1. check everything; 2. store it (each record one transaction) */
+	const cJSON *x;
+	int i = 0;
+	cJSON_ArrayForEach(x, wls) {
+		char *text = cJSON_PrintUnformatted(x);
+		tir_error terr = { "" };
+		tir_workload *w = tir_workload_parse(text, strlen(text), &d->cfg.limits, &terr);
+		free(text);
+		if (!w) {
+			http_error(out, 400, "invalid_workload", "workloads[\"%.64s\"]: %s",
+				   x->string, terr.msg);
+			goto out;
+		}
+		bool same = !strcmp(tir_workload_key(w), x->string);
+		tir_workload_free(w);
+		if (!same) {
+			http_error(out, 400, "invalid_workload", "workloads[\"%.64s\"]: the key is "
+				   "not the SHA-256 of the workload's canonical form", x->string);
+			goto out;
+		}
+	}
+	cJSON_ArrayForEach(x, recs) {
+		const char *wk = str_field(x, "workload_key"), *t = str_field(x, "target");
+		tir_target tt;
+		tir_error terr = { "" };
+		if (!wk || !t || !str_field(x, "trace") || !str_field(x, "status")) {
+			http_error(out, 400, "bad_request", "records[%d]: workload_key, target, trace "
+				   "and status are required strings", i);
+			goto out;
+		}
+		if (!cJSON_HasObjectItem(wls, wk)) {
+			http_error(out, 400, "bad_request", "records[%d]: workload %.64s is not in "
+				   "\"workloads\"", i, wk);
+			goto out;
+		}
+		if (!strchr(t, ':') || tir_target_parse(t, &tt, &terr)) {
+			http_error(out, 400, "invalid_target", "records[%d]: target \"%.64s\" is not "
+				   "a full target key%s%s", i, t, terr.msg[0] ? ": " : "", terr.msg);
+			goto out;
+		}
+		i++;
+	}
+	cJSON_ArrayForEach(x, wls) {
+		char *text = cJSON_PrintUnformatted(x);
+		tir_workload *w = tir_workload_parse(text, strlen(text), &d->cfg.limits, NULL);
+		free(text);
+		int rc = w ? store_workload_put(d->db, tir_workload_key(w), tir_workload_op(w),
+						tir_workload_canonical(w), tir_workload_flops(w),
+						&err) : 0;
+		tir_workload_free(w);
+		if (rc) {
+			http_error(out, 500, "store", "%s", err.msg);
+			goto out;
+		}
+	}
+	int added = 0, present = 0;
+	cJSON_ArrayForEach(x, recs) {
+		const char *t = str_field(x, "target");
+		if (store_target_put(d->db, t, strncmp(t, "cuda:", 5) ? "cpu" : "cuda", &err)) {
+			http_error(out, 500, "store", "%s", err.msg);
+			goto out;
+		}
+		/* the id is recomputed from the content, so a record imported twice,
+		 * or exported by two caches, is stored once */
+		store_record rec = { .workload_key = str_field(x, "workload_key"), .target = t,
+				     .trace = str_field(x, "trace"),
+				     .status = str_field(x, "status"),
+				     .latency_us = num_field(x, "latency_us", 0),
+				     .max_rel_error = num_field(x, "max_rel_error", -1),
+				     .message = str_field(x, "message"),
+				     .worker = str_field(x, "worker"),
+				     .created = num_field(x, "created", 0) };
+		bool changed = false;
+		int rc = store_record_add(d->db, &rec, &changed, &err);
+		if (rc < 0) {
+			http_error(out, 500, "store", "after %d records: %s", added, err.msg);
+			goto out;
+		}
+		if (changed)
+			atomic_fetch_add(&d->best_gen, 1);
+		added += rc == 1;
+		present += rc == 0;
+	}
+	log_info("import: %d records added, %d already stored", added, present);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "imported", added);
+	cJSON_AddNumberToObject(o, "skipped", present);
+	http_json(out, 200, o);
+out:
+	cJSON_Delete(body);
+}
+
+/* ---- lower: a program and its code, no measurement ------------------------------------------------ */
+
+void api_lower(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *wj = cJSON_GetObjectItemCaseSensitive(body, "workload");
+	const char *ts = str_field(body, "target");
+	const cJSON *trj = cJSON_GetObjectItemCaseSensitive(body, "trace");
+	tir_error err = { "" };
+	tir_workload *w = NULL;
+	tir_sched *s = NULL;
+	tir_code *code = NULL;
+	char *text = NULL, *trace = NULL, *prog = NULL;
+	tir_target t;
+	if (!cJSON_IsObject(wj) || !ts) {
+		http_error(out, 400, "bad_request", "expected {\"workload\": {...}, \"target\": "
+			   "\"...\", \"trace\": {...} (optional)}");
+		goto out;
+	}
+	text = cJSON_PrintUnformatted(wj);
+	if (!(w = tir_workload_parse(text, strlen(text), &d->cfg.limits, &err))) {
+		http_error(out, 400, "invalid_workload", "%s", err.msg);
+		goto out;
+	}
+	if (tird_resolve_target(d, ts, &t, &err)) {
+		http_error(out, 400, "invalid_target", "%s", err.msg);
+		goto out;
+	}
+	if (!(s = tir_sched_new(w, 0, &err))) {
+		http_error(out, 500, "internal", "%s", err.msg);
+		goto out;
+	}
+	if (trj) {
+		trace = cJSON_IsString(trj) ? strdup(trj->valuestring) : cJSON_PrintUnformatted(trj);
+		if (tir_sched_replay(s, trace, &err)) {
+			http_error(out, 400, "invalid_trace", "%s", err.msg);
+			goto out;
+		}
+	}
+	if (tir_verify(tir_sched_program(s), &t, &err)) {
+		http_error(out, 400, "invalid_schedule", "%s", err.msg);
+		goto out;
+	}
+	if (!(code = tir_codegen(tir_sched_program(s), &t, &err))) {
+		http_error(out, 400, "codegen", "%s", err.msg);
+		goto out;
+	}
+	prog = tir_program_print(tir_sched_program(s));
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "workload_key", tir_workload_key(w));
+	cJSON_AddStringToObject(o, "target", t.key);
+	cJSON_AddStringToObject(o, "program", prog ? prog : "");
+	cJSON_AddStringToObject(o, "source", code->source ? code->source : "");
+	http_json(out, 200, o);
+out:
+	free(prog);
+	free(trace);
+	free(text);
+	tir_code_free(code);
+	tir_sched_free(s);
+	tir_workload_free(w);
+	cJSON_Delete(body);
+}

@@ -1,0 +1,221 @@
+/*
+ * config.c — tird's settings: one table (TIRD_CONFIG in tird.h) gives the
+ * defaults, the config-file names, the flags and the help text.  Precedence:
+ * defaults, then the --config file, then the other flags (main.c applies
+ * them in that order).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tird.h"
+
+enum { CFG_STR, CFG_INT, CFG_BOOL };
+
+typedef struct setting {
+	const char *name;
+	int type;
+	size_t off;
+	const char *def, *help;
+} setting;
+
+static const setting settings[] = {
+#define TIRD_CFG_ROW(name, type, f, def, help) \
+	{ #name, CFG_##type, offsetof(tird_config, f), def, help },
+	TIRD_CONFIG(TIRD_CFG_ROW)
+#undef TIRD_CFG_ROW
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static int set_one(tird_config *c, const setting *s, const char *v, char *msg, size_t n)
+{
+	void *p = (char *)c + s->off;
+	switch (s->type) {
+	case CFG_STR: {
+		char **sp = p;
+		free(*sp);
+		*sp = strdup(v);
+		return 0;
+	}
+	case CFG_INT: {
+		char *end;
+		errno = 0;
+		long x = strtol(v, &end, 10);
+		if (errno || end == v || *end || x < 0) {
+			snprintf(msg, n, "%s: \"%s\" is not a non-negative integer", s->name, v);
+			return -1;
+		}
+		*(long *)p = x;
+		return 0;
+	}
+	default:
+		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "on"))
+			*(bool *)p = true;
+		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0") ||
+			 !strcmp(v, "off"))
+			*(bool *)p = false;
+		else {
+			snprintf(msg, n, "%s: \"%s\" is not true or false", s->name, v);
+			return -1;
+		}
+		return 0;
+	}
+}
+
+void config_defaults(tird_config *c)
+{
+	memset(c, 0, sizeof *c);
+	char msg[64];
+	for (size_t i = 0; i < NSETTINGS; i++)
+		set_one(c, &settings[i], settings[i].def, msg, sizeof msg);
+}
+
+int config_set(tird_config *c, const char *name, const char *value, char *msg, size_t n)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (!strcmp(settings[i].name, name))
+			return set_one(c, &settings[i], value, msg, n);
+	snprintf(msg, n, "unknown setting \"%s\"", name);
+	return -1;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load(tird_config *c, const char *path, char *msg, size_t n)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(msg, n, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[1024];
+	int lineno = 0, rc = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = trim(line);
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(msg, n, "%s:%d: expected name = value", path, lineno);
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		char *name = trim(s), *value = trim(eq + 1), m[256];
+		size_t vl = strlen(value);
+		if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+			value[vl - 1] = '\0';
+			value++;
+		}
+		if (config_set(c, name, value, m, sizeof m)) {
+			snprintf(msg, n, "%s:%d: %s", path, lineno, m);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int config_finish(tird_config *c, char *msg, size_t n)
+{
+	/* listen: HOST:PORT, or :PORT / PORT for 127.0.0.1 */
+	const char *colon = strrchr(c->listen, ':');
+	const char *port = colon ? colon + 1 : c->listen;
+	size_t hl = colon ? (size_t)(colon - c->listen) : 0;
+	char *end;
+	long p = strtol(port, &end, 10);
+	if (!*port || *end || p < 0 || p > 65535 || hl >= sizeof c->host) {
+		snprintf(msg, n, "listen: \"%s\" is not HOST:PORT", c->listen);
+		return -1;
+	}
+	snprintf(c->host, sizeof c->host, "%.*s", (int)hl, c->listen);
+	if (!c->host[0] || !strcmp(c->host, "localhost"))
+		snprintf(c->host, sizeof c->host, "127.0.0.1");
+	c->port = (int)p;
+	int lv = log_level_parse(c->log_level);
+	if (lv < 0) {
+		snprintf(msg, n, "log_level: \"%s\" is not debug, info, warn or error",
+			 c->log_level);
+		return -1;
+	}
+	log_set_level((log_level)lv);
+	if (c->tuning_threads < 1 || c->tuning_threads > 64 || c->default_batch < 1 ||
+	    c->default_trials < 1 || c->lease_s < 1 || c->max_body < 256) {
+		snprintf(msg, n, "tuning_threads, default_batch, default_trials and lease_s "
+			 "must be positive (tuning_threads at most 64), max_body at least 256");
+		return -1;
+	}
+	c->limits = tir_limits_default();
+	if (c->max_extent)
+		c->limits.max_extent = c->max_extent;
+	if (c->max_elements)
+		c->limits.max_elements = c->max_elements;
+	if (c->max_gflop)
+		c->limits.max_flops = (double)c->max_gflop * 1e9;
+	if ((size_t)c->max_body < c->limits.max_json_bytes)
+		c->limits.max_json_bytes = (size_t)c->max_body;
+	free(c->token);
+	c->token = NULL;
+	if (c->token_file[0]) {
+		FILE *f = fopen(c->token_file, "r");
+		char buf[512] = "";
+		if (!f || !fgets(buf, sizeof buf, f)) {
+			snprintf(msg, n, "token_file %s: %s", c->token_file,
+				 f ? "empty" : strerror(errno));
+			if (f)
+				fclose(f);
+			return -1;
+		}
+		fclose(f);
+		char *t = trim(buf);
+		if (strlen(t) < 8) {
+			snprintf(msg, n, "token_file %s: the token is shorter than 8 characters",
+				 c->token_file);
+			return -1;
+		}
+		c->token = strdup(t);
+	}
+	return 0;
+}
+
+void config_usage(void)
+{
+	printf("usage: tird [--config FILE] [--NAME VALUE ...]\n"
+	       "       tird --help | --version\n\n"
+	       "Settings (config file `name = value`, flag --name with '-' for '_'):\n");
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		char flag[64];
+		snprintf(flag, sizeof flag, "--%s", settings[i].name);
+		for (char *p = flag + 2; *p; p++)
+			if (*p == '_')
+				*p = '-';
+		printf("  %-20s %s (default %s)\n", flag, settings[i].help,
+		       settings[i].def[0] ? settings[i].def : "none");
+	}
+}
+
+void config_free(tird_config *c)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (settings[i].type == CFG_STR) {
+			char **sp = (char **)((char *)c + settings[i].off);
+			free(*sp);
+			*sp = NULL;
+		}
+	free(c->token);
+	c->token = NULL;
+}

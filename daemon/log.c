@@ -1,0 +1,53 @@
+/*
+ * log.c — leveled log lines on stderr:
+ *   2026-11-30T12:00:00.123Z tird[1234] info: job 3: queued -> running
+ * One write(2) per line, so lines of different threads never interleave.
+ * The level is set once at start-up, before any thread exists.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include "tird.h"
+
+static log_level threshold = LOG_INFO;   /* written before threads start */
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+
+void log_set_level(log_level l)
+{
+	threshold = l;
+}
+
+int log_level_parse(const char *name)
+{
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(name, level_names[i]))
+			return i;
+	return -1;
+}
+
+void log_msg(log_level l, const char *fmt, ...)
+{
+	if (l < threshold)
+		return;
+	char line[1024];
+	struct timeval tv;
+	struct tm tm;
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+	n += snprintf(line + n, sizeof line - (size_t)n, ".%03dZ tird[%d] %s: ",
+		      (int)(tv.tv_usec / 1000), (int)getpid(), level_names[l]);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	n = m < 0 ? n : n + m;
+	if (n > (int)sizeof line - 2)
+		n = (int)sizeof line - 2;
+	line[n++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+	(void)w;
+}

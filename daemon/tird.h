@@ -1,0 +1,288 @@
+/*
+ * tird.h — the daemon's parts and what they share.  Internal to daemon/.
+ *
+ *   main.c     flags and config, start-up, the cron thread, local workers,
+ *              graceful shutdown on SIGTERM / SIGINT
+ *   config.c   the configuration: defaults, `key = value` files, --flags
+ *   log.c      leveled logs to stderr
+ *   http.c     libmicrohttpd, the route table (TIRD_ROUTES), bodies, limits,
+ *              authentication, JSON errors, request metrics
+ *   api.c      the handlers of the job, best, workload, record, lower routes
+ *   jobs.c     the job state machine and the tuning threads (tir_tune)
+ *   workers.c  the worker registry, leases, the measurement dispatcher
+ *   metrics.c  counters and the Prometheus text of GET /metrics
+ *
+ * Ownership: one `tird` struct, made by main(), owns everything (store, jobs,
+ * workers, http, metrics); the parts get a pointer to it and keep no global
+ * state of their own.  The only global is main.c's signal flag.
+ */
+#ifndef TIRD_H
+#define TIRD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cJSON.h>
+#include "tir.h"
+#include "costmodel/costmodel.h"
+#include "store.h"
+
+typedef struct tird tird;
+
+/* ---- log.c -------------------------------------------------------------------- */
+
+typedef enum { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR } log_level;
+
+/* Sets the threshold (before any thread starts). */
+void log_set_level(log_level l);
+/* -1 for an unknown name ("debug", "info", "warn", "error"). */
+int log_level_parse(const char *name);
+void log_msg(log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* ---- config.c ------------------------------------------------------------------ */
+
+/* Every setting once: X(name, type, field, default, help).  A config file
+ * line is `name = value`; the flag is --name with '_' written as '-'. */
+#define TIRD_CONFIG(X) \
+	X(listen,          STR,  listen,          "127.0.0.1:8642", "address and port to listen on") \
+	X(db,              STR,  db,              "./tird.db",      "SQLite database file") \
+	X(local_workers,   STR,  local_workers,   "auto",  "auto, none, cpu, cuda or cpu,cuda") \
+	X(token_file,      STR,  token_file,      "",      "file holding the bearer token writes need") \
+	X(protect_reads,   BOOL, protect_reads,   "false", "reads need the token too") \
+	X(log_level,       STR,  log_level,       "info",  "debug, info, warn or error") \
+	X(tuning_threads,  INT,  tuning_threads,  "2",     "jobs tuned at once") \
+	X(default_trials,  INT,  default_trials,  "64",    "trials of a job that names none") \
+	X(max_trials,      INT,  max_trials,      "100000", "most trials one job may ask") \
+	X(default_batch,   INT,  default_batch,   "16",    "candidates measured per round") \
+	X(lease_s,         INT,  lease_s,         "15",    "a silent worker loses its lease after this") \
+	X(worker_wait_s,   INT,  worker_wait_s,   "300",   "a job fails when no worker for its target comes in this") \
+	X(max_body,        INT,  max_body,        "65536", "largest request body, bytes (413 above)") \
+	X(max_import_body, INT,  max_import_body, "67108864", "largest import / results body, bytes") \
+	X(max_connections, INT,  max_connections, "1024",  "open connections at once") \
+	X(max_extent,      INT,  max_extent,      "0",     "workload limit: one dimension (0: libtir's default)") \
+	X(max_elements,    INT,  max_elements,    "0",     "workload limit: one buffer, elements (0: default)") \
+	X(max_gflop,       INT,  max_gflop,       "0",     "workload limit: GFLOP per call (0: default)") \
+	X(worker_bin,      STR,  worker_bin,      "",      "tird-worker to start for local workers (default: beside tird)")
+
+typedef struct tird_config {
+#define TIRD_CFG_FIELD_STR(f)  char *f;
+#define TIRD_CFG_FIELD_INT(f)  long f;
+#define TIRD_CFG_FIELD_BOOL(f) bool f;
+#define TIRD_CFG_FIELD(name, type, f, def, help) TIRD_CFG_FIELD_##type(f)
+	TIRD_CONFIG(TIRD_CFG_FIELD)
+#undef TIRD_CFG_FIELD
+	char *token;               /* read from token_file; NULL: none */
+	char host[64];             /* listen, split */
+	int port;
+	tir_limits limits;         /* from the max_* settings */
+} tird_config;
+
+/* Fills the defaults. */
+void config_defaults(tird_config *c);
+/* Sets one setting by name (as in a file); -1 with a message on a bad name
+ * or value. */
+int config_set(tird_config *c, const char *name, const char *value, char *msg, size_t n);
+/* Reads `name = value` lines ('#' starts a comment). */
+int config_load(tird_config *c, const char *path, char *msg, size_t n);
+/* Derives host/port, limits and the token; checks ranges. */
+int config_finish(tird_config *c, char *msg, size_t n);
+void config_usage(void);
+void config_free(tird_config *c);
+
+/* ---- metrics.c ----------------------------------------------------------------- */
+
+#define TIRD_LAT_BUCKETS 12
+
+typedef struct tird_metrics {
+	atomic_ulong trials;                   /* measured candidates stored */
+	atomic_ulong measure_errors[8];        /* by tir_measure_status */
+	atomic_ulong jobs_submitted, jobs_cached, jobs_joined;
+	atomic_ulong jobs_ended[8];            /* by store_job_state */
+	atomic_ulong batches_requeued;
+	atomic_ulong best_cache_hits;
+	/* HTTP: by route (index in the table) and status class (1xx..5xx) */
+	atomic_ulong http_requests[64][6];
+	atomic_ulong http_lat_bucket[64][TIRD_LAT_BUCKETS + 1];
+	atomic_ulong http_lat_sum_us[64];
+} tird_metrics;
+
+/* Latency bucket bounds in seconds, for the histogram. */
+extern const double tird_lat_bounds[TIRD_LAT_BUCKETS];
+void metrics_observe_http(tird_metrics *m, int route, int status, double seconds);
+/* The Prometheus text of every metric (malloc'd). */
+char *metrics_render(tird *d);
+
+/* ---- http.c ---------------------------------------------------------------------- */
+
+typedef enum { HTTP_GET, HTTP_POST, HTTP_DELETE, HTTP_NMETHODS } http_method;
+
+/* One request as a handler sees it. */
+typedef struct http_req {
+	tird *d;
+	void *conn;                /* struct MHD_Connection */
+	http_method method;
+	const char *url;
+	const char *arg;           /* the path segment matched by '*', or "" */
+	const char *body;          /* NUL-terminated, may be "" */
+	size_t len;
+} http_req;
+
+/* What a handler answers; body malloc'd (http.c frees it). */
+typedef struct http_resp {
+	int status;
+	char *body;
+	const char *content_type;  /* NULL: application/json */
+} http_resp;
+
+typedef void (*http_handler)(http_req *r, http_resp *out);
+
+/* The routes: X(method, pattern, handler, access, body limit).  '*' in a
+ * pattern matches one path segment (http_req.arg).  access: OPEN (never
+ * needs the token), READ (needs it with protect_reads), WRITE (needs it when
+ * a token is set).  body: SMALL (max_body) or LARGE (max_import_body). */
+#define TIRD_ROUTES(X) \
+	X(GET,    "/healthz",                 api_healthz,        OPEN,  SMALL) \
+	X(GET,    "/metrics",                 api_metrics,        READ,  SMALL) \
+	X(POST,   "/v1/jobs",                 api_jobs_submit,    WRITE, SMALL) \
+	X(GET,    "/v1/jobs",                 api_jobs_list,      READ,  SMALL) \
+	X(GET,    "/v1/jobs/*",               api_job_get,        READ,  SMALL) \
+	X(DELETE, "/v1/jobs/*",               api_job_cancel,     WRITE, SMALL) \
+	X(GET,    "/v1/best",                 api_best,           READ,  SMALL) \
+	X(GET,    "/v1/workloads/*",          api_workload,       READ,  SMALL) \
+	X(GET,    "/v1/records",              api_records_export, READ,  SMALL) \
+	X(POST,   "/v1/records",              api_records_import, WRITE, LARGE) \
+	X(POST,   "/v1/lower",                api_lower,          READ,  SMALL) \
+	X(POST,   "/v1/fuse",                 api_fuse,           READ,  SMALL) \
+	X(GET,    "/v1/workers",              api_workers_list,   READ,  SMALL) \
+	X(POST,   "/v1/workers",              api_worker_register, WRITE, SMALL) \
+	X(POST,   "/v1/workers/*/lease",      api_worker_lease,   WRITE, SMALL) \
+	X(POST,   "/v1/workers/*/results",    api_worker_results, WRITE, LARGE) \
+	X(POST,   "/v1/workers/*/heartbeat",  api_worker_heartbeat, WRITE, SMALL) \
+	X(DELETE, "/v1/workers/*",            api_worker_leave,   WRITE, SMALL)
+
+#define TIRD_ROUTE_DECL(m, pat, fn, acc, lim) void fn(http_req *r, http_resp *out);
+TIRD_ROUTES(TIRD_ROUTE_DECL)
+#undef TIRD_ROUTE_DECL
+
+/* The route's pattern by index, for metrics; NULL past the end. */
+const char *http_route_name(int i);
+/* Starts serving; -1 with a message. */
+int http_start(tird *d, char *msg, size_t n);
+void http_stop(tird *d);
+
+/* A query parameter of the request, or NULL. */
+const char *http_query(http_req *r, const char *name);
+/* Calls fn for every value of a repeated query parameter. */
+void http_query_each(http_req *r, const char *name,
+		     void (*fn)(void *ctx, const char *value), void *ctx);
+/* The query string rebuilt (sorted as received), for cache keys; malloc'd. */
+char *http_query_string(http_req *r);
+
+/* Answers JSON (takes ownership of j) / an error {"error":{code,message}}. */
+void http_json(http_resp *out, int status, cJSON *j);
+void http_error(http_resp *out, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Parses the body as a JSON object; on failure answers 400 and returns NULL. */
+cJSON *http_body_object(http_req *r, http_resp *out);
+
+/* ---- api.c -------------------------------------------------------------------------- */
+
+/* The cache of GET /v1/best answers: made before serving, freed after. */
+void api_init(tird *d);
+void api_free(tird *d);
+
+/* ---- jobs.c ------------------------------------------------------------------------ */
+
+typedef struct jobs jobs;
+
+/* Creates the manager and starts cfg.tuning_threads tuning threads after
+ * resuming every job the store holds as queued or running. */
+jobs *jobs_start(tird *d, char *msg, size_t n);
+/* Stops the tuning threads: a running job goes back to queued (it resumes
+ * at the next start), what was stored stays.  Requests may still read the
+ * manager until jobs_free. */
+void jobs_stop(jobs *js);
+void jobs_free(jobs *js);
+
+/* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
+ * "batch": B}.  Answers the job (201 new, 200 joined or cached). */
+void jobs_submit(jobs *js, const cJSON *body, http_resp *out);
+/* GET /v1/jobs/{id}[?wait=S&version=V]: the job, after waiting up to S
+ * seconds for a change past version V. */
+void jobs_get(jobs *js, int64_t id, double wait_s, long version, http_resp *out);
+void jobs_list(jobs *js, int state, int limit, http_resp *out);
+void jobs_cancel(jobs *js, int64_t id, http_resp *out);
+/* Loads the cost model of each target kind from the store (or starts an
+ * empty one) / saves one back. */
+void jobs_models_load(tird *d);
+void jobs_model_save(tird *d, tir_target_kind kind);
+/* Counts of jobs in memory by state (queued, running). */
+void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES]);
+
+/* The result object of a (workload, target) best, as tune --wait and best
+ * print it: workload_key, workload, op, target, latency_us, gflops, trials,
+ * record_id (and trace when with_trace).  NULL while nothing was ok. */
+cJSON *best_json(const store_best *b, bool with_trace);
+
+/* Resolves a target string of a request: "cpu" is this machine's CPU,
+ * "cuda" the GPU of a registered worker, else this machine's; full keys
+ * are parsed.  -1 with a message. */
+int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err);
+
+/* ---- workers.c ----------------------------------------------------------------------- */
+
+typedef struct workers workers;
+
+workers *workers_new(tird *d);
+void workers_free(workers *ws);
+/* Cron duty: expires silent workers and re-queues their leases. */
+void workers_cron(workers *ws);
+/* Wakes every long poll (shutdown). */
+void workers_wake(workers *ws);
+/* The full key of a live worker's target of this kind ("cuda"), if any. */
+bool workers_find_kind(workers *ws, const char *kind, char *key, size_t n);
+int workers_live(workers *ws);
+int workers_queue_depth(workers *ws);
+
+/* What a job's measurement callback carries. */
+typedef struct measure_ctx {
+	tird *d;
+	int64_t job_id;
+	const char *canonical;     /* the workload, as workers get it */
+	const char *workload_key;
+	const volatile int *cancel;
+	char worker[48];           /* who measured the last batch */
+	char why[512];             /* why the last batch failed, if it did */
+} measure_ctx;
+
+/* A tir_measure_batch_fn: queues the batch for a worker of t and waits for
+ * its results.  ctx is a measure_ctx.  out[i].msg are malloc'd (tir_tune
+ * frees them).  -1 with ctx->why when the job is cancelled, the daemon
+ * stops, or no worker of t comes within worker_wait_s. */
+int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
+		    const char *const *traces, tir_candidate *out);
+
+/* ---- the daemon ------------------------------------------------------------------------- */
+
+struct tird {
+	tird_config cfg;
+	store *db;
+	jobs *jobs;
+	workers *workers;
+	void *http;                /* struct MHD_Daemon */
+	tird_metrics metrics;
+	tir_target cpu;            /* this machine's CPU */
+	atomic_int stopping;       /* set once at shutdown */
+	atomic_ulong best_gen;     /* bumped whenever a best row changes */
+	struct best_cache *best_cache;   /* api.c */
+	cm_model *models[2];       /* XGBoost cost model per target kind (cpu, cuda) */
+	double started;
+};
+
+#endif

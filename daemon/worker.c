@@ -1,0 +1,402 @@
+/*
+ * worker.c — tird-worker: measures candidates for a tird.
+ *
+ *   tird-worker --server URL --target TARGET [--token TOKEN] [--name NAME]
+ *
+ * The loop, top to bottom: resolve the target on this machine (a bare "cuda"
+ * asks the driver in a child process: this process never initialises CUDA,
+ * so the runner's forked children can); register; then lease a batch (a long
+ * poll), measure each candidate (replay its trace, validate, generate code,
+ * build, run in a child process, check against the reference, time), post the
+ * results, and again.  A heartbeat thread keeps the lease while a batch is
+ * measured.  When tird forgets the worker (404: it restarted, or thought the
+ * worker dead) the worker registers again.  SIGTERM / SIGINT: leave (tird
+ * re-queues a batch in flight) and exit 0.
+ *
+ * Exit status: 0 after a signal, 2 on a bad command line or target.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <curl/curl.h>
+#include <cJSON.h>
+#include "tir.h"
+#include "measure/measure.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* The only global: what the signal handler sets. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+typedef struct wk {
+	const char *server, *token, *target_arg;
+	char name[128];
+	tir_target target;
+	pthread_mutex_t mu;        /* guards id, need_register, heartbeat_s */
+	char id[64];
+	bool need_register;
+	double heartbeat_s;
+} wk;
+
+static void wlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void wlog(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "tird-worker[%d]: %s\n", (int)getpid(), line);
+}
+
+/* ---- HTTP ------------------------------------------------------------------------ */
+
+typedef struct buf {
+	char *s;
+	size_t len;
+} buf;
+
+static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+{
+	buf *b = ctx;
+	size_t add = size * n;
+	char *s = realloc(b->s, b->len + add + 1);
+	if (!s)
+		return 0;
+	memcpy(s + b->len, p, add);
+	b->s = s;
+	b->len += add;
+	s[b->len] = '\0';
+	return add;
+}
+
+static int on_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	(void)ctx; (void)a; (void)b; (void)c; (void)d;
+	return stop_requested ? 1 : 0;     /* abort a long poll at once on SIGTERM */
+}
+
+/* One request; returns the HTTP status (0 when tird could not be reached)
+ * and the body in *resp (malloc'd, may be NULL). */
+static long request(const wk *w, const char *method, const char *path, const char *body,
+		    double timeout_s, bool abortable, char **resp)
+{
+	CURL *c = curl_easy_init();
+	if (!c)
+		return 0;
+	char url[1024], auth[600];
+	snprintf(url, sizeof url, "%s%s", w->server, path);
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	if (w->token && *w->token) {
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s", w->token);
+		h = curl_slist_append(h, auth);
+	}
+	buf b = { NULL, 0 };
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	if (abortable) {
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	}
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	else if (!strcmp(method, "POST"))
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	long status = 0;
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	if (resp)
+		*resp = b.s;
+	else
+		free(b.s);
+	return status;
+}
+
+static void nap(double s)
+{
+	for (double t = 0; t < s && !stop_requested; t += 0.1) {
+		struct timespec ts = { 0, 100000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- registration and heartbeats ---------------------------------------------------- */
+
+static bool register_once(wk *w)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "target", w->target.key);
+	cJSON_AddStringToObject(o, "name", w->name);
+	char *body = cJSON_PrintUnformatted(o), *resp = NULL;
+	cJSON_Delete(o);
+	long st = request(w, "POST", "/v1/workers", body, 10, true, &resp);
+	free(body);
+	cJSON *r = resp ? cJSON_Parse(resp) : NULL;
+	bool ok = false;
+	if (st == 201 && r) {
+		const cJSON *id = cJSON_GetObjectItem(r, "worker_id");
+		const cJSON *hb = cJSON_GetObjectItem(r, "heartbeat_s");
+		if (cJSON_IsString(id)) {
+			pthread_mutex_lock(&w->mu);
+			snprintf(w->id, sizeof w->id, "%s", id->valuestring);
+			w->heartbeat_s = cJSON_IsNumber(hb) && hb->valuedouble > 0 ? hb->valuedouble : 3;
+			w->need_register = false;
+			pthread_mutex_unlock(&w->mu);
+			wlog("registered with %s as %s (%s)", w->server, w->id, w->target.key);
+			ok = true;
+		}
+	} else if (st) {
+		wlog("registering with %s: HTTP %ld %s", w->server, st, resp ? resp : "");
+		if (st == 400 || st == 401 || st == 403) {
+			cJSON_Delete(r);
+			free(resp);
+			exit(2);           /* will not get better by retrying */
+		}
+	}
+	cJSON_Delete(r);
+	free(resp);
+	return ok;
+}
+
+static void register_loop(wk *w)
+{
+	double backoff = 0.2;
+	while (!stop_requested && !register_once(w)) {
+		nap(backoff);
+		if (backoff < 5)
+			backoff *= 2;
+	}
+}
+
+static void *heartbeat_thread(void *arg)
+{
+	wk *w = arg;
+	while (!stop_requested) {
+		pthread_mutex_lock(&w->mu);
+		double every = w->heartbeat_s > 0 ? w->heartbeat_s : 3;
+		char path[128];
+		snprintf(path, sizeof path, "/v1/workers/%s/heartbeat", w->id);
+		bool skip = w->need_register || !w->id[0];
+		pthread_mutex_unlock(&w->mu);
+		if (!skip && request(w, "POST", path, NULL, 5, true, NULL) == 404) {
+			pthread_mutex_lock(&w->mu);
+			w->need_register = true;
+			pthread_mutex_unlock(&w->mu);
+		}
+		nap(every);
+	}
+	return NULL;
+}
+
+/* ---- measuring one batch -------------------------------------------------------------- */
+
+static void result(cJSON *arr, tir_measure_status st, double us, double err, const char *msg)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", tir_measure_status_name(st));
+	if (st == TIR_MEASURE_OK)
+		cJSON_AddNumberToObject(o, "latency_us", us);
+	if (err >= 0)
+		cJSON_AddNumberToObject(o, "max_rel_error", err > 1e300 ? 1e300 : err);
+	if (msg && *msg)
+		cJSON_AddStringToObject(o, "message", msg);
+	cJSON_AddItemToArray(arr, o);
+}
+
+/* Measures every trace of the batch with tir_measure_local (builds in
+ * parallel, runs one at a time in child processes); returns the results. */
+static cJSON *measure_batch(wk *w, const cJSON *batch)
+{
+	cJSON *out = cJSON_CreateArray();
+	const cJSON *wj = cJSON_GetObjectItem(batch, "workload");
+	const cJSON *traces = cJSON_GetObjectItem(batch, "traces");
+	int n = cJSON_GetArraySize(traces);
+	char *text = cJSON_PrintUnformatted(wj);
+	tir_error err = { "" };
+	tir_workload *wl = text ? tir_workload_parse(text, strlen(text), NULL, &err) : NULL;
+	free(text);
+	if (!wl) {
+		for (int i = 0; i < n; i++)
+			result(out, TIR_MEASURE_BUILD_ERROR, 0, -1, err.msg);
+		return out;
+	}
+	const char **tr = calloc((size_t)n + 1, sizeof *tr);
+	tir_candidate *c = calloc((size_t)n + 1, sizeof *c);
+	if (!tr || !c)
+		abort();
+	int i = 0;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, traces)
+		tr[i++] = cJSON_IsString(t) ? t->valuestring : "{}";
+	for (i = 0; i < n; i++)
+		c[i] = (tir_candidate){ tr[i], TIR_MEASURE_RUN_ERROR, 0, -1, NULL };
+	tir_measure_local(NULL, wl, &w->target, n, tr, c);
+	for (i = 0; i < n; i++) {
+		result(out, (tir_measure_status)c[i].status, c[i].latency_us,
+		       c[i].max_rel_error, c[i].msg);
+		free((char *)c[i].msg);
+	}
+	free(c);
+	free(tr);
+	tir_workload_free(wl);
+	return out;
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tird-worker --server URL --target TARGET [--token TOKEN] "
+		   "[--name NAME]\n"
+		   "  --server   the tird to measure for (default $TIRD_URL, else "
+		   "http://127.0.0.1:8642)\n"
+		   "  --target   cpu, cuda, or a full key (cpu:x86_64+avx2+fma, cuda:sm_90)\n"
+		   "  --token    bearer token (default $TIRD_TOKEN)\n"
+		   "  --name     shown by `tirctl workers` (default host:pid)\n");
+}
+
+int main(int argc, char **argv)
+{
+	wk w = { .server = getenv("TIRD_URL"), .token = getenv("TIRD_TOKEN") };
+	pthread_mutex_init(&w.mu, NULL);
+	const char *name = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--version")) {
+			printf("tird-worker %s\n", PACKAGE_VERSION);
+			return 0;
+		} else if (v && !strcmp(a, "--server")) {
+			w.server = v, i++;
+		} else if (v && !strcmp(a, "--target")) {
+			w.target_arg = v, i++;
+		} else if (v && !strcmp(a, "--token")) {
+			w.token = v, i++;
+		} else if (v && !strcmp(a, "--name")) {
+			name = v, i++;
+		} else {
+			fprintf(stderr, "tird-worker: bad argument '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!w.server || !*w.server)
+		w.server = "http://127.0.0.1:8642";
+	if (!w.target_arg) {
+		fprintf(stderr, "tird-worker: --target is required\n");
+		usage(stderr);
+		return 2;
+	}
+	tir_error err = { "" };
+	int rc = !strcmp(w.target_arg, "cuda") ? tir_cuda_device_props(0, &w.target, &err)
+					      : tir_target_parse(w.target_arg, &w.target, &err);
+	if (rc) {
+		fprintf(stderr, "tird-worker: %s\n", err.msg);
+		return 2;
+	}
+	char host[64] = "host";
+	gethostname(host, sizeof host - 1);
+	snprintf(w.name, sizeof w.name, "%s:%d%s%s", host, (int)getpid(), name ? " " : "",
+		 name ? name : "");
+
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+
+	register_loop(&w);
+	pthread_t hb;
+	pthread_create(&hb, NULL, heartbeat_thread, &w);
+	double backoff = 0.2;
+	while (!stop_requested) {
+		pthread_mutex_lock(&w.mu);
+		bool again = w.need_register;
+		char path[160];
+		snprintf(path, sizeof path, "/v1/workers/%s/lease?wait=20", w.id);
+		pthread_mutex_unlock(&w.mu);
+		if (again) {
+			register_loop(&w);
+			continue;
+		}
+		char *resp = NULL;
+		long st = request(&w, "POST", path, NULL, 40, true, &resp);
+		if (st == 200) {
+			backoff = 0.2;
+			cJSON *batch = resp ? cJSON_Parse(resp) : NULL;
+			const cJSON *bid = cJSON_GetObjectItem(batch, "batch_id");
+			if (batch && cJSON_IsNumber(bid)) {
+				int n = cJSON_GetArraySize(cJSON_GetObjectItem(batch, "traces"));
+				wlog("batch %.0f: %d candidates", bid->valuedouble, n);
+				cJSON *res = measure_batch(&w, batch);
+				if (!stop_requested) {
+					cJSON *o = cJSON_CreateObject();
+					cJSON_AddNumberToObject(o, "batch_id", bid->valuedouble);
+					cJSON_AddItemToObject(o, "results", res);
+					char *body = cJSON_PrintUnformatted(o);
+					char rpath[160];
+					snprintf(rpath, sizeof rpath, "/v1/workers/%s/results", w.id);
+					long pst = request(&w, "POST", rpath, body, 30, false, NULL);
+					if (pst != 200)
+						wlog("batch %.0f: results not taken (HTTP %ld)",
+						     bid->valuedouble, pst);
+					free(body);
+					cJSON_Delete(o);
+				} else {
+					cJSON_Delete(res);
+				}
+			}
+			cJSON_Delete(batch);
+		} else if (st == 404) {
+			pthread_mutex_lock(&w.mu);
+			w.need_register = true;
+			pthread_mutex_unlock(&w.mu);
+		} else if (st != 204 && !stop_requested) {
+			if (st == 0)
+				wlog("cannot reach %s; retrying", w.server);
+			else
+				wlog("lease: HTTP %ld %s", st, resp ? resp : "");
+			nap(backoff);
+			if (backoff < 5)
+				backoff *= 2;
+		}
+		free(resp);
+	}
+	/* leave, so that a batch in flight goes back to the queue at once */
+	stop_requested = 0;        /* let this last request through */
+	char path[160];
+	pthread_mutex_lock(&w.mu);
+	snprintf(path, sizeof path, "/v1/workers/%s", w.id);
+	pthread_mutex_unlock(&w.mu);
+	if (w.id[0])
+		request(&w, "DELETE", path, NULL, 2, false, NULL);
+	stop_requested = 1;
+	pthread_join(hb, NULL);
+	curl_global_cleanup();
+	wlog("stopped");
+	return 0;
+}

@@ -1,0 +1,606 @@
+/*
+ * workers.c — the worker registry and the measurement dispatcher.
+ *
+ * A tuning thread hands a batch of candidates to workers_measure(), which
+ * queues it and waits; a tird-worker of the batch's full target leases it
+ * (a long poll), measures it and posts the results, which wake the tuning
+ * thread.  A batch's lifecycle:
+ *
+ *   pending ──lease──▶ leased ──results──▶ measured
+ *      ▲                  │
+ *      └──── lease lost ──┘   (the worker went silent past lease_s, or left)
+ *   pending / leased ──▶ error   (job cancelled, tird stopping, or no worker
+ *                                 of the target within worker_wait_s)
+ *
+ * A worker is alive while it polls, heartbeats or posts; silent for lease_s
+ * it is marked gone by the cron duty (workers_cron) and its batch goes back
+ * to the queue to be finished by another worker.
+ *
+ * Ownership: a batch lives on the stack of the tuning thread waiting in
+ * workers_measure and is in ws->queue only while it waits; HTTP threads touch
+ * it only under ws->mu.  Workers live on the heap in ws->list until cron
+ * frees them some time after they are gone.  do_x() expects ws->mu held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "tird.h"
+#include "measure/measure.h"
+
+typedef enum { B_PENDING, B_LEASED, B_MEASURED, B_ERROR } batch_state;
+static const char *const batch_state_names[] = { "pending", "leased", "measured", "error" };
+
+typedef struct batch {
+	int64_t id, job_id;
+	char target[128];
+	const char *canonical, *workload_key;
+	int n;
+	const char *const *traces;
+	tir_candidate *out;        /* out[i].msg malloc'd: tir_tune frees them */
+	batch_state state;
+	char worker[48];
+	double deadline;
+	struct batch *next;
+} batch;
+
+typedef struct worker {
+	char id[48];
+	char target[128];
+	char name[128];
+	double registered, last_seen;
+	bool live;
+	int polling;               /* lease requests waiting now */
+	int64_t batch_id;          /* the batch it holds, 0: none */
+	struct worker *next;
+} worker;
+
+struct workers {
+	tird *d;
+	pthread_mutex_t mu;
+	pthread_cond_t avail;      /* a batch became pending */
+	pthread_cond_t changed;    /* a batch was measured (tuning threads wait) */
+	worker *list;
+	batch *queue;
+	int64_t next_batch;
+};
+
+workers *workers_new(tird *d)
+{
+	workers *ws = calloc(1, sizeof *ws);
+	if (!ws)
+		abort();
+	ws->d = d;
+	pthread_mutex_init(&ws->mu, NULL);
+	pthread_cond_init(&ws->avail, NULL);
+	pthread_cond_init(&ws->changed, NULL);
+	return ws;
+}
+
+void workers_free(workers *ws)
+{
+	if (!ws)
+		return;
+	while (ws->list) {
+		worker *w = ws->list;
+		ws->list = w->next;
+		free(w);
+	}
+	pthread_cond_destroy(&ws->avail);
+	pthread_cond_destroy(&ws->changed);
+	pthread_mutex_destroy(&ws->mu);
+	free(ws);
+}
+
+static void set_batch_state(workers *ws, batch *b, batch_state to, const char *why)
+{
+	log_debug("batch %lld (job %lld): %s -> %s%s%s", (long long)b->id, (long long)b->job_id,
+		  batch_state_names[b->state], batch_state_names[to], why ? ": " : "",
+		  why ? why : "");
+	b->state = to;
+	if (to == B_PENDING) {
+		b->worker[0] = '\0';
+		pthread_cond_broadcast(&ws->avail);
+	}
+	pthread_cond_broadcast(&ws->changed);
+}
+
+static worker *do_find_worker(workers *ws, const char *id)
+{
+	for (worker *w = ws->list; w; w = w->next)
+		if (!strcmp(w->id, id))
+			return w;
+	return NULL;
+}
+
+static batch *do_find_batch(workers *ws, int64_t id)
+{
+	for (batch *b = ws->queue; b; b = b->next)
+		if (b->id == id)
+			return b;
+	return NULL;
+}
+
+/* The worker lost its lease: its batch goes back to the queue. */
+static void do_requeue_of(workers *ws, worker *w, const char *why)
+{
+	for (batch *b = ws->queue; b; b = b->next)
+		if (b->state == B_LEASED && !strcmp(b->worker, w->id)) {
+			log_warn("batch %lld of job %lld re-queued: worker %s %s", (long long)b->id,
+				 (long long)b->job_id, w->id, why);
+			set_batch_state(ws, b, B_PENDING, why);
+			atomic_fetch_add(&ws->d->metrics.batches_requeued, 1);
+		}
+	w->batch_id = 0;
+}
+
+static void do_worker_gone(workers *ws, worker *w, const char *why)
+{
+	w->live = false;
+	log_warn("worker %s (%s, %s) %s", w->id, w->name, w->target, why);
+	store_error err;
+	if (store_worker_put(ws->d->db, w->id, w->target, w->name, "gone", w->registered,
+			     w->last_seen, &err))
+		log_warn("worker %s: %s", w->id, err.msg);
+	do_requeue_of(ws, w, why);
+}
+
+void workers_cron(workers *ws)
+{
+	double now = store_now();
+	long lease = ws->d->cfg.lease_s;
+	pthread_mutex_lock(&ws->mu);
+	for (worker **p = &ws->list; *p;) {
+		worker *w = *p;
+		if (w->live && !w->polling && now - w->last_seen > (double)lease)
+			do_worker_gone(ws, w, "went silent");
+		if (!w->live && !w->polling && now - w->last_seen > 600) {
+			*p = w->next;
+			free(w);
+			continue;
+		}
+		p = &w->next;
+	}
+	/* a lease past its deadline without heartbeats from its worker */
+	for (batch *b = ws->queue; b; b = b->next)
+		if (b->state == B_LEASED && now > b->deadline) {
+			worker *w = do_find_worker(ws, b->worker);
+			log_warn("batch %lld of job %lld re-queued: its lease expired",
+				 (long long)b->id, (long long)b->job_id);
+			if (w)
+				w->batch_id = 0;
+			set_batch_state(ws, b, B_PENDING, "lease expired");
+			atomic_fetch_add(&ws->d->metrics.batches_requeued, 1);
+		}
+	pthread_mutex_unlock(&ws->mu);
+}
+
+void workers_wake(workers *ws)
+{
+	pthread_mutex_lock(&ws->mu);
+	pthread_cond_broadcast(&ws->avail);
+	pthread_cond_broadcast(&ws->changed);
+	pthread_mutex_unlock(&ws->mu);
+}
+
+static bool do_has_worker(workers *ws, const char *target)
+{
+	for (worker *w = ws->list; w; w = w->next)
+		if (w->live && !strcmp(w->target, target))
+			return true;
+	return false;
+}
+
+bool workers_find_kind(workers *ws, const char *kind, char *key, size_t n)
+{
+	size_t kl = strlen(kind);
+	bool found = false;
+	pthread_mutex_lock(&ws->mu);
+	for (worker *w = ws->list; w && !found; w = w->next)
+		if (w->live && !strncmp(w->target, kind, kl) && w->target[kl] == ':') {
+			snprintf(key, n, "%s", w->target);
+			found = true;
+		}
+	pthread_mutex_unlock(&ws->mu);
+	return found;
+}
+
+int workers_live(workers *ws)
+{
+	int n = 0;
+	pthread_mutex_lock(&ws->mu);
+	for (worker *w = ws->list; w; w = w->next)
+		n += w->live;
+	pthread_mutex_unlock(&ws->mu);
+	return n;
+}
+
+int workers_queue_depth(workers *ws)
+{
+	int n = 0;
+	pthread_mutex_lock(&ws->mu);
+	for (batch *b = ws->queue; b; b = b->next)
+		n += b->state == B_PENDING;
+	pthread_mutex_unlock(&ws->mu);
+	return n;
+}
+
+/* ---- the dispatcher (a tir_measure_batch_fn) ------------------------------------------ */
+
+static void do_unlink(workers *ws, batch *b)
+{
+	for (batch **p = &ws->queue; *p; p = &(*p)->next)
+		if (*p == b) {
+			*p = b->next;
+			return;
+		}
+}
+
+int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
+		    const char *const *traces, tir_candidate *out)
+{
+	measure_ctx *mc = ctx;
+	tird *d = mc->d;
+	workers *ws = d->workers;
+	(void)w;
+	mc->why[0] = '\0';
+	for (int i = 0; i < n; i++)
+		out[i] = (tir_candidate){ traces[i], TIR_MEASURE_RUN_ERROR, 0, -1, NULL };
+	if (n <= 0)
+		return 0;
+	batch b = { .job_id = mc->job_id, .canonical = mc->canonical,
+		    .workload_key = mc->workload_key, .n = n, .traces = traces, .out = out,
+		    .state = B_PENDING };
+	snprintf(b.target, sizeof b.target, "%s", t->key);
+
+	pthread_mutex_lock(&ws->mu);
+	b.id = ++ws->next_batch;
+	b.next = ws->queue;
+	ws->queue = &b;
+	pthread_cond_broadcast(&ws->avail);
+	log_debug("batch %lld of job %lld: %d candidates for %s", (long long)b.id,
+		  (long long)b.job_id, n, b.target);
+	double no_worker_since = 0;
+	int rc = 0;
+	while (b.state != B_MEASURED) {
+		if (*mc->cancel || atomic_load(&d->stopping)) {
+			snprintf(mc->why, sizeof mc->why, "%s",
+				 atomic_load(&d->stopping) ? "tird is stopping" : "cancelled");
+			rc = -1;
+			break;
+		}
+		double now = store_now();
+		if (b.state == B_PENDING && !do_has_worker(ws, b.target)) {
+			if (!no_worker_since) {
+				no_worker_since = now;
+				log_warn("job %lld: no live worker for %s; waiting up to %ld s",
+					 (long long)b.job_id, b.target, d->cfg.worker_wait_s);
+			} else if (now - no_worker_since > (double)d->cfg.worker_wait_s) {
+				snprintf(mc->why, sizeof mc->why,
+					 "no worker for target %.100s came within %ld s (start one: "
+					 "tird-worker --server URL --target %.100s)",
+					 b.target, d->cfg.worker_wait_s, b.target);
+				rc = -1;
+				break;
+			}
+		} else {
+			no_worker_since = 0;
+		}
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 250000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ws->changed, &ws->mu, &until);
+	}
+	if (rc) {
+		if (b.state == B_LEASED) {
+			worker *wk = do_find_worker(ws, b.worker);
+			if (wk)
+				wk->batch_id = 0;
+		}
+		set_batch_state(ws, &b, B_ERROR, mc->why);
+	} else {
+		snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
+	}
+	do_unlink(ws, &b);
+	pthread_mutex_unlock(&ws->mu);
+	return rc;
+}
+
+/* ---- routes ------------------------------------------------------------------------------ */
+
+static void random_id(char *out, size_t n)
+{
+	unsigned char r[6] = { 0 };
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, r, sizeof r) != (ssize_t)sizeof r) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		memcpy(r, &ts.tv_nsec, sizeof r < sizeof ts.tv_nsec ? sizeof r : sizeof ts.tv_nsec);
+	}
+	if (fd >= 0)
+		close(fd);
+	snprintf(out, n, "w-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
+}
+
+void api_worker_register(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	workers *ws = d->workers;
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(body, "target");
+	const cJSON *nj = cJSON_GetObjectItemCaseSensitive(body, "name");
+	tir_target t;
+	tir_error terr = { "" };
+	if (!cJSON_IsString(tj)) {
+		http_error(out, 400, "bad_request", "\"target\" must be a full target key such "
+			   "as \"cpu:x86_64+avx2+fma\" or \"cuda:sm_90\"");
+		cJSON_Delete(body);
+		return;
+	}
+	if (tir_target_parse(tj->valuestring, &t, &terr)) {
+		http_error(out, 400, "invalid_target", "%s", terr.msg);
+		cJSON_Delete(body);
+		return;
+	}
+	worker *w = calloc(1, sizeof *w);
+	if (!w)
+		abort();
+	random_id(w->id, sizeof w->id);
+	snprintf(w->target, sizeof w->target, "%s", t.key);
+	snprintf(w->name, sizeof w->name, "%s",
+		 cJSON_IsString(nj) ? nj->valuestring : "unnamed");
+	cJSON_Delete(body);
+	w->registered = w->last_seen = store_now();
+	w->live = true;
+	store_error err;
+	if (store_target_put(d->db, t.key, t.kind == TIR_TARGET_CUDA ? "cuda" : "cpu", &err) ||
+	    store_worker_put(d->db, w->id, w->target, w->name, "live", w->registered,
+			     w->last_seen, &err)) {
+		free(w);
+		http_error(out, 500, "store", "%s", err.msg);
+		return;
+	}
+	pthread_mutex_lock(&ws->mu);
+	w->next = ws->list;
+	ws->list = w;
+	pthread_cond_broadcast(&ws->changed);
+	pthread_mutex_unlock(&ws->mu);
+	log_info("worker %s registered (%s, %s)", w->id, w->name, w->target);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "worker_id", w->id);
+	cJSON_AddStringToObject(o, "target", w->target);
+	cJSON_AddNumberToObject(o, "lease_s", (double)d->cfg.lease_s);
+	cJSON_AddNumberToObject(o, "heartbeat_s",
+				d->cfg.lease_s >= 3 ? (double)(d->cfg.lease_s / 3) : 0.5);
+	http_json(out, 201, o);
+}
+
+static cJSON *batch_json(const batch *b)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "batch_id", (double)b->id);
+	cJSON_AddNumberToObject(o, "job_id", (double)b->job_id);
+	cJSON_AddStringToObject(o, "workload_key", b->workload_key);
+	cJSON *w = cJSON_Parse(b->canonical);
+	cJSON_AddItemToObject(o, "workload", w ? w : cJSON_CreateNull());
+	cJSON_AddStringToObject(o, "target", b->target);
+	cJSON *tr = cJSON_AddArrayToObject(o, "traces");
+	for (int i = 0; i < b->n; i++)
+		cJSON_AddItemToArray(tr, cJSON_CreateString(b->traces[i]));
+	return o;
+}
+
+void api_worker_lease(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	workers *ws = d->workers;
+	const char *wq = http_query(r, "wait");
+	double wait = wq ? atof(wq) : 20;
+	if (!(wait >= 0))
+		wait = 0;
+	if (wait > 30)
+		wait = 30;
+	double until = store_now() + wait;
+	pthread_mutex_lock(&ws->mu);
+	worker *w = do_find_worker(ws, r->arg);
+	if (!w || !w->live) {
+		pthread_mutex_unlock(&ws->mu);
+		http_error(out, 404, "unknown_worker", "no live worker %s; register again", r->arg);
+		return;
+	}
+	w->polling++;
+	batch *found = NULL;
+	for (;;) {
+		double now = store_now();
+		w->last_seen = now;
+		for (batch *b = ws->queue; b && !found; b = b->next)
+			if (b->state == B_PENDING && !strcmp(b->target, w->target))
+				found = b;
+		if (found || now >= until || atomic_load(&d->stopping) || !w->live)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 500000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ws->avail, &ws->mu, &ts);
+	}
+	w->polling--;
+	w->last_seen = store_now();
+	if (!found) {
+		pthread_mutex_unlock(&ws->mu);
+		out->status = 204;
+		out->body = strdup("");
+		return;
+	}
+	snprintf(found->worker, sizeof found->worker, "%s", w->id);
+	found->deadline = store_now() + (double)d->cfg.lease_s;
+	w->batch_id = found->id;
+	set_batch_state(ws, found, B_LEASED, w->id);
+	log_info("batch %lld of job %lld (%d candidates) leased to %s", (long long)found->id,
+		 (long long)found->job_id, found->n, w->id);
+	cJSON *o = batch_json(found);
+	pthread_mutex_unlock(&ws->mu);
+	http_json(out, 200, o);
+}
+
+static int status_of(const char *name)
+{
+	for (int s = 0; s < TIR_MEASURE_NSTATUSES; s++)
+		if (!strcmp(name, tir_measure_status_name((tir_measure_status)s)))
+			return s;
+	return -1;
+}
+
+void api_worker_results(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	workers *ws = d->workers;
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *bj = cJSON_GetObjectItemCaseSensitive(body, "batch_id");
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(body, "results");
+	if (!cJSON_IsNumber(bj) || !cJSON_IsArray(rs)) {
+		cJSON_Delete(body);
+		http_error(out, 400, "bad_request", "expected {\"batch_id\": N, \"results\": [...]}");
+		return;
+	}
+	int n = cJSON_GetArraySize(rs);
+	/* check every result before touching the batch */
+	const cJSON *x;
+	int i = 0;
+	cJSON_ArrayForEach(x, rs) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "status");
+		if (!cJSON_IsString(st) || status_of(st->valuestring) < 0) {
+			cJSON_Delete(body);
+			http_error(out, 400, "bad_request", "results[%d].status: expected a "
+				   "measurement status such as \"ok\" or \"build_error\"", i);
+			return;
+		}
+		i++;
+	}
+	pthread_mutex_lock(&ws->mu);
+	worker *w = do_find_worker(ws, r->arg);
+	if (w)
+		w->last_seen = store_now();
+	batch *b = do_find_batch(ws, (int64_t)bj->valuedouble);
+	/* the worker's own lease, or a batch re-queued and not yet leased again */
+	if (!b || !(b->state == B_PENDING ||
+		    (b->state == B_LEASED && !strcmp(b->worker, r->arg)))) {
+		pthread_mutex_unlock(&ws->mu);
+		cJSON_Delete(body);
+		http_error(out, 409, "lease_lost", "batch %lld is not leased to %s (any more)",
+			   (long long)bj->valuedouble, r->arg);
+		return;
+	}
+	if (n != b->n) {
+		pthread_mutex_unlock(&ws->mu);
+		cJSON_Delete(body);
+		http_error(out, 400, "bad_request", "batch %lld has %d candidates, not %d",
+			   (long long)b->id, b->n, n);
+		return;
+	}
+	i = 0;
+	cJSON_ArrayForEach(x, rs) {
+		tir_candidate *c = &b->out[i];
+		const cJSON *lat = cJSON_GetObjectItemCaseSensitive(x, "latency_us");
+		const cJSON *mre = cJSON_GetObjectItemCaseSensitive(x, "max_rel_error");
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(x, "message");
+		c->status = status_of(cJSON_GetObjectItemCaseSensitive(x, "status")->valuestring);
+		c->latency_us = cJSON_IsNumber(lat) ? lat->valuedouble : 0;
+		c->max_rel_error = cJSON_IsNumber(mre) ? mre->valuedouble : -1;
+		free((char *)c->msg);      /* results posted twice: the last wins */
+		c->msg = NULL;
+		if (c->status == TIR_MEASURE_OK && !(c->latency_us > 0)) {
+			c->status = TIR_MEASURE_RUN_ERROR;
+			c->msg = strdup("worker reported ok without a latency");
+		} else if (cJSON_IsString(msg)) {
+			c->msg = strdup(msg->valuestring);
+		}
+		i++;
+	}
+	snprintf(b->worker, sizeof b->worker, "%s", r->arg);
+	if (w && w->batch_id == b->id)
+		w->batch_id = 0;
+	set_batch_state(ws, b, B_MEASURED, r->arg);
+	pthread_mutex_unlock(&ws->mu);
+	cJSON_Delete(body);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "accepted", n);
+	http_json(out, 200, o);
+}
+
+void api_worker_heartbeat(http_req *r, http_resp *out)
+{
+	workers *ws = r->d->workers;
+	pthread_mutex_lock(&ws->mu);
+	worker *w = do_find_worker(ws, r->arg);
+	if (!w || !w->live) {
+		pthread_mutex_unlock(&ws->mu);
+		http_error(out, 404, "unknown_worker", "no live worker %s; register again", r->arg);
+		return;
+	}
+	double now = store_now();
+	w->last_seen = now;
+	for (batch *b = ws->queue; b; b = b->next)
+		if (b->state == B_LEASED && !strcmp(b->worker, w->id))
+			b->deadline = now + (double)r->d->cfg.lease_s;
+	pthread_mutex_unlock(&ws->mu);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "ok", true);
+	http_json(out, 200, o);
+}
+
+void api_worker_leave(http_req *r, http_resp *out)
+{
+	workers *ws = r->d->workers;
+	pthread_mutex_lock(&ws->mu);
+	worker *w = do_find_worker(ws, r->arg);
+	if (!w || !w->live) {
+		pthread_mutex_unlock(&ws->mu);
+		http_error(out, 404, "unknown_worker", "no live worker %s", r->arg);
+		return;
+	}
+	do_worker_gone(ws, w, "left");
+	pthread_mutex_unlock(&ws->mu);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "ok", true);
+	http_json(out, 200, o);
+}
+
+void api_workers_list(http_req *r, http_resp *out)
+{
+	workers *ws = r->d->workers;
+	cJSON *arr = cJSON_CreateArray();
+	pthread_mutex_lock(&ws->mu);
+	for (worker *w = ws->list; w; w = w->next) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "worker_id", w->id);
+		cJSON_AddStringToObject(o, "target", w->target);
+		cJSON_AddStringToObject(o, "name", w->name);
+		cJSON_AddStringToObject(o, "state", w->live ? "live" : "gone");
+		cJSON_AddNumberToObject(o, "registered", w->registered);
+		cJSON_AddNumberToObject(o, "last_seen", w->last_seen);
+		if (w->batch_id)
+			cJSON_AddNumberToObject(o, "batch_id", (double)w->batch_id);
+		else
+			cJSON_AddNullToObject(o, "batch_id");
+		cJSON_AddItemToArray(arr, o);
+	}
+	pthread_mutex_unlock(&ws->mu);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "workers", arr);
+	http_json(out, 200, o);
+}

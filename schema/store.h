@@ -1,0 +1,187 @@
+/*
+ * store.h — the tuning database: the only code in tird that touches SQLite.
+ *
+ * Design.  One store is one SQLite file in WAL mode with a busy timeout, its
+ * schema brought up to date at open by the numbered migrations (NNN_*.sql,
+ * embedded at build time) each in one transaction.  Every function below is
+ * one prepared statement or one transaction, so a kill -9 at any moment
+ * leaves the file consistent and loses only what had not been committed.
+ *
+ * The store knows nothing of the IR: workloads, traces and targets are opaque
+ * text (canonical JSON, trace JSON, full target keys) and numbers.
+ *
+ * Threads: a store may be used from any thread; calls are serialised by the
+ * store's own mutex (SQLite's connection is not shared across statements).
+ *
+ * Errors: functions return 0 (or a count / id >= 0) on success and -1 on a
+ * database error, with the message in *err when err is not NULL.
+ * Strings the caller receives in structs are malloc'd and freed by the
+ * matching *_clear function.
+ */
+#ifndef TIRD_STORE_H
+#define TIRD_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct store store;
+
+typedef struct store_error {
+	char msg[256];
+} store_error;
+
+/* ---- store.c: opening, schema, time --------------------------------------- */
+
+/* Opens (creating) the database at path and applies the migrations it lacks.
+ * Returns NULL with a message on failure. */
+store *store_open(const char *path, store_error *err);
+void store_close(store *s);
+/* The schema version (the number of the last migration applied). */
+int store_schema_version(store *s);
+/* Seconds since the epoch, as the store records them. */
+double store_now(void);
+
+/* The unique id of a record: 64 hex digits of
+ * SHA-256(workload_key "\n" target "\n" trace). */
+void store_record_id(const char *workload_key, const char *target,
+		     const char *trace, char out[65]);
+
+/* ---- workloads and targets -------------------------------------------------- */
+
+/* Inserts the workload if it is new (the key decides). */
+int store_workload_put(store *s, const char *key, const char *op,
+		       const char *canonical, double flops, store_error *err);
+/* The canonical JSON and flops of a workload: 1 found (*canonical malloc'd),
+ * 0 unknown, -1 error. op may be NULL; else *op is malloc'd. */
+int store_workload_get(store *s, const char *key, char **canonical, char **op,
+		       double *flops, store_error *err);
+int store_target_put(store *s, const char *key, const char *kind, store_error *err);
+
+/* ---- jobs -------------------------------------------------------------------- */
+
+/* Job states, in the order of their lifecycle (jobs.c owns the transitions). */
+#define STORE_JOB_STATES(X) \
+	X(QUEUED,    "queued")     /* waiting for a tuning thread */ \
+	X(RUNNING,   "running")    /* a tuning thread is measuring for it */ \
+	X(DONE,      "done")       /* ended with a best record */ \
+	X(FAILED,    "failed")     /* ended without one, or with an error */ \
+	X(CANCELLED, "cancelled")  /* stopped by a user */
+
+typedef enum {
+#define STORE_JS_ENUM(id, name) STORE_JOB_##id,
+	STORE_JOB_STATES(STORE_JS_ENUM)
+#undef STORE_JS_ENUM
+	STORE_JOB_NSTATES
+} store_job_state;
+
+const char *store_job_state_name(store_job_state s);
+/* -1 for an unknown name. */
+int store_job_state_parse(const char *name);
+
+typedef struct store_job {
+	int64_t id;
+	char workload_key[65];
+	char target[128];
+	int trials, batch;
+	store_job_state state;
+	bool cached;
+	int trials_done, errors;
+	double best_us;            /* 0: none yet */
+	char *message;             /* malloc'd or NULL */
+	double created, started, finished;   /* 0: not yet */
+} store_job;
+
+void store_job_clear(store_job *j);
+
+/* Inserts a job (its id is assigned and written to j->id).  One transaction. */
+int store_job_insert(store *s, store_job *j, store_error *err);
+/* Moves job id from state `from` to `to`, with message (NULL keeps none) and
+ * the time stamp the state implies (started / finished), in one transaction.
+ * Returns 0, or 1 when the job was not in `from` (nothing changed), or -1. */
+int store_job_transition(store *s, int64_t id, store_job_state from,
+			 store_job_state to, const char *message, store_error *err);
+/* Records a job's progress. */
+int store_job_progress(store *s, int64_t id, int trials_done, int errors,
+		       double best_us, store_error *err);
+/* 1 found, 0 unknown, -1 error. */
+int store_job_get(store *s, int64_t id, store_job *j, store_error *err);
+/* Calls fn for each job, newest first, at most limit (0: all); state < 0:
+ * every state.  Returns the number of jobs or -1.  fn's job is cleared after
+ * the call. */
+int store_jobs_list(store *s, int state, int limit,
+		    void (*fn)(void *ctx, const store_job *j), void *ctx,
+		    store_error *err);
+
+/* ---- records and best ----------------------------------------------------------- */
+
+typedef struct store_record {
+	char id[65];               /* "" on store_record_add: computed */
+	const char *workload_key;
+	const char *target;
+	const char *trace;
+	const char *status;        /* "ok", "build_error", ... */
+	double latency_us;         /* when ok */
+	double max_rel_error;      /* -1: not run */
+	const char *message;       /* may be NULL */
+	const char *worker;        /* may be NULL */
+	int64_t job_id;            /* 0: none (an import) */
+	double created;            /* 0: now */
+} store_record;
+
+/* Adds one measured candidate and updates the best row of its (workload,
+ * target) in the same transaction: trials + 1, and the record becomes the
+ * best when it is ok and faster.  An id already stored changes nothing.
+ * Returns 1 when inserted, 0 when the id was already stored, -1 on error;
+ * *best_changed (may be NULL) says whether the best row's record changed.
+ * The workload and target must have been put first. */
+int store_record_add(store *s, store_record *r, bool *best_changed, store_error *err);
+
+/* Calls fn for each record of (workload_key, target) — either may be NULL
+ * for all — oldest first.  The pointers in fn's record are valid during the
+ * call only.  Returns the count or -1. */
+int store_records_each(store *s, const char *workload_key, const char *target,
+		       void (*fn)(void *ctx, const store_record *r), void *ctx,
+		       store_error *err);
+/* Records stored for (workload_key, target). */
+int store_record_count(store *s, const char *workload_key, const char *target,
+		       store_error *err);
+
+typedef struct store_best {
+	char workload_key[65];
+	char target[128];
+	char *op;                  /* malloc'd */
+	char *canonical;           /* malloc'd: the workload */
+	double flops;
+	char record_id[65];        /* "" while nothing was ok */
+	char *trace;               /* malloc'd, NULL while nothing was ok */
+	double latency_us;
+	int trials;
+	double updated;
+} store_best;
+
+void store_best_clear(store_best *b);
+/* 1 found, 0 none, -1 error. */
+int store_best_get(store *s, const char *workload_key, const char *target,
+		   store_best *b, store_error *err);
+/* Calls fn for each best row with an ok record: of op (NULL: every op),
+ * whose target equals `target`, or starts with it when `target` ends with ':'
+ * (NULL: every target); ordered by op, workload, target.  Returns the count
+ * or -1. */
+int store_best_each(store *s, const char *op, const char *target,
+		    void (*fn)(void *ctx, const store_best *b), void *ctx,
+		    store_error *err);
+
+/* ---- workers and cost models -------------------------------------------------------- */
+
+int store_worker_put(store *s, const char *id, const char *target, const char *name,
+		     const char *state, double registered, double last_seen,
+		     store_error *err);
+
+/* Saves the cost model of a target kind (replacing the last one). */
+int store_model_put(store *s, const char *target_kind, const char *name,
+		    const void *blob, size_t len, store_error *err);
+/* 1 found (*blob malloc'd), 0 none, -1 error. */
+int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
+		    store_error *err);
+
+#endif

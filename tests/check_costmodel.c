@@ -1,0 +1,209 @@
+/*
+ * check_costmodel.c — program features and the XGBoost model: features are
+ * finite and deterministic for every operator and schedule, a saved model
+ * loads and predicts identically, degenerate training data does not break
+ * it, and it learns a ranking that is there to learn.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tir.h"
+#include "ir/ir.h"
+#include "costmodel/costmodel.h"
+#include "schedules.h"
+#include "testutil.h"
+
+static tir_target cpu, sm90;
+
+static void setup(void)
+{
+	tir_error err;
+	ck_assert(tir_target_parse("cpu:x86_64+avx2+fma+avx512f", &cpu, &err) == 0);
+	ck_assert(tir_target_parse("cuda:sm_90", &sm90, &err) == 0);
+}
+
+/* Features of one program twice: finite, equal, and not all zero. */
+static void features_ok(const char *what, const tir_program *p, const tir_target *t)
+{
+	float a[CM_NFEATURES], b[CM_NFEATURES];
+	tir_error err;
+	ck_assert_msg(cm_features(p, t, a, &err) == 0, "%s: %s", what, err.msg);
+	ck_assert(cm_features(p, t, b, &err) == 0);
+	int nonzero = 0;
+	for (int i = 0; i < CM_NFEATURES; i++) {
+		ck_assert_msg(isfinite(a[i]), "%s: feature %s is %g", what, cm_feature_names[i], a[i]);
+		ck_assert_msg(a[i] == b[i], "%s: feature %s differs between runs", what, cm_feature_names[i]);
+		nonzero += a[i] != 0;
+	}
+	ck_assert_msg(nonzero >= 8, "%s: only %d non-zero features", what, nonzero);
+}
+
+START_TEST(features_every_workload)
+{
+	int n = tu_suite_count();
+	ck_assert(n > 0);
+	for (int i = 0; i < n; i++) {
+		char *name = tu_suite_name(i), *json = tu_suite_workload_at(i);
+		tir_error err;
+		tir_workload *w = tir_workload_parse(json, strlen(json), NULL, &err);
+		ck_assert(w);
+		tir_sched *s = tir_sched_new(w, 1, &err);
+		features_ok(name, tir_sched_program(s), &cpu);
+		features_ok(name, tir_sched_program(s), &sm90);
+		tir_sched_free(s);
+		s = tir_sched_new(w, 1, &err);
+		ck_assert(sched_cpu_tiled(s, &err) == 0);
+		features_ok(name, tir_sched_program(s), &cpu);
+		tir_sched_free(s);
+		s = tir_sched_new(w, 1, &err);
+		ck_assert(sched_gpu_tiled(s, &err) == 0);
+		features_ok(name, tir_sched_program(s), &sm90);
+		tir_sched_free(s);
+		tir_workload_free(w);
+		free(name);
+		free(json);
+	}
+}
+END_TEST
+
+/* A schedule choice shows in the features: the GPU tiling has threads and
+ * shared memory, the unscheduled program neither. */
+START_TEST(features_see_the_schedule)
+{
+	const char *j = "{\"op\":\"matmul\",\"M\":256,\"N\":256,\"K\":256}";
+	tir_error err;
+	tir_workload *w = tir_workload_parse(j, strlen(j), NULL, &err);
+	tir_sched *a = tir_sched_new(w, 1, &err), *b = tir_sched_new(w, 1, &err);
+	ck_assert(sched_gpu_tiled(b, &err) == 0);
+	float fa[CM_NFEATURES], fb[CM_NFEATURES];
+	ck_assert(cm_features(tir_sched_program(a), &sm90, fa, &err) == 0);
+	ck_assert(cm_features(tir_sched_program(b), &sm90, fb, &err) == 0);
+	int threads = -1, shared = -1;
+	for (int i = 0; i < CM_NFEATURES; i++) {
+		if (!strcmp(cm_feature_names[i], "threads")) threads = i;
+		if (!strcmp(cm_feature_names[i], "shared_bytes")) shared = i;
+	}
+	ck_assert(threads >= 0 && shared >= 0);
+	ck_assert(fa[shared] == 0 && fb[threads] > fa[threads]);
+	ck_assert(fb[threads] > 0 && fb[shared] > 0);
+	tir_sched_free(a);
+	tir_sched_free(b);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* Synthetic rows: the throughput grows with feature 3 and falls with
+ * feature 7, across two workloads of different scale. */
+static void synth(int n, unsigned seed, float *f, double *g, int scale)
+{
+	srand(seed);
+	for (int i = 0; i < n; i++) {
+		for (int k = 0; k < CM_NFEATURES; k++)
+			f[i * CM_NFEATURES + k] = (float)(rand() % 1000) / 100.0f;
+		g[i] = scale * (1.0 + f[i * CM_NFEATURES + 3] - 0.5 * f[i * CM_NFEATURES + 7] + 10);
+	}
+}
+
+static double pairwise(const double *pred, const double *truth, int n)
+{
+	int ok = 0, all = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++) {
+			if (truth[i] == truth[j])
+				continue;
+			all++;
+			ok += (pred[i] > pred[j]) == (truth[i] > truth[j]);
+		}
+	return all ? (double)ok / all : 1;
+}
+
+START_TEST(learns_and_round_trips)
+{
+	enum { N = 200 };
+	float *f = malloc(sizeof(float) * N * CM_NFEATURES);
+	double g[N], pred[N], pred2[N];
+	tir_error err;
+	cm_model *m = cm_model_new();
+	ck_assert(cm_model_predict(m, 1, f, pred) == -1);   /* untrained */
+	synth(N, 1, f, g, 1);
+	ck_assert(cm_model_add(m, "w1", N / 2, f, g, &err) == 0);
+	synth(N, 2, f, g, 1000);
+	ck_assert(cm_model_add(m, "w2", N / 2, f, g, &err) == 0);
+	ck_assert(cm_model_trained(m));
+	/* held-out rows of a third scale */
+	synth(N, 3, f, g, 7);
+	ck_assert(cm_model_predict(m, N, f, pred) == 0);
+	double acc = pairwise(pred, g, N);
+	ck_assert_msg(acc > 0.8, "pairwise accuracy %.3f", acc);
+	unsigned char *blob;
+	size_t len;
+	ck_assert(cm_model_save(m, &blob, &len, &err) == 0);
+	cm_model *m2 = cm_model_load(blob, len, &err);
+	ck_assert_msg(m2, "%s", err.msg);
+	ck_assert_int_eq(cm_model_rows(m2), cm_model_rows(m));
+	ck_assert(cm_model_predict(m2, N, f, pred2) == 0);
+	for (int i = 0; i < N; i++)
+		ck_assert(pred[i] == pred2[i]);
+	/* corrupt blobs are refused with a message */
+	ck_assert(cm_model_load(blob, len / 2, &err) == NULL);
+	ck_assert(strstr(err.msg, "truncated"));
+	blob[0] = 'X';
+	ck_assert(cm_model_load(blob, len, &err) == NULL);
+	ck_assert(strstr(err.msg, "magic"));
+	free(blob);
+	cm_model_free(m2);
+	cm_model_free(m);
+	free(f);
+}
+END_TEST
+
+START_TEST(degenerate_data)
+{
+	enum { N = 64 };
+	float *f = calloc(N * CM_NFEATURES, sizeof(float));
+	double g[N], pred[N];
+	tir_error err;
+	/* all failed */
+	for (int i = 0; i < N; i++)
+		g[i] = 0;
+	cm_model *m = cm_model_new();
+	ck_assert(cm_model_add(m, "w", N, f, g, &err) == 0);
+	ck_assert(!cm_model_trained(m));
+	ck_assert(cm_model_predict(m, N, f, pred) == -1);
+	/* all equal, and NaN / infinite throughputs treated as failures */
+	for (int i = 0; i < N; i++)
+		g[i] = i % 3 ? 5.0 : (i % 2 ? NAN : INFINITY);
+	ck_assert(cm_model_add(m, "w", N, f, g, &err) == 0);
+	ck_assert(cm_model_predict(m, N, f, pred) == 0 || !cm_model_trained(m));
+	unsigned char *blob;
+	size_t len;
+	ck_assert(cm_model_save(m, &blob, &len, &err) == 0);
+	cm_model *m2 = cm_model_load(blob, len, &err);
+	ck_assert(m2);
+	cm_model_free(m2);
+	free(blob);
+	cm_model_free(m);
+	free(f);
+}
+END_TEST
+
+static Suite *make_costmodel_suite(void)
+{
+	Suite *s = suite_create("costmodel");
+	TCase *tc = tcase_create("features");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, features_every_workload);
+	tcase_add_test(tc, features_see_the_schedule);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("model");
+	tcase_add_test(tc, learns_and_round_trips);
+	tcase_add_test(tc, degenerate_data);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(make_costmodel_suite());
+}

@@ -1,0 +1,186 @@
+#!/bin/sh
+# service.sh — the integration test of the tird service (run by `make check`
+# from the build directory; needs curl and jq, else it is skipped).
+#
+# It starts a real tird on a free loopback port with a temporary database and
+# drives it with tirctl, curl and tird-worker:
+#   health and metrics; a missing token (401); bad JSON (400); an invalid
+#   workload (400, tirctl exit 1); an oversized body (413); submit; dedupe of
+#   an identical submission (joined); a tird-worker that takes a batch and is
+#   killed mid-batch (its batch is re-queued and finished by another worker);
+#   wait; best; show; a cache hit; export / import into a second tird, twice
+#   (idempotent); tird killed with SIGKILL mid-job, restarted on the same
+#   database: the job resumes and finishes, no stored record lost; SIGTERM
+#   stops it cleanly.
+# Workloads are tiny and trial counts small: the test shares two cores.
+set -u
+top=$(pwd)
+src=${srcdir:-.}
+TIRD=$top/daemon/tird
+WORKER=$top/daemon/tird-worker
+TIRCTL=$top/client/tirctl
+for t in curl jq python3; do
+	command -v $t >/dev/null 2>&1 || { echo "SKIP: $t not installed"; exit 77; }
+done
+[ -x "$TIRD" ] && [ -x "$WORKER" ] && [ -x "$TIRCTL" ] || { echo "FAIL: binaries not built"; exit 1; }
+
+# sanitizer builds: third-party libraries' exit-time allocations are not ours
+ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0; export ASAN_OPTIONS
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tird-test.XXXXXX")
+fails=0
+pids=""
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	if [ "$fails" -ne 0 ]; then
+		for f in "$tmp"/*.log; do echo "---- $f"; tail -40 "$f"; done
+	fi
+	[ -n "${TIRD_TEST_KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+wait_up() {   # URL
+	for i in $(seq 1 150); do curl -sf "$1/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	return 1
+}
+# until COMMAND succeeds, at most N tenths of a second
+until_ok() {
+	tenths=$1; shift
+	for i in $(seq 1 "$tenths"); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+
+echo 'test-token-0123456789' > "$tmp/token"
+port=$(free_port); url=http://127.0.0.1:$port
+start_tird() {   # DB LOG [flags...]
+	db=$1; log=$2; shift 2
+	"$TIRD" --listen 127.0.0.1:$port --db "$db" --local-workers none --lease-s 2 \
+		--token-file "$tmp/token" --max-body 4096 "$@" >>"$log" 2>&1 &
+	tird_pid=$!
+	pids="$pids $tird_pid"
+}
+start_tird "$tmp/a.db" "$tmp/tird.log"
+wait_up "$url" && pass "tird starts and answers /healthz" || { fail "tird did not start"; exit 1; }
+export TIRD_URL=$url TIRD_TOKEN=test-token-0123456789
+ctl() { "$TIRCTL" "$@"; }
+
+curl -sf "$url/metrics" | grep -q '^tird_jobs{state="queued"}' && pass "metrics in Prometheus text" \
+	|| fail "metrics"
+
+# ---- errors ------------------------------------------------------------------
+echo '{"op":"matmul","M":16,"N":16,"K":16}' > "$tmp/mm16.json"
+echo '{"op":"matmul","M":24,"N":24,"K":24}' > "$tmp/mm24.json"
+body="{\"workload\":$(cat "$tmp/mm16.json"),\"target\":\"cpu\",\"trials\":4}"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary "$body" "$url/v1/jobs")
+[ "$code" = 401 ] && jq -e '.error.code=="unauthorized" and (.error.message|length>0)' "$tmp/r" >/dev/null \
+	&& pass "a write without the token: 401" || fail "missing token: HTTP $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/best?op=matmul")
+[ "$code" = 200 ] && pass "reads stay open" || fail "read without token: HTTP $code"
+auth="Authorization: Bearer $TIRD_TOKEN"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary '{"workload":' "$url/v1/jobs")
+[ "$code" = 400 ] && jq -e '.error.code and .error.message' "$tmp/r" >/dev/null \
+	&& pass "bad JSON: 400 with error.code, error.message" || fail "bad JSON: HTTP $code"
+echo '{"op":"conv2d","N":1,"C":3}' > "$tmp/bad.json"
+ctl tune "$tmp/bad.json" --target cpu 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && [ -s "$tmp/err" ] && pass "invalid workload: tirctl exit 1, $(head -c 80 "$tmp/err")" \
+	|| fail "invalid workload: exit $rc $(cat "$tmp/err")"
+python3 -c 'print("{\"pad\":\"" + "x"*5000 + "\"}")' > "$tmp/big.json"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary @"$tmp/big.json" "$url/v1/jobs")
+[ "$code" = 413 ] && jq -e '.error.message' "$tmp/r" >/dev/null && pass "oversized body: 413" \
+	|| fail "oversized body: HTTP $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/nothing")
+[ "$code" = 404 ] && pass "unknown route: 404" || fail "unknown route: HTTP $code"
+
+# ---- submit, dedupe, a worker lost mid-batch -------------------------------------------
+job=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4 --batch 4)
+id=$(printf '%s' "$job" | jq -r .job_id)
+printf '%s' "$job" | jq -e '.job_id and .state=="queued"' >/dev/null && pass "tune: job $id queued" \
+	|| fail "tune: $job"
+again=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4)
+printf '%s' "$again" | jq -e ".job_id==$id and .joined==true" >/dev/null \
+	&& pass "identical submission joins job $id" || fail "dedupe: $again"
+
+"$WORKER" --server "$url" --target cpu --name doomed >"$tmp/worker-a.log" 2>&1 &
+wa=$!; pids="$pids $wa"
+leased() { curl -s "$url/v1/workers" | jq -e '.workers[] | select(.name|endswith("doomed")) | .batch_id != null' >/dev/null 2>&1; }
+if until_ok 600 leased; then
+	kill -9 $wa
+	pass "worker A took the batch and was killed mid-batch"
+else
+	fail "worker A never took a lease"
+fi
+"$WORKER" --server "$url" --target cpu --name rescuer >"$tmp/worker-b.log" 2>&1 &
+wb=$!; pids="$pids $wb"
+res=$(timeout 300 "$TIRCTL" --json wait "$id"); rc=$?
+[ $rc -eq 0 ] && printf '%s' "$res" | jq -e '.workload_key and .workload and .target and (.latency_us|type=="number") and (.gflops|type=="number") and .trials and .record_id' >/dev/null \
+	&& pass "wait: job $id done with the result fields" || fail "wait: exit $rc $res"
+curl -s "$url/metrics" | grep -Eq '^tird_batches_requeued_total [1-9]' \
+	&& pass "the lost batch was re-queued" || fail "no re-queued batch in metrics"
+ctl --json workers | jq -e '[.workers[] | select(.name|endswith("doomed")) | .state] == ["gone"]' >/dev/null \
+	&& pass "worker A is gone, B finished the batch" || fail "workers: $(ctl --json workers)"
+key=$(printf '%s' "$res" | jq -r .workload_key)
+rec=$(printf '%s' "$res" | jq -r .record_id)
+
+# ---- best, show, cache ---------------------------------------------------------------------
+ctl --json best matmul | jq -e "type==\"array\" and any(.[]; .workload_key==\"$key\" and .record_id==\"$rec\")" >/dev/null \
+	&& pass "best matmul lists it" || fail "best matmul"
+ctl --json best matmul --where M=16 --target cpu | jq -e 'length==1' >/dev/null \
+	&& pass "best --where M=16 --target cpu" || fail "best --where"
+ctl show "$key" --source | grep -q 'tir_entry\|void' && pass "show --source" || fail "show --source"
+ctl show "$key" --tir | grep -q 'for\|block' && pass "show --tir" || fail "show --tir"
+ctl --json show "$key" --trace | jq -e '.best[0].trace.insts|length>0' >/dev/null \
+	&& pass "show --trace" || fail "show --trace"
+hit=$(timeout 20 "$TIRCTL" --json tune "$tmp/mm16.json" --target cpu --trials 4 --wait)
+printf '%s' "$hit" | jq -e ".cached==true and .record_id==\"$rec\"" >/dev/null \
+	&& pass "same workload and trials: answered from the cache" || fail "cache hit: $hit"
+
+# ---- export / import round trip into a second tird --------------------------------------------
+n=0
+ctl export "$tmp/export.json" && n=$(jq '.records|length' "$tmp/export.json") && [ "$n" -ge 4 ] \
+	&& pass "export: $n records" || fail "export"
+port2=$(free_port); url2=http://127.0.0.1:$port2
+"$TIRD" --listen 127.0.0.1:$port2 --db "$tmp/b.db" --local-workers none >"$tmp/tird2.log" 2>&1 &
+t2=$!; pids="$pids $t2"
+wait_up "$url2" || fail "second tird did not start"
+i1=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
+i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
+[ -n "$i1" ] && [ -n "$i2" ] && printf '%s' "$i1" | jq -e ".imported==$n" >/dev/null &&
+	printf '%s' "$i2" | jq -e ".imported==0 and .skipped==$n" >/dev/null \
+	&& pass "import twice: $n records, then none (idempotent)" || fail "import: $i1 / $i2"
+"$TIRCTL" --server "$url2" --json best matmul | jq -e "any(.[]; .record_id==\"$rec\")" >/dev/null \
+	&& pass "the imported cache has the same best" || fail "best after import"
+kill $t2
+
+# ---- SIGKILL mid-job, restart, resume ------------------------------------------------------------
+job2=$(ctl --json tune "$tmp/mm24.json" --target cpu --trials 6 --batch 2)
+id2=$(printf '%s' "$job2" | jq -r .job_id)
+stored() { [ "$(curl -s "$url/v1/jobs/$id2" | jq -r .trials_done)" -ge 2 ] 2>/dev/null; }
+until_ok 1800 stored || fail "job $id2 stored nothing"
+ctl export "$tmp/before.json" 2>/dev/null
+kill -9 $tird_pid
+wait $tird_pid 2>/dev/null
+start_tird "$tmp/a.db" "$tmp/tird.log"
+wait_up "$url" || fail "tird did not restart"
+grep -q "job $id2: running -> queued: resumed after a restart" "$tmp/tird.log" \
+	&& pass "restarted tird resumed job $id2" || fail "no resume in the log"
+res2=$(timeout 300 "$TIRCTL" --json wait "$id2"); rc=$?
+[ $rc -eq 0 ] && pass "resumed job $id2 finished" || fail "resumed job: exit $rc $res2"
+ctl export "$tmp/after.json" 2>/dev/null
+lost=$(jq -n --slurpfile a "$tmp/before.json" --slurpfile b "$tmp/after.json" \
+	'([$a[0].records[].id] - [$b[0].records[].id]) | length')
+[ "$lost" = 0 ] && pass "no stored record lost across SIGKILL" || fail "$lost records lost"
+[ "$(ctl --json status "$id2" | jq -r .trials_done)" -ge 6 ] && pass "job $id2 has its 6 trials" \
+	|| fail "trials after resume: $(ctl --json status "$id2")"
+
+# ---- graceful stop -------------------------------------------------------------------------
+kill -TERM $tird_pid
+for i in $(seq 1 100); do kill -0 $tird_pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $tird_pid 2>/dev/null; then fail "SIGTERM: tird still running"; else
+	wait $tird_pid; rc=$?
+	[ $rc -eq 0 ] && grep -q 'stopped' "$tmp/tird.log" && pass "SIGTERM: clean stop" || fail "SIGTERM: exit $rc"
+fi
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,214 @@
+/*
+ * batch.c — tir_measure_local: a batch of candidates measured on this
+ * machine.
+ *
+ * Two phases, so that timings are clean and builds are fast:
+ *
+ *   1. build, in parallel on every core (pthreads; ctx->threads to limit):
+ *      each candidate's trace is replayed on a fresh schedule and validated,
+ *      its code generated (tir_codegen) and built by the target's runner;
+ *   2. run, ONE AT A TIME, in the runner's child process (runner.c's guard):
+ *      the output is compared with the reference, then timed.
+ *
+ * The reference (the slow double-precision computation, tir_measure_reference)
+ * is computed once per (workload, seed): with a search_local context it is
+ * kept there across batches, without one it is computed once per batch.
+ *
+ * Statuses: a trace that does not replay or validate, or code that does not
+ * generate or compile, is build_error; the runner decides crash, timeout and
+ * run_error; an output beyond tir_measure_tolerance is wrong_result.  Nothing
+ * here aborts the batch: every candidate gets a status and, when not ok, a
+ * message (malloc'd; the caller frees out[i].msg).
+ *
+ * Builds run in threads of the calling process, but no candidate code runs
+ * in it and the runs fork only after the builders have joined.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "measure.h"
+#include "../search/search.h"
+#include "../ir/ir.h"
+
+typedef struct job {
+	const char *trace;
+	tir_code *code;
+	tir_artifact *art;
+	int status;                /* TIR_MEASURE_OK while it may run */
+	char msg[512];
+} job;
+
+typedef struct builders {
+	const tir_workload *w;
+	const tir_target *t;
+	const tir_runner *r;
+	job *jobs;
+	int n, next;
+	pthread_mutex_t lock;
+} builders;
+
+/* Phase 1 for one candidate. */
+static void build_one(const builders *b, job *j)
+{
+	tir_error e = { "" };
+	tir_sched *s = search_replay(b->w, b->t, j->trace, &e);
+	if (s)
+		j->code = tir_codegen(tir_sched_program(s), b->t, &e);
+	if (j->code)
+		j->art = b->r->build(j->code, b->t, &e);
+	tir_sched_free(s);
+	if (!j->art) {
+		j->status = TIR_MEASURE_BUILD_ERROR;
+		snprintf(j->msg, sizeof j->msg, "%s%s", !s ? "replay: " : "", e.msg);
+	}
+}
+
+static void *builder(void *arg)
+{
+	builders *b = arg;
+	for (;;) {
+		pthread_mutex_lock(&b->lock);
+		int i = b->next++;
+		pthread_mutex_unlock(&b->lock);
+		if (i >= b->n)
+			return NULL;
+		build_one(b, &b->jobs[i]);
+	}
+}
+
+static void build_all(builders *b, int threads)
+{
+	pthread_t tid[64];
+	if (threads > 64)
+		threads = 64;
+	if (threads > b->n)
+		threads = b->n;
+	int started = 0;
+	for (int i = 1; i < threads; i++)      /* the caller is the first builder */
+		if (pthread_create(&tid[started], NULL, builder, b) == 0)
+			started++;
+	builder(b);
+	for (int i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+}
+
+void search_local_clear(search_local *l)
+{
+	if (!l)
+		return;
+	free(l->ref);
+	l->ref = NULL;
+	l->ref_n = 0;
+	l->ref_key[0] = '\0';
+}
+
+/* The reference output for w and seed, computed with the argument list of
+ * code (any candidate's); kept in l when there is one.  *owned says whether
+ * the caller frees it. */
+static const double *reference(search_local *l, const tir_workload *w, const tir_code *code,
+			       uint64_t seed, int64_t *n, bool *owned, tir_error *err)
+{
+	const char *key = tir_workload_key(w);
+	*owned = false;
+	if (l && l->ref && l->ref_seed == seed && !strcmp(l->ref_key, key)) {
+		*n = l->ref_n;
+		return l->ref;
+	}
+	double *ref;
+	if (tir_measure_reference(w, code, seed, &ref, n, err))
+		return NULL;
+	if (!l) {
+		*owned = true;
+		return ref;
+	}
+	search_local_clear(l);
+	l->ref = ref;
+	l->ref_n = *n;
+	l->ref_seed = seed;
+	snprintf(l->ref_key, sizeof l->ref_key, "%s", key);
+	return ref;
+}
+
+/* Phase 2 for one built candidate: run in a child, check, time. */
+static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
+		    const double *ref, int64_t ref_n, tir_candidate *out)
+{
+	tir_measure_result mr;
+	memset(&mr, 0, sizeof mr);
+	mr.max_rel_error = -1;
+	if (r->run(j->art, j->code, o, &mr) == 0) {
+		if (mr.out_elems != ref_n) {
+			mr.status = TIR_MEASURE_RUN_ERROR;
+			snprintf(mr.msg, sizeof mr.msg, "%lld output values, the reference has %lld",
+				 (long long)mr.out_elems, (long long)ref_n);
+		} else {
+			mr.max_rel_error = tir_measure_compare(ref, mr.output, ref_n);
+			double tol = tir_measure_tolerance(j->code);
+			if (!(mr.max_rel_error <= tol)) {
+				mr.status = TIR_MEASURE_WRONG_RESULT;
+				snprintf(mr.msg, sizeof mr.msg, "wrong result: max relative error "
+					 "%.3g exceeds the tolerance %g", mr.max_rel_error, tol);
+			}
+		}
+	}
+	out->status = mr.status;
+	out->latency_us = mr.status == TIR_MEASURE_OK ? mr.median_us : 0;
+	out->max_rel_error = mr.max_rel_error;
+	out->msg = mr.status == TIR_MEASURE_OK ? NULL : xstrdup(mr.msg);
+	tir_measure_result_clear(&mr);
+}
+
+int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int n,
+		      const char *const *traces, tir_candidate *out)
+{
+	search_local *l = ctx;
+	tir_measure_opts o = tir_measure_opts_default(l ? &l->opts : NULL);
+	builders b = { .w = w, .t = t, .r = tir_runner_for(t), .n = n };
+	b.jobs = xcalloc((size_t)n + 1, sizeof(job));
+	for (int i = 0; i < n; i++) {
+		b.jobs[i].trace = traces[i];
+		b.jobs[i].status = TIR_MEASURE_OK;
+	}
+	pthread_mutex_init(&b.lock, NULL);
+
+	/* 1. build everything, in parallel */
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	build_all(&b, l && l->threads > 0 ? l->threads : cores > 0 ? (int)cores : 1);
+
+	/* the reference, from the first candidate that built */
+	const double *ref = NULL;
+	int64_t ref_n = 0;
+	bool owned = false;
+	tir_error e = { "" };
+	for (int i = 0; i < n && !ref; i++)
+		if (b.jobs[i].art && !(ref = reference(l, w, b.jobs[i].code, o.seed, &ref_n,
+						      &owned, &e)))
+			break;
+
+	/* 2. run them one at a time */
+	for (int i = 0; i < n; i++) {
+		job *j = &b.jobs[i];
+		memset(&out[i], 0, sizeof out[i]);
+		out[i].trace = traces[i];
+		out[i].max_rel_error = -1;
+		if (j->status != TIR_MEASURE_OK) {
+			out[i].status = j->status;
+			out[i].msg = xstrdup(j->msg);
+		} else if (!ref) {
+			out[i].status = TIR_MEASURE_RUN_ERROR;
+			out[i].msg = xstrdup(e.msg[0] ? e.msg : "no reference");
+		} else {
+			run_one(b.r, j, &o, ref, ref_n, &out[i]);
+		}
+		b.r->free(j->art);
+		tir_code_free(j->code);
+	}
+	if (owned)
+		free((double *)ref);
+	pthread_mutex_destroy(&b.lock);
+	free(b.jobs);
+	return 0;
+}

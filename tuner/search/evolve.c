@@ -1,0 +1,681 @@
+/*
+ * evolve.c — the evolutionary search (as MetaSchedule's, after Ansor's).
+ *
+ * State: the measured set (every trace with a result, prior records
+ * included, keyed by the SHA-256 of its canonical text) and, within a round,
+ * the pool of valid candidates the round has seen.  One round, in order
+ * (search_round):
+ *
+ *   a. population: the best measured traces (SEARCH_MEASURED_SHARE of it),
+ *      replayed, plus fresh samples of each sketch in turn, each applied to a
+ *      fresh schedule whose seed derives from (seed, round, index);
+ *   b. evolution, SEARCH_GENERATIONS times: score the generation with the
+ *      cost model, pick parents by tournament on the scores, mutate one
+ *      decision of each (mutate.c) and replay the copy on a fresh schedule; a
+ *      copy that fails to replay or to validate is discarded and counted,
+ *      one already in the pool is dropped;
+ *   c. the last generation is scored too, so every candidate in the pool has
+ *      a score;
+ *   d. the batch: the unmeasured candidates of the pool, best score first,
+ *      with SEARCH_EPSILON of the batch drawn at random from the rest;
+ *   e. measurement through opts->measure; every result is recorded (whatever
+ *      its status), reported through on_result and fed back to the model as
+ *      GFLOP/s (0 for a failure).
+ *
+ * The search stops at the trial budget, on cancel (after the round), or at a
+ * plateau (search.h: SEARCH_STALE_ROUNDS, SEARCH_PATIENCE).
+ *
+ * Determinism: every random choice draws from one generator seeded by
+ * opts->seed, or from schedules seeded by values derived from it; sorting
+ * breaks ties by the candidates' hashes; nothing depends on time or threads.
+ * Same seed and same measurements, same sequence of measured traces.
+ *
+ * Only a candidate measured with status ok and a positive, finite latency
+ * can become the best; a crash, a timeout or a wrong result is recorded and
+ * the search goes on.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nettle/sha2.h>
+#include "search.h"
+#include "../ir/ir.h"
+
+/* ---- identities ---------------------------------------------------------------- */
+
+void search_trace_hash(const char *trace, unsigned char out[32])
+{
+	struct sha256_ctx ctx;
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(trace), (const uint8_t *)trace);
+	sha256_digest(&ctx, 32, out);
+}
+
+/* A set of 32-byte hashes, open addressing; each maps to an int. */
+typedef struct hashset {
+	size_t cap, n;
+	unsigned char (*key)[32];
+	int *val;
+	bool *used;
+} hashset;
+
+static size_t slot_of(const unsigned char *k, size_t cap)
+{
+	uint64_t h;
+	memcpy(&h, k, sizeof h);
+	return (size_t)(h & (cap - 1));
+}
+
+static int set_find(const hashset *s, const unsigned char *k)
+{
+	if (!s->cap)
+		return -1;
+	for (size_t i = slot_of(k, s->cap);; i = (i + 1) & (s->cap - 1)) {
+		if (!s->used[i])
+			return -1;
+		if (!memcmp(s->key[i], k, 32))
+			return s->val[i];
+	}
+}
+
+static void set_put(hashset *s, const unsigned char *k, int v);
+
+static void set_grow(hashset *s)
+{
+	hashset b = { s->cap ? 2 * s->cap : 256, 0, NULL, NULL, NULL };
+	b.key = xcalloc(b.cap, 32);
+	b.val = xcalloc(b.cap, sizeof(int));
+	b.used = xcalloc(b.cap, sizeof(bool));
+	for (size_t i = 0; i < s->cap; i++)
+		if (s->used[i])
+			set_put(&b, s->key[i], s->val[i]);
+	free(s->key);
+	free(s->val);
+	free(s->used);
+	*s = b;
+}
+
+static void set_put(hashset *s, const unsigned char *k, int v)
+{
+	if (2 * (s->n + 1) > s->cap)
+		set_grow(s);
+	size_t i = slot_of(k, s->cap);
+	while (s->used[i] && memcmp(s->key[i], k, 32))
+		i = (i + 1) & (s->cap - 1);
+	if (!s->used[i])
+		s->n++;
+	s->used[i] = true;
+	memcpy(s->key[i], k, 32);
+	s->val[i] = v;
+}
+
+static void set_clear(hashset *s)
+{
+	free(s->key);
+	free(s->val);
+	free(s->used);
+	memset(s, 0, sizeof *s);
+}
+
+/* ---- state ------------------------------------------------------------------------ */
+
+/* A measured trace. */
+typedef struct record {
+	char *trace;
+	unsigned char hash[32];
+	int status;
+	double latency_us;
+} record;
+
+/* A candidate of this round. */
+typedef struct cand {
+	char *trace;
+	unsigned char hash[32];
+	tir_sched *s;              /* alive while its generation is scored and bred */
+	double score;
+	bool measured;
+} cand;
+
+typedef struct search {
+	const tir_workload *w;
+	const tir_target *t;
+	const tir_tune_opts *o;
+	const search_space *space;
+	int trials, batch, population;
+	double flops;
+	uint64_t rng;
+
+	const tir_cost_model *model;
+	void *model_self;
+	search_random_model random;
+	tir_measure_batch_fn measure;
+	void *measure_ctx;
+	search_local local;
+
+	record *rec;               /* the measured set */
+	int nrec, caprec;
+	hashset measured;
+	int best;                  /* index in rec, -1 while none is ok */
+
+	cand *pool;                /* this round's candidates */
+	int npool, cappool;
+	hashset in_pool;
+
+	int round, done, errors;
+	search_stats st;
+} search;
+
+static void note_invalid(search *S, const char *what, const char *msg)
+{
+	snprintf(S->st.last_invalid, sizeof S->st.last_invalid, "%.60s: %.180s", what, msg);
+}
+
+static bool is_ok(int status, double latency_us)
+{
+	return status == TIR_MEASURE_OK && isfinite(latency_us) && latency_us > 0;
+}
+
+static double gflops_of(const search *S, int status, double latency_us)
+{
+	return is_ok(status, latency_us) ? S->flops / latency_us * 1e-3 : 0;
+}
+
+static double best_us(const search *S)
+{
+	return S->best >= 0 ? S->rec[S->best].latency_us : 0;
+}
+
+/* Adds a result to the measured set; the best moves only to an ok one. */
+static void record_add(search *S, const char *trace, const unsigned char *hash,
+		       int status, double latency_us)
+{
+	if (S->nrec == S->caprec) {
+		S->caprec = S->caprec ? 2 * S->caprec : 64;
+		S->rec = xrealloc(S->rec, sizeof(record) * (size_t)S->caprec);
+	}
+	record *r = &S->rec[S->nrec];
+	r->trace = xstrdup(trace);
+	memcpy(r->hash, hash, 32);
+	r->status = status;
+	r->latency_us = latency_us;
+	set_put(&S->measured, hash, S->nrec);
+	if (is_ok(status, latency_us) && (S->best < 0 || latency_us < best_us(S)))
+		S->best = S->nrec;
+	S->nrec++;
+}
+
+tir_sched *search_replay(const tir_workload *w, const tir_target *t, const char *trace,
+			 tir_error *err)
+{
+	tir_sched *s = tir_sched_new(w, 0, err);
+	if (!s)
+		return NULL;
+	if (tir_sched_replay(s, trace, err) || tir_verify(tir_sched_program(s), t, err)) {
+		tir_sched_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* ---- the pool ------------------------------------------------------------------------ */
+
+/* Adds schedule s (valid) to the pool unless its trace is there already;
+ * returns its index, or -1 (s is then freed). */
+static int pool_add(search *S, tir_sched *s)
+{
+	char *trace = tir_sched_trace(s);
+	unsigned char h[32];
+	search_trace_hash(trace, h);
+	if (set_find(&S->in_pool, h) >= 0) {
+		free(trace);
+		tir_sched_free(s);
+		return -1;
+	}
+	if (S->npool == S->cappool) {
+		S->cappool = S->cappool ? 2 * S->cappool : 256;
+		S->pool = xrealloc(S->pool, sizeof(cand) * (size_t)S->cappool);
+	}
+	cand *c = &S->pool[S->npool];
+	c->trace = trace;
+	memcpy(c->hash, h, 32);
+	c->s = s;
+	c->score = 0;
+	c->measured = set_find(&S->measured, h) >= 0;
+	set_put(&S->in_pool, h, S->npool);
+	return S->npool++;
+}
+
+static void pool_clear(search *S)
+{
+	for (int i = 0; i < S->npool; i++) {
+		free(S->pool[i].trace);
+		tir_sched_free(S->pool[i].s);
+	}
+	S->npool = 0;
+	set_clear(&S->in_pool);
+}
+
+/* A generation: indices into the pool. */
+typedef struct gen {
+	int n, cap;
+	int *idx;
+} gen;
+
+static void gen_push(gen *g, int i)
+{
+	if (g->n == g->cap) {
+		g->cap = g->cap ? 2 * g->cap : 64;
+		g->idx = xrealloc(g->idx, sizeof(int) * (size_t)g->cap);
+	}
+	g->idx[g->n++] = i;
+}
+
+/* Frees the schedules of a generation (their traces stay in the pool). */
+static void gen_release(search *S, gen *g)
+{
+	for (int i = 0; i < g->n; i++) {
+		tir_sched_free(S->pool[g->idx[i]].s);
+		S->pool[g->idx[i]].s = NULL;
+	}
+	free(g->idx);
+	memset(g, 0, sizeof *g);
+}
+
+/* ---- a. the initial population -------------------------------------------------- */
+
+/* Faster first; equal latencies by hash. */
+static int record_cmp(const record *x, const record *y)
+{
+	if (x->latency_us != y->latency_us)
+		return x->latency_us < y->latency_us ? -1 : 1;
+	return memcmp(x->hash, y->hash, 32);
+}
+
+/* Indices of the ok records, fastest first (ties by hash). */
+static int *ok_records_by_latency(const search *S, int *n)
+{
+	int *idx = xmalloc(sizeof(int) * (size_t)(S->nrec + 1));
+	*n = 0;
+	for (int i = 0; i < S->nrec; i++)
+		if (is_ok(S->rec[i].status, S->rec[i].latency_us))
+			idx[(*n)++] = i;
+	/* insertion sort: stable, deterministic, and the set is small */
+	for (int i = 1; i < *n; i++) {
+		int x = idx[i], j = i;
+		while (j > 0 && record_cmp(&S->rec[idx[j - 1]], &S->rec[x]) > 0) {
+			idx[j] = idx[j - 1];
+			j--;
+		}
+		idx[j] = x;
+	}
+	return idx;
+}
+
+static void init_population(search *S, gen *g)
+{
+	/* the best measured traces */
+	int nok, *ok = ok_records_by_latency(S, &nok);
+	int nbest = (int)(S->population * SEARCH_MEASURED_SHARE);
+	for (int i = 0; i < nok && g->n < nbest; i++) {
+		tir_error e;
+		tir_sched *s = search_replay(S->w, S->t, S->rec[ok[i]].trace, &e);
+		int k = s ? pool_add(S, s) : -1;
+		if (k >= 0) {
+			gen_push(g, k);
+			S->st.seeded++;
+		}
+	}
+	free(ok);
+
+	/* fresh samples of each sketch in turn */
+	int need = S->population - g->n;
+	for (int k = 0; k < 2 * need && g->n < S->population; k++) {
+		int id = k % S->space->nsketches;
+		tir_error e;
+		tir_sched *s = tir_sched_new(S->w, search_derive(S->o->seed, (uint64_t)S->round,
+								 (uint64_t)k), &e);
+		S->st.samples++;
+		if (!s || S->space->apply(S->space->ctx, id, s, &e) ||
+		    tir_verify(tir_sched_program(s), S->t, &e)) {
+			S->st.samples_invalid++;
+			note_invalid(S, S->space->names[id], e.msg);
+			tir_sched_free(s);
+			continue;
+		}
+		int i = pool_add(S, s);
+		if (i >= 0)
+			gen_push(g, i);
+	}
+}
+
+/* ---- b, c. scoring and evolution ----------------------------------------------- */
+
+static int score(search *S, const gen *g, tir_error *err)
+{
+	if (!g->n)
+		return 0;
+	const tir_program **progs = xmalloc(sizeof(*progs) * (size_t)g->n);
+	double *sc = xcalloc((size_t)g->n, sizeof(double));
+	for (int i = 0; i < g->n; i++)
+		progs[i] = tir_sched_program(S->pool[g->idx[i]].s);
+	int rc = S->model->predict(S->model_self, S->w, S->t, g->n, progs, sc);
+	if (rc)   /* the model cannot rank yet (too little data): random scores */
+		rc = search_random_cost_model.predict(&S->random, S->w, S->t, g->n, progs, sc);
+	for (int i = 0; i < g->n; i++)
+		S->pool[g->idx[i]].score = isfinite(sc[i]) ? sc[i] : -INFINITY;
+	free(progs);
+	free(sc);
+	if (rc)
+		return tir_fail(err, "cost model %s: prediction failed", S->model->name);
+	return 0;
+}
+
+/* A parent: the better scored of two drawn at random. */
+static int tournament(search *S, const gen *g)
+{
+	int a = g->idx[search_rand(&S->rng) % (uint64_t)g->n];
+	int b = g->idx[search_rand(&S->rng) % (uint64_t)g->n];
+	return S->pool[b].score > S->pool[a].score ? b : a;
+}
+
+/* The next generation: population children, each one mutation of a parent,
+ * replayed and validated; discarded mutants are counted. */
+static void evolve(search *S, const gen *parents, gen *next)
+{
+	for (int c = 0; c < S->population && parents->n; c++) {
+		for (int attempt = 0; attempt < SEARCH_MUTATE_TRIES; attempt++) {
+			const cand *p = &S->pool[tournament(S, parents)];
+			char *txt = mutate_trace(p->trace, &S->rng);
+			if (!txt)
+				continue;
+			S->st.mutants++;
+			tir_error e;
+			tir_sched *s = search_replay(S->w, S->t, txt, &e);
+			free(txt);
+			if (!s) {
+				S->st.mutants_discarded++;
+				note_invalid(S, "mutant", e.msg);
+				continue;
+			}
+			int k = pool_add(S, s);
+			if (k < 0) {
+				S->st.mutants_duplicate++;
+				continue;
+			}
+			gen_push(next, k);
+			break;
+		}
+	}
+}
+
+/* ---- d. the batch --------------------------------------------------------------- */
+
+/* Best score first; equal scores by hash. */
+static int cand_cmp(const search *S, int a, int b)
+{
+	const cand *x = &S->pool[a], *y = &S->pool[b];
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return memcmp(x->hash, y->hash, 32);
+}
+
+/* Fills batch[] with pool indices; returns how many (at most max). */
+static int pick_batch(search *S, int max, int *batch)
+{
+	int *c = xmalloc(sizeof(int) * (size_t)(S->npool + 1)), n = 0;
+	for (int i = 0; i < S->npool; i++)
+		if (!S->pool[i].measured)
+			c[n++] = i;
+	/* insertion sort: deterministic, and the pool is at most a few thousand */
+	for (int i = 1; i < n; i++) {
+		int x = c[i], j = i;
+		while (j > 0 && cand_cmp(S, c[j - 1], x) > 0) {
+			c[j] = c[j - 1];
+			j--;
+		}
+		c[j] = x;
+	}
+	int take = n < max ? n : max;
+	int nrand = (int)floor(take * SEARCH_EPSILON + 0.5);
+	int ntop = take - nrand, k = 0;
+	for (; k < ntop; k++)
+		batch[k] = c[k];
+	/* the random share: drawn without replacement from the rest */
+	for (int rest = n - ntop; k < take; k++, rest--) {
+		int j = ntop + (int)(search_rand(&S->rng) % (uint64_t)rest);
+		int x = c[j];
+		c[j] = c[k];
+		c[k] = x;
+		batch[k] = x;
+	}
+	free(c);
+	return take;
+}
+
+/* ---- e. measurement --------------------------------------------------------------- */
+
+static void model_update(search *S, int n, tir_sched *const *s, const double *gflops)
+{
+	if (!S->model->update || !n)
+		return;
+	const tir_program **progs = xmalloc(sizeof(*progs) * (size_t)n);
+	double *g = xmalloc(sizeof(double) * (size_t)n);
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (s[i]) {
+			progs[k] = tir_sched_program(s[i]);
+			g[k++] = gflops[i];
+		}
+	if (k)
+		S->model->update(S->model_self, S->w, S->t, k, progs, g);
+	free(progs);
+	free(g);
+}
+
+static int measure(search *S, int n, const int *batch, tir_error *err)
+{
+	const char **traces = xmalloc(sizeof(char *) * (size_t)n);
+	tir_candidate *out = xcalloc((size_t)n, sizeof *out);
+	for (int i = 0; i < n; i++) {
+		traces[i] = S->pool[batch[i]].trace;
+		out[i].status = TIR_MEASURE_RUN_ERROR;
+		out[i].max_rel_error = -1;
+	}
+	if (S->measure(S->measure_ctx, S->w, S->t, n, traces, out)) {
+		for (int i = 0; i < n; i++)
+			free((char *)out[i].msg);
+		free(traces);
+		free(out);
+		return tir_fail(err, "tune: the measure function failed on a batch of %d", n);
+	}
+	tir_error e;
+	tir_sched **s = xcalloc((size_t)n, sizeof *s);
+	double *gflops = xcalloc((size_t)n, sizeof(double));
+	for (int i = 0; i < n; i++) {
+		cand *c = &S->pool[batch[i]];
+		out[i].trace = c->trace;
+		if (!is_ok(out[i].status, out[i].latency_us))
+			S->errors++;
+		record_add(S, c->trace, c->hash, out[i].status, out[i].latency_us);
+		c->measured = true;
+		S->done++;
+		if (S->o->on_result)
+			S->o->on_result(S->o->cb_ctx, &out[i]);
+		free((char *)out[i].msg);
+		gflops[i] = gflops_of(S, out[i].status, out[i].latency_us);
+		s[i] = search_replay(S->w, S->t, c->trace, &e);   /* the model's input */
+	}
+	model_update(S, n, s, gflops);
+	for (int i = 0; i < n; i++)
+		tir_sched_free(s[i]);
+	free(s);
+	free(gflops);
+	free(traces);
+	free(out);
+	return 0;
+}
+
+/* ---- one round ------------------------------------------------------------------------ */
+
+/* b, c: SEARCH_GENERATIONS rounds of breeding from the scored population g;
+ * the last generation is scored too.  Every schedule is released; the
+ * traces and scores stay in the pool. */
+static int evolve_generations(search *S, gen *g, tir_error *err)
+{
+	int rc = 0;
+	for (int i = 0; i <= SEARCH_GENERATIONS && g->n && !rc; i++) {
+		gen next = { 0 };
+		rc = score(S, g, err);
+		if (!rc && i < SEARCH_GENERATIONS)
+			evolve(S, g, &next);
+		gen_release(S, g);
+		*g = next;
+	}
+	gen_release(S, g);
+	return rc;
+}
+
+/* The steps of one round (see the top of the file).  Returns how many
+ * candidates it measured (0: it found nothing new), or -1. */
+static int search_round(search *S, tir_error *err)
+{
+	gen g = { 0 };
+	int left = S->trials - S->done;
+	int max = left < S->batch ? left : S->batch, n = 0;
+	int *batch = xmalloc(sizeof(int) * (size_t)(max + 1));
+
+	/* a. population: the best measured traces, fresh samples of each sketch */
+	init_population(S, &g);
+	/* b, c. evolution under the cost model; every candidate scored */
+	int rc = evolve_generations(S, &g, err);
+	/* d. the batch: best scores first, an epsilon share at random */
+	if (!rc)
+		n = pick_batch(S, max, batch);
+	/* e. measurement; results recorded, reported, fed to the model */
+	if (!rc && n)
+		rc = measure(S, n, batch, err);
+
+	free(batch);
+	pool_clear(S);
+	return rc ? -1 : n;
+}
+
+/* ---- the search ---------------------------------------------------------------------- */
+
+static void load_prior(search *S)
+{
+	int n = S->o->nprior;
+	if (n <= 0 || !S->o->prior)
+		return;
+	tir_sched **s = xcalloc((size_t)n, sizeof *s);
+	double *gflops = xcalloc((size_t)n, sizeof(double));
+	for (int i = 0; i < n; i++) {
+		const tir_candidate *c = &S->o->prior[i];
+		tir_error e;
+		s[i] = c->trace ? search_replay(S->w, S->t, c->trace, &e) : NULL;
+		if (!s[i]) {
+			S->st.prior_invalid++;
+			continue;
+		}
+		char *trace = tir_sched_trace(s[i]);
+		unsigned char h[32];
+		search_trace_hash(trace, h);
+		if (set_find(&S->measured, h) < 0) {
+			record_add(S, trace, h, c->status, c->latency_us);
+			gflops[i] = gflops_of(S, c->status, c->latency_us);
+		} else {
+			tir_sched_free(s[i]);
+			s[i] = NULL;
+		}
+		free(trace);
+	}
+	model_update(S, n, s, gflops);
+	for (int i = 0; i < n; i++)
+		tir_sched_free(s[i]);
+	free(s);
+	free(gflops);
+}
+
+static void progress(search *S)
+{
+	if (!S->o->on_progress)
+		return;
+	tir_tune_progress p = {
+		.round = S->round, .trials_done = S->done, .trials_total = S->trials,
+		.errors = S->errors, .best_us = best_us(S),
+		.best_gflops = S->best >= 0 ? gflops_of(S, 0, best_us(S)) : 0,
+	};
+	S->o->on_progress(S->o->cb_ctx, &p);
+}
+
+int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *opts,
+	       const search_space *space, tir_tune_result *res, search_stats *stats,
+	       tir_error *err)
+{
+	memset(res, 0, sizeof *res);
+	if (stats)
+		memset(stats, 0, sizeof *stats);
+	if (!space || space->nsketches < 1)
+		return tir_fail(err, "tune: no sketch applies to this workload");
+	tir_tune_opts none = { 0 };
+	const tir_tune_opts *o = opts ? opts : &none;
+	search S = {
+		.w = w, .t = t, .o = o, .space = space,
+		.trials = o->trials > 0 ? o->trials : SEARCH_TRIALS,
+		.batch = o->batch > 0 ? o->batch : SEARCH_BATCH,
+		.population = o->population > 0 ? o->population : SEARCH_POPULATION,
+		.flops = tir_workload_flops(w),
+		.rng = search_derive(o->seed, 0x5EA4C4, 0),
+		.best = -1,
+	};
+	S.random.rng = search_derive(o->seed, 0xC057, 0);
+	S.model = o->model ? o->model : &search_random_cost_model;
+	S.model_self = o->model ? o->model_self : &S.random;
+	S.measure = o->measure ? o->measure : tir_measure_local;
+	S.measure_ctx = o->measure ? o->measure_ctx : &S.local;
+
+	load_prior(&S);
+	int rc = 0, stale = 0, flat = 0;
+	while (S.done < S.trials && !(o->cancel && *o->cancel)) {
+		double before = best_us(&S);
+		S.round++;
+		int n = search_round(&S, err);
+		if (n < 0) {
+			rc = -1;
+			break;
+		}
+		stale = n ? 0 : stale + 1;
+		bool better = S.best >= 0 && (before == 0 || best_us(&S) < before * 0.999);
+		flat = !n ? flat : better ? 0 : flat + 1;
+		progress(&S);
+		if (stale >= SEARCH_STALE_ROUNDS || flat >= SEARCH_PATIENCE)
+			break;
+	}
+	if (!rc && S.nrec == 0 && stale >= SEARCH_STALE_ROUNDS)
+		rc = tir_fail(err, "tune: no valid candidate in %d rounds (%d samples%s%s)",
+			      S.round, S.st.samples, S.st.last_invalid[0] ? "; last: " : "",
+			      S.st.last_invalid);
+
+	if (S.best >= 0) {
+		res->best_trace = xstrdup(S.rec[S.best].trace);
+		res->best_us = best_us(&S);
+		res->best_gflops = gflops_of(&S, 0, res->best_us);
+	}
+	res->trials = S.done;
+	res->errors = S.errors;
+	res->rounds = S.round;
+	S.st.stale_rounds = stale;
+	S.st.flat_rounds = flat;
+	if (stats)
+		*stats = S.st;
+
+	for (int i = 0; i < S.nrec; i++)
+		free(S.rec[i].trace);
+	free(S.rec);
+	set_clear(&S.measured);
+	pool_clear(&S);
+	free(S.pool);
+	search_local_clear(&S.local);
+	return rc;
+}

@@ -1,0 +1,409 @@
+/*
+ * cpu.c — the CPU sketches (Ansor / MetaSchedule style), for C targets.
+ *
+ * Written against the block structure only (sketch_find_blocks): the
+ * reduction block to tile, the injective producers it reads (padding) and
+ * the consumers of its output (epilogues).
+ *
+ *   cpu-tile-cache   injective producers inlined; multi-level tiling SSRSRS of
+ *                    the reduction block: every spatial loop in 4 levels
+ *                    (S0 S1 S2 S3), every reduction loop in 2 (R0 R1), ordered
+ *                    S0 S1 R0 S2 R1 S3; the S0 loops fused and parallel; the
+ *                    innermost S3 loop (a tile of the last spatial loop, whose
+ *                    length is a sampled multiple of the vector lanes)
+ *                    vectorized; the accumulator in a local write cache
+ *                    (cache_write "local") written back at a sampled location
+ *                    (sample_compute_location: the fused S0 loop or an S1
+ *                    loop), with the consumers inlined into the write-back
+ *                    (reverse_compute_inline); the init decomposed out of the
+ *                    reduction (decompose_reduction at R0), so the inner
+ *                    S2 R1 S3 loops are a blocked micro-kernel: R1
+ *                    accumulates into the S3 tile (rows x vectors) of the
+ *                    cache (gcc keeps it in memory: its address moves with
+ *                    the S2 loops); a sampled unroll depth ({0, 16, 64, 512})
+ *                    on the S3 row loops, a sampled factor ({0, 2, 4, 8}) on
+ *                    the innermost R1 loop.
+ *   cpu-tile-reg     the register-tile variant: reduction loops untiled
+ *                    (S0 S1 S2 R S3), the local write cache at the innermost
+ *                    S2 loop, so it is exactly the S3 register tile, indexed
+ *                    by constants once unrolled (gcc keeps it in registers);
+ *                    the inputs read along the vector loop and the reduction
+ *                    packed with cache_read "local" + compute_at at a
+ *                    sampled location, so the reduction streams them.
+ *   cpu-tile         the same without the write cache: the reduction
+ *                    accumulates in its output, each consumer is moved to a
+ *                    sampled location (reverse_compute_at) and vectorized.
+ *
+ * Tile sizes are sample_perfect_tile instructions whose decisions are drawn
+ * here jointly over the loops (sketch_tile_decided), preferring tilings that
+ * a CPU runs well: a register tile of at most CPU_MAX_ACC vector accumulators,
+ * enough S0 iterations to feed every core, an R1 long enough to amortise the
+ * accumulators' loads and stores.  The preference only biases the first
+ * draw: the decisions are recorded like any other, mutations move factors
+ * freely and replay checks only that they multiply to the extent.  The
+ * copy loops of moved blocks (write-back, packs, consumers) are left to the
+ * compiler's vectorizer: a get_loops after a sampled location would name a
+ * number of loops that changes with the location, and the trace would no
+ * longer replay once the search mutates it.  Extents need not divide: the vector tile is a split by a sampled lane multiple with
+ * an inferred outer factor, which adds a predicate where it overshoots.
+ */
+#include <string.h>
+#include "sketch.h"
+
+#define CPU_MAX_ACC 24        /* vector accumulators of the register tile */
+#define CPU_MAX_ROWS 12       /* rows (non-vector S3 iterations) of it */
+#define CPU_MIN_RTILE 16      /* R1 iterations wanted per register tile */
+#define CPU_MAX_RTILE 1024
+#define CPU_DRAWS 64
+
+static bool cpu_applies(const tir_program *p, const tir_target *t)
+{
+	sketch_blocks sb;
+	sketch_find_blocks(p, &sb);
+	return t->kind == TIR_TARGET_CPU && sb.reduction != NULL;
+}
+
+/* ---- the joint draw of tile sizes -------------------------------------------- */
+
+typedef struct cpu_tiles {
+	/* spatial loop i (extent > 1, not the vector loop): f[i][0..3]; the
+	 * vector loop's outer part: vf[0..2] (S0 S1 S2) */
+	int64_t sf[TIR_MAX_IO][4];
+	int64_t vf[3];
+	int64_t rf[TIR_MAX_IO][2];
+} cpu_tiles;
+
+typedef struct cpu_shape {
+	int ns, nr;
+	int64_t sext[TIR_MAX_IO], rext[TIR_MAX_IO];
+	bool tiled_s[TIR_MAX_IO], tiled_r[TIR_MAX_IO];
+	int vi;                   /* the vector loop's index in sext, or -1 */
+	int64_t vouter;           /* its outer part's extent (split by vlen) */
+	int64_t vlen;             /* its S3 length */
+	int lanes, cores;
+} cpu_shape;
+
+static int64_t tiles_penalty(const cpu_shape *sh, const cpu_tiles *t)
+{
+	int64_t rows = 1, par = 1, rtile = 1, rtotal = 1;
+	for (int i = 0; i < sh->ns; i++) {
+		if (!sh->tiled_s[i])
+			continue;
+		rows *= t->sf[i][3];
+		par *= t->sf[i][0];
+	}
+	if (sh->vi >= 0 && sh->vouter > 1)
+		par *= t->vf[0];
+	for (int i = 0; i < sh->nr; i++)
+		if (sh->tiled_r[i]) {
+			rtile *= t->rf[i][1];
+			rtotal *= sh->rext[i];
+		}
+	int64_t vecs = (sh->vlen + sh->lanes - 1) / sh->lanes;
+	int64_t acc = rows * vecs, pen = 0;
+	if (acc > CPU_MAX_ACC)
+		pen += 10 * (acc - CPU_MAX_ACC);
+	if (rows > CPU_MAX_ROWS)
+		pen += 10 * (rows - CPU_MAX_ROWS);
+	if (rows < 2 && acc < 4)
+		pen += 5;
+	if (par < 2 * sh->cores)
+		pen += 20;
+	int64_t want = rtotal < CPU_MIN_RTILE ? rtotal : CPU_MIN_RTILE;
+	if (rtile < want)
+		pen += 10;
+	if (rtile > CPU_MAX_RTILE)
+		pen += 5;
+	return pen;
+}
+
+static void draw_tiles(tir_sched *s, const cpu_shape *sh, cpu_tiles *best)
+{
+	int64_t bestpen = -1;
+	cpu_tiles cur;
+	memset(&cur, 0, sizeof cur);
+	for (int k = 0; k < CPU_DRAWS && bestpen != 0; k++) {
+		for (int i = 0; i < sh->ns; i++)
+			if (sh->tiled_s[i])
+				sketch_draw_factors(s, sh->sext[i], 4, cur.sf[i]);
+		if (sh->vi >= 0 && sh->vouter > 1)
+			sketch_draw_factors(s, sh->vouter, 3, cur.vf);
+		for (int i = 0; i < sh->nr; i++)
+			if (sh->tiled_r[i])
+				sketch_draw_factors(s, sh->rext[i], 2, cur.rf[i]);
+		int64_t pen = tiles_penalty(sh, &cur);
+		if (bestpen < 0 || pen < bestpen) {
+			bestpen = pen;
+			*best = cur;
+		}
+	}
+}
+
+/* ---- the sketch ----------------------------------------------------------------- */
+
+static bool uses_reduce_iter(const tir_block *b, const tir_expr *e)
+{
+	for (int i = 0; i < b->niters; i++)
+		if (b->iters[i].kind == ITER_REDUCE && expr_uses_var(e, b->iters[i].var))
+			return true;
+	return false;
+}
+
+/* cache_read "local" of every input of block b whose region moves with the
+ * vector iterator and a reduction iterator, computed at a sampled location. */
+static int pack_vector_operands(tir_sched *s, int b, const tir_var *vec_var, tir_error *err)
+{
+	const tir_block *blk = s->rv[b].block;
+	const tir_buffer *bufs[TIR_MAX_IO];
+	int nb = 0;
+	for (int r = 0; r < blk->nreads && nb < TIR_MAX_IO; r++) {
+		const tir_region *rg = &blk->reads[r];
+		if (rg->buf->role != BUF_INPUT)
+			continue;
+		/* only plain operands (every index one iterator, as a matmul's B
+		 * or a convolution's weights): their packs are dense boxes */
+		bool vec = false, red = false, plain = true;
+		for (int d = 0; d < rg->buf->ndim; d++) {
+			vec = vec || expr_uses_var(rg->min[d], vec_var);
+			red = red || uses_reduce_iter(blk, rg->min[d]);
+			plain = plain && rg->min[d]->kind == E_VAR && rg->extent[d] == 1;
+		}
+		if (vec && red && plain)
+			bufs[nb++] = rg->buf;
+	}
+	for (int k = 0; k < nb; k++) {
+		int r = -1;
+		for (int i = 0; i < blk->nreads && r < 0; i++)
+			if (blk->reads[i].buf == bufs[k])
+				r = i;
+		if (r < 0)
+			continue;
+		int copy, loc;
+		SKETCH_TRY(copy = tir_cache_read(s, b, r, "local", err), "cache_read");
+		SKETCH_TRY(loc = tir_sample_compute_location(s, copy, err), "pack location");
+		SKETCH_TRY(tir_compute_at(s, copy, loc, err), "compute_at the pack");
+	}
+	return 0;
+}
+
+/* How the accumulator is written back. */
+typedef enum {
+	WB_DIRECT,      /* the reduction accumulates in its output */
+	WB_CACHE,       /* a local cache at a sampled S0 / S1 location */
+	WB_REGISTER     /* a local cache of the register tile: at the innermost S2
+			   loop, the reduction loops untiled (R0 empty) */
+} cpu_wb;
+
+static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error *err)
+{
+	sketch_blocks sb;
+	sketch_find_blocks(s->p, &sb);
+	if (!sb.reduction)
+		return tir_fail(err, "the program has no reduction block");
+	cpu_shape sh;
+	memset(&sh, 0, sizeof sh);
+	sh.lanes = sketch_vector_lanes(t, sketch_accum_dtype(s->p, &sb));
+	sh.cores = t->cores > 0 ? t->cores : 1;
+
+	/* 1. injective producers (padding) inlined where legal */
+	if (sketch_inline_producers(s, &sb, err) < 0)
+		return -1;
+
+	/* 2. the loops of the reduction block */
+	int b;
+	SKETCH_TRY(b = tir_get_block(s, sb.reduction, err), "get the reduction block");
+	sketch_nest n;
+	SKETCH_TRY(sketch_nest_of(s, b, &n, err), "its loops");
+	sh.ns = n.ns;
+	sh.nr = n.nr;
+	sh.vi = -1;
+	for (int i = 0; i < n.ns; i++) {
+		sh.sext[i] = n.sext[i];
+		sh.tiled_s[i] = n.sext[i] > 1;
+		if (n.sext[i] > 1)
+			sh.vi = i;
+	}
+	for (int i = 0; i < n.nr; i++) {
+		sh.rext[i] = n.rext[i];
+		sh.tiled_r[i] = n.rext[i] > 1 && wbmode != WB_REGISTER;
+	}
+
+	/* the block iterator the vector loop feeds */
+	const tir_var *vec_var = NULL;
+	if (sh.vi >= 0) {
+		const tir_block *blk = s->rv[b].block;
+		const tir_var *lv = s->rv[n.spatial[sh.vi]].loop->var;
+		for (int i = 0; i < blk->niters; i++)
+			if (expr_uses_var(blk->iters[i].binding, lv))
+				vec_var = blk->iters[i].var;
+	}
+
+	/* 3. the vector tile: a sampled multiple of the lanes, outer part
+	 * inferred (a predicate where it overshoots) */
+	int S[4][TIR_MAX_IO], nS[4] = { 0 }, R[2][TIR_MAX_IO], nR[2] = { 0 };
+	int vloop = -1, vouter = -1;
+	if (sh.vi >= 0) {
+		sh.tiled_s[sh.vi] = false;
+		int64_t ext = n.sext[sh.vi];
+		if (ext > sh.lanes) {
+			int64_t cand[3];
+			int nc = 0;
+			for (int64_t m = 1; m <= 4 && m * sh.lanes <= ext; m *= 2)
+				cand[nc++] = m * sh.lanes;
+			int v;
+			SKETCH_TRY(v = tir_sample_categorical(s, nc, cand, NULL, err), "vector tile");
+			sh.vlen = tir_sched_int(s, v);
+			tir_int fac[2] = { TIR_LIT(0), TIR_RV(v) };
+			int o[2];
+			SKETCH_TRY(tir_split(s, n.spatial[sh.vi], 2, fac, o, err), "split the vector tile");
+			vouter = o[0];
+			vloop = o[1];
+			sh.vouter = (ext + sh.vlen - 1) / sh.vlen;
+		} else {
+			vloop = n.spatial[sh.vi];
+			sh.vlen = ext;
+			sh.vouter = 1;
+		}
+	}
+
+	/* 4. the other tiles, drawn jointly, then split */
+	cpu_tiles tl;
+	memset(&tl, 0, sizeof tl);
+	draw_tiles(s, &sh, &tl);
+	for (int i = 0; i < n.ns; i++) {
+		if (i == sh.vi) {
+			if (vouter >= 0 && sh.vouter > 1) {
+				int o[3];
+				SKETCH_TRY(sketch_tile_decided(s, vouter, 3, 0, tl.vf, o, err),
+					   "tile the vector loop");
+				for (int l = 0; l < 3; l++)
+					S[l][nS[l]++] = o[l];
+			} else if (vouter >= 0) {
+				S[0][nS[0]++] = vouter;
+			}
+			continue;
+		}
+		if (!sh.tiled_s[i]) {
+			S[0][nS[0]++] = n.spatial[i];
+			continue;
+		}
+		int o[4];
+		SKETCH_TRY(sketch_tile_decided(s, n.spatial[i], 4, 0, tl.sf[i], o, err),
+			   "tile a spatial loop");
+		for (int l = 0; l < 4; l++)
+			S[l][nS[l]++] = o[l];
+	}
+	if (vloop >= 0)
+		S[3][nS[3]++] = vloop;
+	for (int i = 0; i < n.nr; i++) {
+		if (!sh.tiled_r[i]) {
+			if (wbmode == WB_REGISTER)
+				R[1][nR[1]++] = n.reduce[i];
+			else
+				R[0][nR[0]++] = n.reduce[i];
+			continue;
+		}
+		int o[2];
+		SKETCH_TRY(sketch_tile_decided(s, n.reduce[i], 2, 0, tl.rf[i], o, err),
+			   "tile a reduction loop");
+		R[0][nR[0]++] = o[0];
+		R[1][nR[1]++] = o[1];
+	}
+
+	/* 5. S0 S1 R0 S2 R1 S3 */
+	int order[6 * TIR_MAX_IO], k = 0;
+	const int *lv[6] = { S[0], S[1], R[0], S[2], R[1], S[3] };
+	const int nlv[6] = { nS[0], nS[1], nR[0], nS[2], nR[1], nS[3] };
+	for (int l = 0; l < 6; l++)
+		for (int i = 0; i < nlv[l]; i++)
+			order[k++] = lv[l][i];
+	if (k > 1)
+		SKETCH_TRY(tir_reorder(s, k, order, err), "reorder SSRSRS");
+
+	/* 6. outer tiles fused and parallel, the vector tile vectorized */
+	if (nS[0]) {
+		int par;
+		SKETCH_TRY(par = tir_fuse(s, nS[0], S[0], err), "fuse the outer tiles");
+		SKETCH_TRY(tir_parallel(s, par, err), "parallel");
+	}
+	if (vloop >= 0)
+		SKETCH_TRY(tir_vectorize(s, vloop, err), "vectorize");
+
+	/* 7. unroll depth on the register tile's rows (gcc unrolls a loop up to
+	 * that many times: the rows of a tile up to it are unrolled whole), and
+	 * a small unroll factor of the innermost reduction loop (the rows'
+	 * depth there would multiply the code by hundreds) */
+	static const int64_t unroll[] = { 0, 16, 64, 512 };
+	static const int64_t runroll[] = { 0, 2, 4, 8 };
+	int u, ru;
+	SKETCH_TRY(u = tir_sample_categorical(s, 4, unroll, NULL, err), "unroll depth");
+	int nrows = vloop >= 0 ? nS[3] - 1 : nS[3];     /* S3 but the vector loop */
+	for (int i = 0; i < nrows; i++)
+		SKETCH_TRY(sketch_annotate_rv(s, S[3][i], "unroll", u, err), "unroll a row loop");
+	if (nR[1]) {
+		SKETCH_TRY(ru = tir_sample_categorical(s, 4, runroll, NULL, err), "reduction unroll");
+		SKETCH_TRY(sketch_annotate_rv(s, R[1][nR[1] - 1], "unroll", ru, err),
+			   "unroll the inner reduction");
+	}
+
+	/* 8. the write-back: through a local cache with the consumers inlined,
+	 * or the consumers moved next to the tiles */
+	if (wbmode != WB_DIRECT) {
+		int wb, loc;
+		SKETCH_TRY(wb = tir_cache_write(s, b, 0, "local", err), "cache_write");
+		for (int i = 0; i < sb.nconsumers; i++) {
+			int c;
+			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i], err), "get a consumer");
+			SKETCH_TRY(tir_reverse_compute_inline(s, c, err), "inline a consumer");
+		}
+		if (wbmode == WB_REGISTER && nS[2])
+			loc = S[2][nS[2] - 1];
+		else if (wbmode == WB_REGISTER && nS[1])
+			loc = S[1][nS[1] - 1];
+		else
+			SKETCH_TRY(loc = tir_sample_compute_location(s, wb, err), "write-back location");
+		SKETCH_TRY(tir_reverse_compute_at(s, wb, loc, err), "reverse_compute_at the write-back");
+	} else {
+		for (int i = 0; i < sb.nconsumers; i++) {
+			int c, loc;
+			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i], err), "get a consumer");
+			SKETCH_TRY(loc = tir_sample_compute_location(s, c, err), "consumer location");
+			SKETCH_TRY(tir_reverse_compute_at(s, c, loc, err), "reverse_compute_at a consumer");
+		}
+	}
+
+	/* 9. register tiles stream their vector operand: the inputs read along
+	 * the vector loop and the reduction are packed (cache_read into a
+	 * local buffer at a sampled location), so the reduction walks them
+	 * contiguously instead of a row of the input apart */
+	if (wbmode == WB_REGISTER && vec_var)
+		SKETCH_TRY(pack_vector_operands(s, b, vec_var, err), "pack");
+
+	/* 10. the init out of the reduction loops */
+	if (nR[0] || nR[1])
+		SKETCH_TRY(tir_decompose_reduction(s, b, nR[0] ? R[0][0] : R[1][0], err),
+			   "decompose_reduction");
+	return 0;
+}
+
+static int cpu_tile_cache(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_tile(s, t, WB_CACHE, err);
+}
+
+static int cpu_tile_plain(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_tile(s, t, WB_DIRECT, err);
+}
+
+static int cpu_tile_reg(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_tile(s, t, WB_REGISTER, err);
+}
+
+const sketch_def sketch_cpu_defs[] = {
+	{ "cpu-tile-reg", cpu_applies, cpu_tile_reg },
+	{ "cpu-tile-cache", cpu_applies, cpu_tile_cache },
+	{ "cpu-tile", cpu_applies, cpu_tile_plain },
+};
+const int sketch_cpu_ndefs = (int)(sizeof sketch_cpu_defs / sizeof *sketch_cpu_defs);

@@ -1,0 +1,183 @@
+/*
+ * rules.c — what the CPU and GPU sketches share: finding the blocks a sketch
+ * is written against (the reduction to tile, its injective producers and
+ * consumers), classifying a block's loops, the inline rule, multi-level
+ * tiling by sample_perfect_tile, vector lanes, seeds.  See sketch.h.
+ *
+ * Everything here looks at the block structure only — which blocks reduce,
+ * which buffers they read and write — never at an operator's name.
+ */
+#include <string.h>
+#include "sketch.h"
+
+int sketch_nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err)
+{
+	memset(n, 0, sizeof *n);
+	n->n = tir_get_loops(s, block, n->loop, TIR_MAX_IO, err);
+	if (n->n < 0)
+		return -1;
+	if (n->n > TIR_MAX_IO)
+		return tir_fail(err, "more than %d loops", TIR_MAX_IO);
+	const tir_block *b = s->rv[block].block;
+	for (int i = 0; i < n->n; i++) {
+		const tir_stmt *l = s->rv[n->loop[i]].loop;
+		bool red = false;
+		for (int k = 0; k < b->niters; k++)
+			if (b->iters[k].kind == ITER_REDUCE &&
+			    expr_uses_var(b->iters[k].binding, l->var))
+				red = true;
+		if (red) {
+			n->rext[n->nr] = l->extent;
+			n->reduce[n->nr++] = n->loop[i];
+		} else {
+			n->sext[n->ns] = l->extent;
+			n->spatial[n->ns++] = n->loop[i];
+		}
+	}
+	return 0;
+}
+
+static bool reads_buf(const tir_block *b, const tir_buffer *buf)
+{
+	for (int i = 0; i < b->nreads; i++)
+		if (b->reads[i].buf == buf)
+			return true;
+	return false;
+}
+
+void sketch_find_blocks(const tir_program *p, sketch_blocks *sb)
+{
+	memset(sb, 0, sizeof *sb);
+	tir_block *blocks[256];
+	int n = stmt_blocks(p->root, blocks, 256);
+	if (n > 256)
+		n = 256;
+	const tir_block *red = NULL;
+	for (int i = 0; i < n && !red; i++)
+		if (block_is_reduction(blocks[i]))
+			red = blocks[i];
+	if (!red)
+		return;
+	sb->reduction = red->name;
+	for (int i = 0; i < n; i++) {
+		const tir_block *b = blocks[i];
+		if (b == red || block_is_reduction(b))
+			continue;
+		if (b->store->role == BUF_TEMP && reads_buf(red, b->store) &&
+		    sb->nproducers < SKETCH_MAX_STAGES)
+			sb->producer[sb->nproducers++] = b->name;
+		else if (reads_buf(b, red->store) && sb->nconsumers < SKETCH_MAX_STAGES)
+			sb->consumer[sb->nconsumers++] = b->name;
+	}
+}
+
+int sketch_inline_producers(tir_sched *s, const sketch_blocks *sb, tir_error *err)
+{
+	int done = 0;
+	for (int i = 0; i < sb->nproducers; i++) {
+		int b = tir_get_block(s, sb->producer[i], err);
+		if (b < 0)
+			return -1;
+		tir_error e;
+		if (tir_compute_inline(s, b, &e) == 0)
+			done++;
+	}
+	return done;
+}
+
+int sketch_tile(tir_sched *s, int loop, int levels, int max_innermost,
+		int *out_loops, tir_error *err)
+{
+	int f[TIR_MAX_IO];
+	tir_int fac[TIR_MAX_IO];
+	if (levels < 1 || levels >= TIR_MAX_IO)
+		return tir_fail(err, "tile: %d levels", levels);
+	if (levels == 1) {
+		out_loops[0] = loop;
+		return loop;
+	}
+	if (tir_sample_perfect_tile(s, loop, levels, max_innermost, f, err) < 0)
+		return -1;
+	for (int i = 0; i < levels; i++)
+		fac[i] = TIR_RV(f[i]);
+	return tir_split(s, loop, levels, fac, out_loops, err);
+}
+
+int sketch_tile_decided(tir_sched *s, int loop, int levels, int max_innermost,
+			const int64_t *decision, int *out_loops, tir_error *err)
+{
+	if (levels < 2 || levels >= TIR_MAX_IO)
+		return tir_fail(err, "tile: %d levels", levels);
+	tir_inst in;
+	memset(&in, 0, sizeof in);
+	in.op = PRIM_SAMPLE_PERFECT_TILE;
+	in.in[in.nin++] = TIR_RV(loop);
+	in.attr[0] = levels;
+	in.attr[1] = max_innermost;
+	in.nattr = 2;
+	in.ndecision = levels;
+	for (int i = 0; i < levels; i++)
+		in.decision[i] = decision[i];
+	if (sched_apply(s, &in, err))
+		return -1;
+	tir_int fac[TIR_MAX_IO];
+	for (int i = 0; i < levels; i++)
+		fac[i] = TIR_RV(in.out[i]);
+	return tir_split(s, loop, levels, fac, out_loops, err);
+}
+
+void sketch_draw_factors(tir_sched *s, int64_t extent, int levels, int64_t *f)
+{
+	for (int i = 0; i < levels; i++)
+		f[i] = 1;
+	int64_t x = extent;
+	for (int64_t d = 2; d * d <= x; d++)
+		while (x % d == 0) {
+			f[sched_rand(s) % (uint64_t)levels] *= d;
+			x /= d;
+		}
+	if (x > 1)
+		f[sched_rand(s) % (uint64_t)levels] *= x;
+}
+
+int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
+		       tir_error *err)
+{
+	tir_inst in;
+	memset(&in, 0, sizeof in);
+	in.op = PRIM_ANNOTATE;
+	in.in[in.nin++] = TIR_RV(rv);
+	in.in[in.nin++] = TIR_RV(value_rv);
+	in.str = key;
+	tir_error e;
+	if (sched_apply(s, &in, &e) == 0)
+		return 0;
+	return tir_annotate(s, rv, key, tir_sched_int(s, value_rv), err);
+}
+
+int sketch_vector_lanes(const tir_target *t, int dtype)
+{
+	int bytes = t->vector_bytes > 0 ? t->vector_bytes : 16;
+	int eb = dtype_bytes((tir_dtype)dtype);
+	int lanes = eb > 0 ? bytes / eb : 1;
+	return lanes > 0 ? lanes : 1;
+}
+
+int sketch_accum_dtype(const tir_program *p, const sketch_blocks *sb)
+{
+	const tir_block *b = sb->reduction ? program_find_block(p, sb->reduction) : NULL;
+	return b ? (int)b->store->dtype : (int)TIR_F32;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+uint64_t sketch_derive_seed(uint64_t seed, uint64_t a, uint64_t b)
+{
+	return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ (b * 0xD6E8FEB86659FD93ull));
+}
