@@ -384,7 +384,7 @@ void jobs_submit(jobs *js, const cJSON *body, http_resp *out)
 			return;
 		}
 		log_info("job %lld: born done from the cache (%s on %s)", (long long)sj.id,
-			 key, t.key);
+			 sj.workload_key, t.key);
 		atomic_fetch_add(&d->metrics.jobs_cached, 1);
 		http_json(out, 200, job_json(d, &sj, NULL, 0));
 		return;

@@ -275,9 +275,11 @@ typedef struct tir_cost_model {
 } tir_cost_model;
 
 /* Measures n candidates (traces) of w on t and fills out[i] (status, latency,
- * error, message; trace is set by the caller).  The default (NULL in
- * tir_tune_opts) builds them in parallel on all cores and runs them one at a
- * time on this machine (tir_measure_local); the daemon plugs in its
+ * error, message; trace is set by the caller; msg is NULL or malloc'd, and
+ * the caller frees it).  The default (NULL in tir_tune_opts) builds them in
+ * parallel on all cores and runs them one at a time on this machine
+ * (tir_measure_local, whose ctx is NULL or a search_local of search/search.h
+ * that keeps the reference between batches); the daemon plugs in its
  * dispatcher to remote workers. */
 typedef int (*tir_measure_batch_fn)(void *ctx, const tir_workload *w,
 				    const tir_target *t, int n,

@@ -325,14 +325,20 @@ static int cpu_timed(void *ctx, long n, double *us, tir_child_report *rep)
 	return 0;
 }
 
+/* Twice the last-level cache, within [32, 128] MiB: virtual machines report
+ * a whole socket's L3 (480 MiB here), and writing a gigabyte before every
+ * repeat cost a second per candidate while flushing nothing more of what
+ * one process's candidate could have cached. */
 static size_t flush_size(void)
 {
-	size_t size = (size_t)64 << 20;
+	size_t size = (size_t)32 << 20;
 #ifdef _SC_LEVEL3_CACHE_SIZE
 	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
 	if (l3 > 0 && (size_t)l3 * 2 > size)
 		size = (size_t)l3 * 2;
 #endif
+	if (size > (size_t)128 << 20)
+		size = (size_t)128 << 20;
 	return size;
 }
 
