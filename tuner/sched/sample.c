@@ -6,20 +6,25 @@
  */
 #include "sched.h"
 
+void sched_draw_factors(tir_sched *s, int64_t extent, int n, int64_t *f)
+{
+	for (int i = 0; i < n; i++)
+		f[i] = 1;
+	int64_t x = extent;
+	for (int64_t d = 2; d * d <= x; d++)
+		while (x % d == 0) {
+			f[sched_rand(s) % (uint64_t)n] *= d;
+			x /= d;
+		}
+	if (x > 1)
+		f[sched_rand(s) % (uint64_t)n] *= x;
+}
+
 /* Draws n factors whose product is `extent`, innermost at most max_inner. */
 static void draw_tile(tir_sched *s, int64_t extent, int n, int64_t max_inner, int64_t *f)
 {
 	for (int attempt = 0; attempt < 64; attempt++) {
-		for (int i = 0; i < n; i++)
-			f[i] = 1;
-		int64_t x = extent;
-		for (int64_t d = 2; d * d <= x; d++)
-			while (x % d == 0) {
-				f[sched_rand(s) % (uint64_t)n] *= d;
-				x /= d;
-			}
-		if (x > 1)
-			f[sched_rand(s) % (uint64_t)n] *= x;
+		sched_draw_factors(s, extent, n, f);
 		if (max_inner <= 0 || f[n - 1] <= max_inner)
 			return;
 	}

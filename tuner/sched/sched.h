@@ -74,6 +74,9 @@ tir_stmt *sched_loop(tir_sched *s, tir_int rv, tir_error *err);
 /* The value of a literal or integer RV. */
 int sched_value(tir_sched *s, tir_int x, int64_t *v, tir_error *err);
 uint64_t sched_rand(tir_sched *s);                  /* xorshift, seeded */
+/* Each prime factor of extent to one of n levels at random (sample.c): n
+ * factors whose product is extent. */
+void sched_draw_factors(tir_sched *s, int64_t extent, int n, int64_t *f);
 double sched_uniform(tir_sched *s);                 /* [0, 1) */
 
 /* Rewrites the bindings and predicates of every block under `root` with the

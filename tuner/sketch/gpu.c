@@ -117,32 +117,6 @@ static bool find_blocks(const tir_program *p, gpu_blocks *g)
 
 /* The loops around the reduction block by the kind of iterator each feeds
  * (sketch.h's sketch_nest). */
-static int nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err)
-{
-	memset(n, 0, sizeof *n);
-	n->n = tir_get_loops(s, block, n->loop, TIR_MAX_IO, err);
-	if (n->n < 0)
-		return -1;
-	const tir_block *b = sched_block(s, TIR_RV(block), err);
-	if (!b)
-		return -1;
-	for (int i = 0; i < n->n; i++) {
-		const tir_stmt *l = s->rv[n->loop[i]].loop;
-		bool red = false;
-		for (int k = 0; k < b->niters; k++)
-			if (b->iters[k].kind == ITER_REDUCE && expr_uses_var(b->iters[k].binding, l->var))
-				red = true;
-		if (red) {
-			n->rext[n->nr] = l->extent;
-			n->reduce[n->nr++] = n->loop[i];
-		} else {
-			n->sext[n->ns] = l->extent;
-			n->spatial[n->ns++] = n->loop[i];
-		}
-	}
-	return 0;
-}
-
 static int64_t product(const int64_t *x, int n)
 {
 	int64_t p = 1;
@@ -152,21 +126,6 @@ static int64_t product(const int64_t *x, int n)
 }
 
 /* ---- sampling ----------------------------------------------------------------- */
-
-/* Each prime factor of extent to a random one of n levels. */
-static void draw_one(tir_sched *s, int64_t extent, int n, int64_t *f)
-{
-	for (int i = 0; i < n; i++)
-		f[i] = 1;
-	int64_t x = extent;
-	for (int64_t d = 2; d * d <= x; d++)
-		while (x % d == 0) {
-			f[sched_rand(s) % (uint64_t)n] *= d;
-			x /= d;
-		}
-	if (x > 1)
-		f[sched_rand(s) % (uint64_t)n] *= x;
-}
 
 /* How far a spatial tiling is from what a GPU wants (0: all soft limits
  * met).  f[i][level]. */
@@ -204,7 +163,7 @@ static void draw_tiles(tir_sched *s, const sketch_nest *n,
 	int64_t cur[TIR_MAX_IO][NS_LEVELS];
 	for (int k = 0; k < DRAWS && best != 0; k++) {
 		for (int i = 0; i < n->ns; i++) {
-			draw_one(s, n->sext[i], NS_LEVELS, cur[i]);
+			sched_draw_factors(s, n->sext[i], NS_LEVELS, cur[i]);
 			/* the innermost level is a short register tile */
 			while (cur[i][4] > 4) {
 				int64_t d = 2;
@@ -223,7 +182,7 @@ static void draw_tiles(tir_sched *s, const sketch_nest *n,
 	for (int i = 0; i < n->nr; i++) {
 		int64_t r[NR_LEVELS];
 		for (int k = 0; k < DRAWS; k++) {
-			draw_one(s, n->rext[i], NR_LEVELS, r);
+			sched_draw_factors(s, n->rext[i], NR_LEVELS, r);
 			if (r[1] * r[2] <= MAX_RTILE && r[2] <= 8)
 				break;
 		}
@@ -406,7 +365,7 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 	int b;
 	TRY(b = tir_get_block(s, rname, err), "get reduction block");
 	sketch_nest n;
-	TRY(nest_of(s, b, &n, err), "loops");
+	TRY(sketch_nest_of(s, b, &n, err), "loops");
 	if (n.ns == 0)
 		return tir_fail(err, "gpu sketch: block \"%s\" has no spatial loop", rname);
 
@@ -565,7 +524,7 @@ static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
 	int b;
 	TRY(b = tir_get_block(s, rname, err), "get reduction block");
 	sketch_nest n;
-	TRY(nest_of(s, b, &n, err), "loops");
+	TRY(sketch_nest_of(s, b, &n, err), "loops");
 	if (n.nr == 0 || n.ns == 0)
 		return tir_fail(err, "gpu-cross-thread: block \"%s\" needs spatial and reduction loops",
 				rname);
