@@ -1,7 +1,8 @@
 /*
  * service.c — the tirctl commands that talk to a tird over HTTP:
  *
- *   tune FILE|- --target T [--trials N] [--batch B] [--wait] [--timeout S]
+ *   tune FILE|- --target T [--trials N] [--batch B] [--cost-model xgboost|random]
+ *        [--seed N] [--wait] [--timeout S]
  *   jobs [--state S] [--limit N]     status JOB     wait JOB     cancel JOB
  *   best OP [--target T] [--where KEY=VALUE ...]
  *   show KEY [--target T] [--tir|--trace|--source]
@@ -28,8 +29,10 @@
 typedef struct args {
 	const char *pos[2];        /* positional arguments */
 	int npos;
-	const char *target, *state, *workload, *mode;
+	const char *target, *state, *workload, *mode, *cost_model;
 	long trials, batch, limit;
+	long long seed;            /* with has_seed */
+	bool has_seed;
 	double timeout_s;
 	bool wait, tir, trace, source;
 	const char *where[32];
@@ -80,6 +83,16 @@ static int parse(int argc, char **argv, const char *accepts, int maxpos, tirctl_
 		else if (!strcmp(n, "state")) a->state = v;
 		else if (!strcmp(n, "workload")) a->workload = v;
 		else if (!strcmp(n, "mode")) a->mode = v;
+		else if (!strcmp(n, "cost-model")) a->cost_model = v;   /* tird checks it */
+		else if (!strcmp(n, "seed")) {
+			errno = 0;
+			a->seed = strtoll(v, &end, 10);
+			if (errno || *end || a->seed < 0 || !(*v >= '0' && *v <= '9')) {
+				tirctl_err("%s: --seed takes a non-negative integer", argv[0]);
+				return -1;
+			}
+			a->has_seed = true;
+		}
 		else if (!strcmp(n, "where")) {
 			if (a->nwhere == 32 || !strchr(v, '=')) {
 				tirctl_err("%s: --where takes KEY=VALUE (at most 32)", argv[0]);
@@ -264,7 +277,7 @@ static bool job_id_arg(const args *a, const char *cmd, long long *id)
 int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 {
 	args a;
-	if (parse(argc, argv, "target trials batch wait timeout", 1, g, &a))
+	if (parse(argc, argv, "target trials batch cost-model seed wait timeout", 1, g, &a))
 		return TIRCTL_USAGE;
 	if (a.npos != 1 || !a.target) {
 		tirctl_err("tune: expected FILE (or - for stdin) and --target T");
@@ -292,6 +305,13 @@ int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 		cJSON_AddNumberToObject(body, "trials", (double)a.trials);
 	if (a.batch)
 		cJSON_AddNumberToObject(body, "batch", (double)a.batch);
+	if (a.cost_model || a.has_seed) {
+		cJSON *so = cJSON_AddObjectToObject(body, "search");
+		if (a.cost_model)
+			cJSON_AddStringToObject(so, "cost_model", a.cost_model);
+		if (a.has_seed)
+			cJSON_AddNumberToObject(so, "seed", (double)a.seed);
+	}
 	char *s = cJSON_PrintUnformatted(body);
 	cJSON_Delete(body);
 	cJSON *job = NULL;

@@ -19,9 +19,11 @@
 
 /* X(name, function or NULL (needs the service), arguments, what it does) */
 #define TIRCTL_COMMANDS(X) \
-	X(tune,    tirctl_tune, "FILE|- --target T [--trials N] [--batch B] [--wait] " \
-	  "[--timeout S]", \
-	  "submit a tuning job; with --wait show progress and the best result") \
+	X(tune,    tirctl_tune, "FILE|- --target T [--trials N] [--batch B] " \
+	  "[--cost-model xgboost|random] [--seed N] [--wait] [--timeout S]", \
+	  "submit a tuning job; with --wait show progress and the best result;\n" \
+	  "           --cost-model ranks candidates by the target's shared XGBoost model\n" \
+	  "           (default) or at random, --seed makes the search repeatable") \
 	X(jobs,    tirctl_jobs, "[--state S] [--limit N]", "list jobs") \
 	X(status,  tirctl_status, "JOB", "show one job") \
 	X(wait,    tirctl_wait, "JOB", "wait for a job to end") \

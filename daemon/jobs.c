@@ -47,6 +47,9 @@ typedef struct job {
 	char *canonical;
 	tir_target target;
 	int trials, batch;
+	char cost_model[16];       /* "xgboost" or "random" */
+	bool has_seed;             /* false: the seed is derived at every run */
+	int64_t seed;
 	store_job_state state;
 	int trials_done, errors;   /* in all for (workload, target), this run's errors */
 	double best_us;
@@ -212,6 +215,12 @@ static cJSON *job_json(tird *d, const store_job *sj, const char *canonical, long
 	cJSON_AddStringToObject(o, "target", sj->target);
 	cJSON_AddNumberToObject(o, "trials", sj->trials);
 	cJSON_AddNumberToObject(o, "batch", sj->batch);
+	cJSON *so = cJSON_AddObjectToObject(o, "search");
+	cJSON_AddStringToObject(so, "cost_model", sj->cost_model[0] ? sj->cost_model : "xgboost");
+	if (sj->has_seed)
+		cJSON_AddNumberToObject(so, "seed", (double)sj->seed);
+	else
+		cJSON_AddNullToObject(so, "seed");
 	cJSON_AddNumberToObject(o, "trials_done", sj->trials_done);
 	cJSON_AddNumberToObject(o, "errors", sj->errors);
 	if (sj->best_us > 0) {
@@ -248,6 +257,9 @@ static store_job view_of(const job *j)
 	snprintf(sj.target, sizeof sj.target, "%s", j->target.key);
 	sj.trials = j->trials;
 	sj.batch = j->batch;
+	memcpy(sj.cost_model, j->cost_model, sizeof sj.cost_model);
+	sj.has_seed = j->has_seed;
+	sj.seed = j->seed;
 	sj.state = j->state;
 	sj.trials_done = j->trials_done;
 	sj.errors = j->errors;
@@ -294,17 +306,72 @@ static bool json_int(const cJSON *body, const char *name, long lo, long hi, long
 	return true;
 }
 
+/* The cost models a job may name in "search" (the first is the default). */
+static const char *const cost_models[] = { "xgboost", "random" };
+#define SEED_MAX 9007199254740991.0        /* 2^53 - 1: exact as a JSON number */
+
+/* "search": {"cost_model": "xgboost" | "random", "seed": N}, both optional,
+ * into sj's cost_model, has_seed and seed.  false after answering 400. */
+static bool parse_search(const cJSON *body, store_job *sj, http_resp *out)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "search");
+	snprintf(sj->cost_model, sizeof sj->cost_model, "%s", cost_models[0]);
+	sj->has_seed = false;
+	sj->seed = 0;
+	if (!s)
+		return true;
+	if (!cJSON_IsObject(s)) {
+		http_error(out, 400, "bad_request", "search: expected an object {\"cost_model\": "
+			   "\"xgboost\" | \"random\", \"seed\": N}");
+		return false;
+	}
+	for (const cJSON *k = s->child; k; k = k->next) {
+		if (!strcmp(k->string, "cost_model")) {
+			bool ok = false;
+			for (size_t i = 0; cJSON_IsString(k) && i < sizeof cost_models /
+			     sizeof cost_models[0]; i++)
+				if (!strcmp(k->valuestring, cost_models[i])) {
+					snprintf(sj->cost_model, sizeof sj->cost_model, "%s",
+						 cost_models[i]);
+					ok = true;
+				}
+			if (!ok) {
+				http_error(out, 400, "bad_request", "search.cost_model: expected "
+					   "\"xgboost\" or \"random\"%s%.40s%s",
+					   cJSON_IsString(k) ? " (got \"" : "",
+					   cJSON_IsString(k) ? k->valuestring : "",
+					   cJSON_IsString(k) ? "\")" : "");
+				return false;
+			}
+		} else if (!strcmp(k->string, "seed")) {
+			if (!cJSON_IsNumber(k) || !(k->valuedouble >= 0) || k->valuedouble > SEED_MAX ||
+			    (double)(int64_t)k->valuedouble != k->valuedouble) {
+				http_error(out, 400, "bad_request", "search.seed: expected an integer "
+					   "in [0, 2^53-1]");
+				return false;
+			}
+			sj->seed = (int64_t)k->valuedouble;
+			sj->has_seed = true;
+		} else {
+			http_error(out, 400, "bad_request", "search: unknown key \"%s\" (expected "
+				   "cost_model, seed)", k->string);
+			return false;
+		}
+	}
+	return true;
+}
+
 void jobs_submit(jobs *js, const cJSON *body, http_resp *out)
 {
 	tird *d = js->d;
-	static const char *const known[] = { "workload", "target", "trials", "batch" };
+	static const char *const known[] = { "workload", "target", "trials", "batch", "search" };
 	for (const cJSON *k = body->child; k; k = k->next) {
 		bool ok = false;
 		for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 			ok |= !strcmp(k->string, known[i]);
 		if (!ok) {
 			http_error(out, 400, "bad_request", "unknown key \"%s\" (expected workload, "
-				   "target, trials, batch)", k->string);
+				   "target, trials, batch, search)", k->string);
 			return;
 		}
 	}
@@ -322,6 +389,9 @@ void jobs_submit(jobs *js, const cJSON *body, http_resp *out)
 	long trials, batch;
 	if (!json_int(body, "trials", 1, d->cfg.max_trials, d->cfg.default_trials, &trials, out) ||
 	    !json_int(body, "batch", 1, 4096, d->cfg.default_batch, &batch, out))
+		return;
+	store_job search;          /* only its search options */
+	if (!parse_search(body, &search, out))
 		return;
 
 	tir_error terr = { "" };
@@ -369,6 +439,9 @@ void jobs_submit(jobs *js, const cJSON *body, http_resp *out)
 	snprintf(sj.target, sizeof sj.target, "%s", t.key);
 	sj.trials = (int)trials;
 	sj.batch = (int)batch;
+	memcpy(sj.cost_model, search.cost_model, sizeof sj.cost_model);
+	sj.has_seed = search.has_seed;
+	sj.seed = search.seed;
 	if (have == 1 && b.record_id[0] && b.trials >= trials) {
 		sj.state = STORE_JOB_DONE;
 		sj.cached = true;
@@ -412,13 +485,16 @@ void jobs_submit(jobs *js, const cJSON *body, http_resp *out)
 	j->target = t;
 	j->trials = (int)trials;
 	j->batch = (int)batch;
+	memcpy(j->cost_model, sj.cost_model, sizeof j->cost_model);
+	j->has_seed = sj.has_seed;
+	j->seed = sj.seed;
 	j->state = STORE_JOB_QUEUED;
 	j->trials_done = sj.trials_done;
 	j->best_us = sj.best_us;
 	j->created = sj.created;
 	do_append(js, j);
-	log_info("job %lld: queued (%s %s on %s, %ld trials)", (long long)j->id,
-		 tir_workload_op(w), key, t.key, trials);
+	log_info("job %lld: queued (%s %s on %s, %ld trials, %s model)", (long long)j->id,
+		 tir_workload_op(w), key, t.key, trials, j->cost_model);
 	atomic_fetch_add(&d->metrics.jobs_submitted, 1);
 	store_job v = view_of(j);
 	cJSON *o = job_json(d, &v, j->canonical, j->version);
@@ -629,42 +705,6 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 		  p->round, done, j->trials, best);
 }
 
-/* The cost model a job tunes with: the XGBoost model of its target kind
- * (shared by every job of that kind, so each workload teaches the next), with
- * random scores while that model is untrained — costmodel/'s predict returns
- * -1 until it has seen CM_MIN_ROWS rows, and tir_tune treats a failed
- * prediction as an error.  One adapter per running job (its generator). */
-typedef struct job_model {
-	cm_model *m;
-	uint64_t rng;
-} job_model;
-
-static int job_model_predict(void *self, const tir_workload *w, const tir_target *t,
-			     int n, const tir_program *const *progs, double *scores)
-{
-	job_model *jm = self;
-	if (cm_model_trained(jm->m) && cm_xgboost.predict(jm->m, w, t, n, progs, scores) == 0)
-		return 0;
-	for (int i = 0; i < n; i++) {      /* splitmix64 */
-		uint64_t z = (jm->rng += 0x9e3779b97f4a7c15ULL);
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-		scores[i] = (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-	}
-	return 0;
-}
-
-static void job_model_update(void *self, const tir_workload *w, const tir_target *t,
-			     int n, const tir_program *const *progs, const double *gflops)
-{
-	job_model *jm = self;
-	cm_xgboost.update(jm->m, w, t, n, progs, gflops);
-}
-
-static const tir_cost_model job_model_table = {
-	"xgboost", job_model_predict, job_model_update,
-};
-
 typedef struct prior_set {
 	tir_candidate *c;
 	int n, cap;
@@ -736,27 +776,39 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	tir_tune_opts o = { 0 };
 	o.trials = want;
 	o.batch = j->batch;
-	o.seed = (uint64_t)j->id * 0x9e3779b97f4a7c15ULL + (uint64_t)prior.n;
+	/* a given seed makes the run deterministic given the same measurements;
+	 * else one is derived from the job and what was stored before */
+	o.seed = j->has_seed ? (uint64_t)j->seed
+			     : (uint64_t)j->id * 0x9e3779b97f4a7c15ULL + (uint64_t)prior.n;
 	o.nprior = prior.n;
 	o.prior = prior.c;
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
-	job_model jm = { d->models[j->target.kind == TIR_TARGET_CUDA], o.seed ^ 0xC0575EEDULL };
-	o.model = &job_model_table;
-	o.model_self = &jm;
+	/* "xgboost": the model shared by every job of the target kind, so each
+	 * workload teaches the next (tir_tune draws random scores while it is
+	 * untrained); "random": tir_tune's own random model (o.model NULL),
+	 * seeded by o.seed, which neither reads nor teaches the shared model */
+	bool xgb = strcmp(j->cost_model, "random") != 0;
+	if (xgb) {
+		o.model = &cm_xgboost;
+		o.model_self = d->models[j->target.kind == TIR_TARGET_CUDA];
+	}
 	o.on_result = on_result;
 	o.on_progress = on_progress;
 	o.cb_ctx = &rc;
 	o.cancel = &j->cancel;
 	tir_tune_result res = { 0 };
 	tir_error terr = { "" };
-	log_info("job %lld: tuning %d more trials (%d stored) in batches of %d",
-		 (long long)j->id, want, prior.n, j->batch);
+	log_info("job %lld: tuning %d more trials (%d stored) in batches of %d, %s model, "
+		 "seed %llu%s", (long long)j->id, want, prior.n, j->batch,
+		 xgb ? "xgboost" : "random", (unsigned long long)o.seed,
+		 j->has_seed ? "" : " (derived)");
 	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
 	tir_tune_result_clear(&res);
 	prior_free(&prior);
 	on_progress(&rc, &(tir_tune_progress){ 0 });
-	jobs_model_save(d, j->target.kind);
+	if (xgb)
+		jobs_model_save(d, j->target.kind);
 
 	if (js->stopping || atomic_load(&d->stopping)) {
 		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
@@ -904,6 +956,10 @@ static int do_resume(jobs *js, char *msg, size_t n)
 		snprintf(j->message, sizeof j->message, "%s", sj.message ? sj.message : "");
 		j->trials = sj.trials;
 		j->batch = sj.batch;
+		snprintf(j->cost_model, sizeof j->cost_model, "%s",
+			 sj.cost_model[0] ? sj.cost_model : cost_models[0]);
+		j->has_seed = sj.has_seed;
+		j->seed = sj.seed;
 		j->state = STORE_JOB_QUEUED;
 		j->trials_done = sj.trials_done;
 		j->best_us = sj.best_us;

@@ -211,7 +211,9 @@ void jobs_stop(jobs *js);
 void jobs_free(jobs *js);
 
 /* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
- * "batch": B}.  Answers the job (201 new, 200 joined or cached). */
+ * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S}}.
+ * Answers the job (201 new, 200 joined or cached); the search options do not
+ * split the cache: a joined job keeps its own, a cached one ran no search. */
 void jobs_submit(jobs *js, const cJSON *body, http_resp *out);
 /* GET /v1/jobs/{id}[?wait=S&version=V]: the job, after waiting up to S
  * seconds for a change past version V. */

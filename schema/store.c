@@ -33,6 +33,10 @@ static const migration migrations[] = {
 
 /* ---- statements ---------------------------------------------------------------- */
 
+/* The columns of a job row, in job_from_row's order. */
+#define JOB_COLS "id, workload_key, target, trials, batch, state, cached, trials_done, " \
+	"errors, best_us, message, created, started, finished, cost_model, seed"
+
 /* X(id, SQL) */
 #define STORE_STMTS(X) \
 	X(BEGIN,      "BEGIN IMMEDIATE") \
@@ -43,18 +47,16 @@ static const migration migrations[] = {
 	X(WL_GET,     "SELECT canonical, op, flops FROM workloads WHERE key = ?1") \
 	X(TGT_PUT,    "INSERT OR IGNORE INTO targets(key, kind, created) VALUES (?1, ?2, ?3)") \
 	X(JOB_INSERT, "INSERT INTO jobs(workload_key, target, trials, batch, state, cached, " \
-		      "trials_done, errors, best_us, message, created, started, finished) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)") \
+		      "trials_done, errors, best_us, message, created, started, finished, " \
+		      "cost_model, seed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
+		      "?12, ?13, coalesce(?14, 'xgboost'), ?15)") \
 	X(JOB_STATE,  "SELECT state FROM jobs WHERE id = ?1") \
 	X(JOB_MOVE,   "UPDATE jobs SET state = ?2, message = coalesce(?3, message), " \
 		      "started = coalesce(?4, started), finished = ?5 WHERE id = ?1") \
 	X(JOB_PROG,   "UPDATE jobs SET trials_done = ?2, errors = ?3, best_us = ?4 WHERE id = ?1") \
-	X(JOB_GET,    "SELECT id, workload_key, target, trials, batch, state, cached, " \
-		      "trials_done, errors, best_us, message, created, started, finished " \
-		      "FROM jobs WHERE id = ?1") \
-	X(JOB_LIST,   "SELECT id, workload_key, target, trials, batch, state, cached, " \
-		      "trials_done, errors, best_us, message, created, started, finished " \
-		      "FROM jobs WHERE (?1 IS NULL OR state = ?1) ORDER BY id DESC LIMIT ?2") \
+	X(JOB_GET,    "SELECT " JOB_COLS " FROM jobs WHERE id = ?1") \
+	X(JOB_LIST,   "SELECT " JOB_COLS " FROM jobs WHERE (?1 IS NULL OR state = ?1) " \
+		      "ORDER BY id DESC LIMIT ?2") \
 	X(REC_INSERT, "INSERT OR IGNORE INTO records(id, workload_key, target, trace, status, " \
 		      "latency_us, max_rel_error, message, worker, job_id, created) " \
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)") \
@@ -408,6 +410,9 @@ int store_job_insert(store *s, store_job *j, store_error *err)
 	sqlite3_bind_double(q, 11, j->created);
 	bind_pos(q, 12, j->started);
 	bind_pos(q, 13, j->finished);
+	bind_text(q, 14, j->cost_model[0] ? j->cost_model : NULL);
+	if (j->has_seed)
+		sqlite3_bind_int64(q, 15, j->seed);
 	int rc = exec(s, ST_JOB_INSERT, q, err);
 	if (rc == 0)
 		j->id = sqlite3_last_insert_rowid(s->db);
@@ -488,6 +493,9 @@ static void job_from_row(sqlite3_stmt *q, store_job *j)
 	j->created = sqlite3_column_double(q, 11);
 	j->started = sqlite3_column_double(q, 12);
 	j->finished = sqlite3_column_double(q, 13);
+	col_copy(q, 14, j->cost_model, sizeof j->cost_model);
+	j->has_seed = sqlite3_column_type(q, 15) != SQLITE_NULL;
+	j->seed = j->has_seed ? sqlite3_column_int64(q, 15) : 0;
 }
 
 int store_job_get(store *s, int64_t id, store_job *j, store_error *err)

@@ -89,6 +89,12 @@ typedef struct store_job {
 	double best_us;            /* 0: none yet */
 	char *message;             /* malloc'd or NULL */
 	double created, started, finished;   /* 0: not yet */
+	/* the search options (002_job_search.sql): the cost model's name
+	 * ("" on insert: "xgboost", the column's default) and the seed the user
+	 * gave (has_seed false: none, the daemon derives one per run) */
+	char cost_model[16];
+	bool has_seed;
+	int64_t seed;
 } store_job;
 
 void store_job_clear(store_job *j);

@@ -1,12 +1,14 @@
 /*
- * check_store.c — the SQLite store (schema/): migrations, the job state
- * transitions, records and the best row per (workload, FULL target), record
+ * check_store.c — the SQLite store (schema/): migrations (a 001 database
+ * brought up to date with its jobs intact), the job state transitions and
+ * search options, records and the best row per (workload, FULL target), record
  * ids and idempotent inserts, persistence across reopen.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sqlite3.h>
 #include "store.h"
 #include "testutil.h"
 
@@ -208,6 +210,127 @@ START_TEST(records_survive_reopen)
 }
 END_TEST
 
+/* The embedded migrations, as store.c has them (schema/migrations.inc). */
+static const struct { int version; const char *name, *sql; } migs[] = {
+#include "migrations.inc"
+};
+
+static void sql(sqlite3 *h, const char *text)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(h, text, NULL, NULL, &msg);
+	ck_assert_msg(rc == SQLITE_OK, "%s: %s", text, msg ? msg : "");
+	sqlite3_free(msg);
+}
+
+START_TEST(job_search_options_round_trip)
+{
+	put_basics();
+	store_error err;
+	store_job j = { 0 };
+	snprintf(j.workload_key, sizeof j.workload_key, "%s", WK);
+	snprintf(j.target, sizeof j.target, "%s", CPU1);
+	j.trials = 4;
+	j.batch = 2;
+	j.state = STORE_JOB_QUEUED;
+	ck_assert_int_eq(store_job_insert(db, &j, &err), 0);   /* no options: defaults */
+	store_job k = j;
+	snprintf(k.cost_model, sizeof k.cost_model, "random");
+	k.has_seed = true;
+	k.seed = 9007199254740991LL;                     /* 2^53 - 1 */
+	ck_assert_int_eq(store_job_insert(db, &k, &err), 0);
+	store_job z = j;
+	z.has_seed = true;
+	z.seed = 0;                                      /* 0 is a seed, not "none" */
+	ck_assert_int_eq(store_job_insert(db, &z, &err), 0);
+	store_job g;
+	ck_assert_int_eq(store_job_get(db, j.id, &g, &err), 1);
+	ck_assert_str_eq(g.cost_model, "xgboost");
+	ck_assert(!g.has_seed);
+	store_job_clear(&g);
+	ck_assert_int_eq(store_job_get(db, k.id, &g, &err), 1);
+	ck_assert_str_eq(g.cost_model, "random");
+	ck_assert(g.has_seed && g.seed == 9007199254740991LL);
+	store_job_clear(&g);
+	ck_assert_int_eq(store_job_get(db, z.id, &g, &err), 1);
+	ck_assert(g.has_seed && g.seed == 0);
+	store_job_clear(&g);
+}
+END_TEST
+
+/* A database made by 001 alone (as a tird of that version left it) is
+ * brought to the current schema at open, its jobs intact: they ran under
+ * xgboost with a derived seed. */
+START_TEST(migration_002_keeps_old_jobs)
+{
+	store_close(db);
+	db = NULL;
+	unlink(dbpath);
+	ck_assert_int_ge((int)(sizeof migs / sizeof migs[0]), 2);
+	ck_assert_int_eq(migs[0].version, 1);
+	sqlite3 *h;
+	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+	sql(h, "CREATE TABLE schema_version (version INTEGER NOT NULL, name TEXT NOT NULL, "
+	       "applied REAL NOT NULL)");
+	sql(h, migs[0].sql);
+	sql(h, "INSERT INTO schema_version VALUES (1, '001_init', 1.0)");
+	char ins[1024];
+	snprintf(ins, sizeof ins,
+		 "INSERT INTO workloads VALUES ('%s', 'matmul', '{}', 1024, 1.0);"
+		 "INSERT INTO targets VALUES ('%s', 'cpu', 1.0);"
+		 "INSERT INTO jobs(id, workload_key, target, trials, batch, state, trials_done, "
+		 "best_us, message, created, started, finished) VALUES "
+		 "(7, '%s', '%s', 16, 4, 'done', 16, 12.5, 'best 12.5 us', 1.0, 2.0, 3.0),"
+		 "(8, '%s', '%s', 32, 8, 'queued', 0, NULL, NULL, 4.0, NULL, NULL)",
+		 WK, CPU1, WK, CPU1, WK, CPU1);
+	sql(h, ins);
+	sqlite3_close(h);
+
+	store_error err;
+	db = store_open(dbpath, &err);
+	ck_assert_msg(db != NULL, "%s", err.msg);
+	ck_assert_int_eq(store_schema_version(db), migs[sizeof migs / sizeof migs[0] - 1].version);
+	ck_assert_int_ge(store_schema_version(db), 2);
+	store_job g;
+	ck_assert_int_eq(store_job_get(db, 7, &g, &err), 1);
+	ck_assert_str_eq(g.workload_key, WK);
+	ck_assert_str_eq(g.target, CPU1);
+	ck_assert_int_eq(g.trials, 16);
+	ck_assert_int_eq(g.batch, 4);
+	ck_assert_int_eq(g.state, STORE_JOB_DONE);
+	ck_assert_int_eq(g.trials_done, 16);
+	ck_assert(g.best_us == 12.5 && g.created == 1.0 && g.finished == 3.0);
+	ck_assert_str_eq(g.message, "best 12.5 us");
+	ck_assert_str_eq(g.cost_model, "xgboost");
+	ck_assert(!g.has_seed);
+	store_job_clear(&g);
+	ck_assert_int_eq(store_job_get(db, 8, &g, &err), 1);
+	ck_assert_int_eq(g.state, STORE_JOB_QUEUED);
+	ck_assert_str_eq(g.cost_model, "xgboost");
+	store_job_clear(&g);
+	/* the old queued job moves on as before, and new jobs carry options */
+	ck_assert_int_eq(store_job_transition(db, 8, STORE_JOB_QUEUED, STORE_JOB_RUNNING,
+					      NULL, &err), 0);
+	store_job k = { .trials = 2, .batch = 2, .state = STORE_JOB_QUEUED,
+			.cost_model = "random", .has_seed = true, .seed = 7 };
+	snprintf(k.workload_key, sizeof k.workload_key, "%s", WK);
+	snprintf(k.target, sizeof k.target, "%s", CPU1);
+	ck_assert_int_eq(store_job_insert(db, &k, &err), 0);
+	ck_assert_int_eq(k.id, 9);
+	ck_assert_int_eq(store_job_get(db, 9, &g, &err), 1);
+	ck_assert_str_eq(g.cost_model, "random");
+	ck_assert(g.has_seed && g.seed == 7);
+	store_job_clear(&g);
+	/* reopening applies nothing more */
+	store_close(db);
+	db = store_open(dbpath, &err);
+	ck_assert_msg(db != NULL, "%s", err.msg);
+	ck_assert_int_eq(store_job_get(db, 7, &g, &err), 1);
+	ck_assert_int_eq(g.trials, 16);
+	store_job_clear(&g);
+}
+END_TEST
+
 static Suite *make_store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -221,6 +344,8 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, job_transitions_check_the_stored_state);
 	tcase_add_test(tc, state_names_round_trip);
 	tcase_add_test(tc, records_survive_reopen);
+	tcase_add_test(tc, job_search_options_round_trip);
+	tcase_add_test(tc, migration_002_keeps_old_jobs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,7 +8,9 @@
 #   workload (400, tirctl exit 1); an oversized body (413); submit; dedupe of
 #   an identical submission (joined); a tird-worker that takes a batch and is
 #   killed mid-batch (its batch is re-queued and finished by another worker);
-#   wait; best; show; a cache hit; export / import into a second tird, twice
+#   wait; best; show; a cache hit; search options (a job under the random
+#   model with seed 7 shows them and finishes; bad options: 400 naming the
+#   field); export / import into a second tird, twice
 #   (idempotent); tird killed with SIGKILL mid-job, restarted on the same
 #   database: the job resumes and finishes, no stored record lost; SIGTERM
 #   stops it cleanly.
@@ -98,6 +100,8 @@ job=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4 --batch 4)
 id=$(printf '%s' "$job" | jq -r .job_id)
 printf '%s' "$job" | jq -e '.job_id and .state=="queued"' >/dev/null && pass "tune: job $id queued" \
 	|| fail "tune: $job"
+printf '%s' "$job" | jq -e '.search == {"cost_model": "xgboost", "seed": null}' >/dev/null \
+	&& pass "default search options: xgboost, a derived seed" || fail "default search: $job"
 again=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4)
 printf '%s' "$again" | jq -e ".job_id==$id and .joined==true" >/dev/null \
 	&& pass "identical submission joins job $id" || fail "dedupe: $again"
@@ -135,6 +139,34 @@ ctl --json show "$key" --trace | jq -e '.best[0].trace.insts|length>0' >/dev/nul
 hit=$(timeout 20 "$TIRCTL" --json tune "$tmp/mm16.json" --target cpu --trials 4 --wait)
 printf '%s' "$hit" | jq -e ".cached==true and .record_id==\"$rec\"" >/dev/null \
 	&& pass "same workload and trials: answered from the cache" || fail "cache hit: $hit"
+
+# ---- search options: cost model and seed (worker B still serves) ------------------------------
+echo '{"op":"matmul","M":8,"N":8,"K":8}' > "$tmp/mm8.json"
+job3=$(ctl --json tune "$tmp/mm8.json" --target cpu --trials 4 --batch 4 --cost-model random --seed 7)
+id3=$(printf '%s' "$job3" | jq -r .job_id)
+printf '%s' "$job3" | jq -e '.search == {"cost_model": "random", "seed": 7}' >/dev/null \
+	&& pass "tune --cost-model random --seed 7: job $id3 carries them" || fail "search options: $job3"
+timeout 300 "$TIRCTL" --json wait "$id3" >/dev/null; rc=$?
+st3=$(ctl --json status "$id3")
+[ $rc -eq 0 ] && printf '%s' "$st3" | jq -e '.state=="done" and .search.cost_model=="random" and .search.seed==7' >/dev/null \
+	&& pass "job $id3 finished under the random model, seed 7" || fail "random job: exit $rc $st3"
+grep -q "job $id3: tuning .* random model, seed 7$" "$tmp/tird.log" \
+	&& pass "the run used the random model and seed 7" || fail "no random run of job $id3 in the log"
+for bad in '"search":"random"|search:' '"search":{"cost_model":"gbm"}|search.cost_model' \
+	'"search":{"cost_model":null}|search.cost_model' '"search":{"seed":-1}|search.seed' \
+	'"search":{"seed":1.5}|search.seed' '"search":{"seed":"7"}|search.seed' \
+	'"search":{"seeds":7}|"seeds"'; do
+	b=${bad%|*}; field=${bad##*|}
+	code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST \
+		--data-binary "{\"workload\":$(cat "$tmp/mm8.json"),\"target\":\"cpu\",$b}" "$url/v1/jobs")
+	[ "$code" = 400 ] && jq -e --arg f "$field" '.error.message|contains($f)' "$tmp/r" >/dev/null \
+		&& pass "$b: 400 naming $field" || fail "$b: HTTP $code $(cat "$tmp/r")"
+done
+ctl tune "$tmp/mm8.json" --target cpu --cost-model gbm 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'search.cost_model' "$tmp/err" && pass "tirctl --cost-model gbm: exit 1" \
+	|| fail "tirctl --cost-model gbm: exit $rc $(cat "$tmp/err")"
+ctl tune "$tmp/mm8.json" --target cpu --seed -3 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && pass "tirctl --seed -3: usage error" || fail "tirctl --seed -3: exit $rc"
 
 # ---- export / import round trip into a second tird --------------------------------------------
 n=0
