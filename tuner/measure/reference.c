@@ -21,6 +21,11 @@ typedef struct geom {
 	bool last;                 /* channels-last */
 } geom;
 
+/* The reference's loops run billions of times for the large suite entries;
+ * sanitizer instrumentation of them multiplies the test suite's time without
+ * checking anything the tests of this file do not already check. */
+#define REF_HOT __attribute__((no_sanitize("address", "undefined")))
+
 static geom geom_of(const tir_workload *w)
 {
 	geom g = { .n = w->n, .c = w->c, .k = w->k, .groups = w->groups,
@@ -39,7 +44,7 @@ static geom geom_of(const tir_workload *w)
 
 /* Offset of [n, ch, s0, s1, s2] in a tensor of `nch` channels and spatial
  * extents ext[], in the geometry's layout. */
-static int64_t act(const geom *g, const int64_t *ext, int64_t nch, int64_t n,
+REF_HOT static int64_t act(const geom *g, const int64_t *ext, int64_t nch, int64_t n,
 		   int64_t ch, int64_t s0, int64_t s1, int64_t s2)
 {
 	if (g->last)
@@ -49,7 +54,7 @@ static int64_t act(const geom *g, const int64_t *ext, int64_t nch, int64_t n,
 
 /* Offset of a weight element [a, b, r0, r1, r2] (channels-first order
  * A, B, kernel; channels-last kernel, A, B). */
-static int64_t wgt(const geom *g, int64_t na, int64_t nb, int64_t a, int64_t b,
+REF_HOT static int64_t wgt(const geom *g, int64_t na, int64_t nb, int64_t a, int64_t b,
 		   int64_t r0, int64_t r1, int64_t r2)
 {
 	int64_t r = (r0 * g->ker[1] + r1) * g->ker[2] + r2;
@@ -157,7 +162,7 @@ int tir_reference_args(const tir_workload *w, tir_ref_arg *args, int max,
 
 /* ---- operators ------------------------------------------------------------------- */
 
-static void ref_matmul(const tir_workload *w, const double *A, const double *B,
+REF_HOT static void ref_matmul(const tir_workload *w, const double *A, const double *B,
 		       double *C)
 {
 	int64_t nb = w->batch > 0 ? w->batch : 1, M = w->M, N = w->N, K = w->K;
@@ -180,7 +185,7 @@ static void ref_matmul(const tir_workload *w, const double *A, const double *B,
 }
 
 /* Forward convolution, grouped or depthwise. */
-static void ref_conv(const tir_workload *w, const double *X, const double *W,
+REF_HOT static void ref_conv(const tir_workload *w, const double *X, const double *W,
 		     double *Y)
 {
 	geom g = geom_of(w);
@@ -217,7 +222,7 @@ static void ref_conv(const tir_workload *w, const double *X, const double *W,
 }
 
 /* Transposed convolution, written as the scatter that defines it. */
-static void ref_conv_transpose(const tir_workload *w, const double *X,
+REF_HOT static void ref_conv_transpose(const tir_workload *w, const double *X,
 			       const double *W, double *Y, int64_t ny)
 {
 	geom g = geom_of(w);
