@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# bench/gpu_tune.sh — tunes suite workloads on this machine's GPU through a
-# real tird with a local CUDA worker, and prints each tuned latency beside the
-# PyTorch (cuDNN / cuBLAS) figure of the shared workloads README.
+# bench/suite_tune.sh — tunes suite workloads on this machine's CPU or GPU
+# through a real tird with a local worker, and prints each tuned latency (a
+# verified best: only a candidate that matched the reference counts) beside
+# the PyTorch (cuDNN / cuBLAS, H200) figure of the shared workloads README.
 #
-#   bench/gpu_tune.sh BINDIR SUITE_JSON WORKLOADS_README TRIALS NAME...
+#   bench/suite_tune.sh BINDIR SUITE_JSON WORKLOADS_README TARGET TRIALS [NAME...]
 #
-# BINDIR holds tird and tirctl.  Output, one line per workload:
+# TARGET is cpu or cuda; no NAME: every suite workload.  BINDIR holds tird
+# and tirctl.  Output, one line per workload:
 #   name  trials  tuning_s  tird_us  torch_us  torch/tird
 set -u
-bin=$1 suite=$2 readme=$3 trials=$4
-shift 4
+bin=$1 suite=$2 readme=$3 target=$4 trials=$5
+shift 5
+names=("$@")
+[ ${#names[@]} -gt 0 ] || mapfile -t names < <(jq -r '.[].name' "$suite")
 tmp=$(mktemp -d)
 port=$(( 20000 + RANDOM % 20000 ))
 url=http://127.0.0.1:$port
-"$bin/tird" --listen 127.0.0.1:$port --db "$tmp/tird.db" --local-workers cuda >"$tmp/tird.log" 2>&1 &
+"$bin/tird" --listen 127.0.0.1:$port --db "$tmp/tird.db" --local-workers "$target" >"$tmp/tird.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 for i in $(seq 1 100); do curl -sf "$url/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 printf '%-8s %6s %9s %10s %10s %8s\n' name trials tuning_s tird_us torch_us ratio
-for n in "$@"; do
+for n in "${names[@]}"; do
 	jq ".[] | select(.name==\"$n\") | .workload" "$suite" > "$tmp/w.json"
 	t0=$(date +%s.%N)
-	out=$("$bin/tirctl" --server "$url" --json tune "$tmp/w.json" --target cuda --trials "$trials" --wait 2>"$tmp/err")
+	out=$("$bin/tirctl" --server "$url" --json tune "$tmp/w.json" --target "$target" --trials "$trials" --wait 2>"$tmp/err")
 	t1=$(date +%s.%N)
 	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
 	done_trials=$(printf '%s' "$out" | jq -r '.trials // empty' 2>/dev/null)
