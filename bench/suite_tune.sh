@@ -29,7 +29,9 @@ for n in "${names[@]}"; do
 	t1=$(date +%s.%N)
 	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
 	done_trials=$(printf '%s' "$out" | jq -r '.trials // empty' 2>/dev/null)
-	ref=$(awk -F'|' -v n="$n" '{gsub(/ /,"",$2); sub(/\(.*/,"",$2)} $2==n {gsub(/ /,"",$3); print $3}' "$readme")
+	ref=
+	[ "$target" = cuda ] &&   # the README's figures are the H200's
+		ref=$(awk -F'|' -v n="$n" '{gsub(/ /,"",$2); sub(/\(.*/,"",$2)} $2==n {gsub(/ /,"",$3); print $3}' "$readme")
 	ratio=-
 	[ -n "$ref" ] && [ -n "$us" ] && ratio=$(awk -v a="$ref" -v b="$us" 'BEGIN{printf "%.3f", a/b}')
 	printf '%-8s %6s %9.1f %10s %10s %8s\n' "$n" "${done_trials:--}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "${us:-failed}" "${ref:--}" "$ratio"

@@ -522,11 +522,13 @@ int tirctl_show(tirctl_globals *g, int argc, char **argv)
 	} else {
 		const cJSON *b;
 		cJSON_ArrayForEach(b, best) {
-			printf("# %s on %s: %.3f us, %.2f GFLOP/s, record %s\n", str(j, "workload_key"),
-			       str(b, "target"), num(b, "latency_us"), num(b, "gflops"),
-			       str(b, "record_id"));
+			/* the summary on stderr, so that stdout is the trace, program
+			 * or source alone: `tirctl show KEY --trace > t.json` replays */
+			fprintf(stderr, "# %s on %s: %.3f us, %.2f GFLOP/s, record %s\n",
+				str(j, "workload_key"), str(b, "target"), num(b, "latency_us"),
+				num(b, "gflops"), str(b, "record_id"));
 			if (*str(b, "error"))
-				printf("# error: %s\n", str(b, "error"));
+				fprintf(stderr, "# error: %s\n", str(b, "error"));
 			if (a.trace) {
 				char *tr = cJSON_Print(cJSON_GetObjectItem(b, "trace"));
 				printf("%s\n", tr ? tr : "null");
