@@ -4,10 +4,12 @@
  * The model keeps every row it was given (features, workload, GFLOP/s) and
  * retrains the booster from scratch on all of them after each batch: tuning
  * adds tens of rows a round, and a few thousand rows train in milliseconds.
- * Labels are throughputs normalized by the best of the same workload, so
- * workloads of very different sizes share one model and the booster learns
- * "fraction of the best achievable" (regression on it ranks well in practice,
- * see bench/costmodel_eval).  Training is single-threaded and seedless, so
+ * Labels are throughputs normalized by the best of the same workload, and
+ * the objective is XGBoost's pairwise ranking with one group per workload:
+ * the search only ever compares candidates of one workload, and workloads
+ * of very different sizes then share one model without their scales
+ * mixing (bench/costmodel_eval measures how well it ranks).  Training is
+ * single-threaded and seedless, so
  * the same rows give the same booster.
  */
 #include <math.h>
@@ -98,29 +100,45 @@ static int train(cm_model *m, tir_error *err)
 	for (int i = 0; i < m->nrows; i++)
 		if (m->gflops[i] > best[m->group[i]])
 			best[m->group[i]] = m->gflops[i];
+	/* rows in workload order, with the group sizes the ranking objective
+	 * needs: pairs are only ever compared within one workload */
 	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
+	float *feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
+	unsigned *group = xcalloc((size_t)m->ngroups, sizeof(unsigned));
 	bool varied = false;
-	for (int i = 0; i < m->nrows; i++) {
-		double b = best[m->group[i]];
-		label[i] = b > 0 ? (float)(m->gflops[i] / b) : 0;
-		varied = varied || label[i] != label[0];
-	}
+	int k = 0;
+	for (int g = 0; g < m->ngroups; g++)
+		for (int i = 0; i < m->nrows; i++) {
+			if (m->group[i] != g)
+				continue;
+			double b = best[g];
+			label[k] = b > 0 ? (float)(m->gflops[i] / b) : 0;
+			varied = varied || label[k] != label[0];
+			memcpy(&feat[(size_t)k * CM_NFEATURES], &m->feat[(size_t)i * CM_NFEATURES],
+			       sizeof(float) * CM_NFEATURES);
+			group[g]++;
+			k++;
+		}
 	free(best);
 	int rc = 0;
-	if (!varied) {
-		free(label);
-		return 0;
-	}
 	DMatrixHandle d = NULL;
 	BoosterHandle bst = NULL;
-	if (XGDMatrixCreateFromMat(m->feat, (bst_ulong)m->nrows, CM_NFEATURES, NAN, &d) ||
+	if (!varied)
+		goto out;
+	/* groups without rows are left out of the group list */
+	int ng = 0;
+	for (int g = 0; g < m->ngroups; g++)
+		if (group[g])
+			group[ng++] = group[g];
+	if (XGDMatrixCreateFromMat(feat, (bst_ulong)m->nrows, CM_NFEATURES, NAN, &d) ||
 	    XGDMatrixSetFloatInfo(d, "label", label, (bst_ulong)m->nrows) ||
+	    XGDMatrixSetUIntInfo(d, "group", group, (bst_ulong)ng) ||
 	    XGBoosterCreate(&d, 1, &bst)) {
 		rc = tir_fail(err, "xgboost: %s", xgb_err());
 		goto out;
 	}
 	static const char *const params[][2] = {
-		{ "objective", "reg:squarederror" }, { "eta", "0.2" }, { "max_depth", "6" },
+		{ "objective", "rank:pairwise" }, { "eta", "0.2" }, { "max_depth", "6" },
 		{ "min_child_weight", "1" }, { "nthread", "1" }, { "verbosity", "0" },
 		{ "seed", "0" },
 	};
@@ -144,6 +162,8 @@ out:
 	if (d)
 		XGDMatrixFree(d);
 	free(label);
+	free(feat);
+	free(group);
 	return rc;
 }
 
