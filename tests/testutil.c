@@ -159,3 +159,29 @@ int tu_run_suite(Suite *s)
 	srunner_free(sr);
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+/* Odd shapes of every operator: primes, 1000x997, asymmetric padding, stride
+ * and dilation 3, batch > 1, every layout and dtype, epilogues. */
+const char *const tu_odd[][2] = {
+	{ "mm-prime", "{\"op\":\"matmul\",\"M\":37,\"N\":29,\"K\":13}" },
+	{ "mm-1000x997", "{\"op\":\"matmul\",\"M\":1000,\"N\":997,\"K\":16}" },
+	{ "bmm-nt", "{\"op\":\"matmul\",\"M\":17,\"N\":23,\"K\":11,\"batch\":3,\"layout\":\"NT\"}" },
+	{ "mm-tn-bias-relu", "{\"op\":\"matmul\",\"M\":19,\"N\":7,\"K\":31,\"layout\":\"TN\",\"epilogue\":[\"bias\",\"relu\"]}" },
+	{ "mm-f16", "{\"op\":\"matmul\",\"M\":33,\"N\":40,\"K\":24,\"dtype\":\"float16\"}" },
+	{ "mm-bf16-gelu", "{\"op\":\"matmul\",\"M\":24,\"N\":17,\"K\":32,\"dtype\":\"bfloat16\",\"epilogue\":[\"gelu\"]}" },
+	{ "mm-int8", "{\"op\":\"matmul\",\"M\":31,\"N\":18,\"K\":40,\"dtype\":\"int8\"}" },
+	{ "mm-long-k", "{\"op\":\"matmul\",\"M\":5,\"N\":3,\"K\":1100,\"epilogue\":[\"bias\"]}" },
+	{ "c1d-s3-asym", "{\"op\":\"conv1d\",\"N\":2,\"C\":5,\"W\":29,\"K\":7,\"S\":3,\"stride\":3,\"pad\":[1,2]}" },
+	{ "c1d-d3-g2-nwc", "{\"op\":\"conv1d\",\"N\":1,\"C\":6,\"W\":31,\"K\":4,\"S\":2,\"dilation\":3,\"groups\":2,\"layout\":\"NWC\"}" },
+	{ "c2d-asym", "{\"op\":\"conv2d\",\"N\":1,\"C\":3,\"H\":13,\"W\":11,\"K\":5,\"R\":3,\"S\":2,\"stride\":[2,3],\"pad\":[1,0,2,1]}" },
+	{ "c2d-d3-g2-nhwc-add-gelu", "{\"op\":\"conv2d\",\"N\":2,\"C\":4,\"H\":9,\"W\":7,\"K\":6,\"R\":3,\"S\":3,\"dilation\":3,\"pad\":3,\"groups\":2,\"layout\":\"NHWC\",\"epilogue\":[\"add\",\"gelu\"]}" },
+	{ "c2d-f16-nhwc", "{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":7,\"W\":7,\"K\":12,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
+	{ "c3d", "{\"op\":\"conv3d\",\"N\":1,\"C\":2,\"D\":5,\"H\":7,\"W\":6,\"K\":3,\"T\":3,\"R\":2,\"S\":3,\"stride\":2,\"pad\":1}" },
+	{ "c3d-ndhwc-f16", "{\"op\":\"conv3d\",\"N\":1,\"C\":3,\"D\":4,\"H\":5,\"W\":5,\"K\":2,\"T\":2,\"R\":2,\"S\":2,\"layout\":\"NDHWC\",\"dtype\":\"float16\"}" },
+	{ "t2d-op", "{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":4,\"H\":5,\"W\":3,\"K\":6,\"R\":4,\"S\":3,\"stride\":2,\"pad\":1,\"output_padding\":1}" },
+	{ "t2d-s3-g2-nhwc", "{\"op\":\"conv2d_transpose\",\"N\":2,\"C\":6,\"H\":3,\"W\":4,\"K\":4,\"R\":3,\"S\":3,\"stride\":3,\"groups\":2,\"layout\":\"NHWC\"}" },
+	{ "dep-m2", "{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":5,\"H\":11,\"W\":13,\"R\":3,\"S\":3,\"stride\":2,\"pad\":1,\"multiplier\":2}" },
+	{ "dep-int8-nhwc", "{\"op\":\"depthwise_conv2d\",\"N\":2,\"C\":7,\"H\":9,\"W\":9,\"R\":5,\"S\":3,\"pad\":[2,1],\"layout\":\"NHWC\",\"dtype\":\"int8\"}" },
+	{ "dep-bf16-d3", "{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":4,\"H\":10,\"W\":10,\"R\":3,\"S\":3,\"dilation\":3,\"pad\":3,\"dtype\":\"bfloat16\"}" },
+};
+const int tu_nodd = (int)(sizeof tu_odd / sizeof *tu_odd);

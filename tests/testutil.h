@@ -29,6 +29,11 @@ char *tu_suite_workload_at(int i);
  * malloc'd; NULL if there is none. */
 char *tu_suite_workload(const char *name);
 
+/* Odd shapes of every operator (name, workload JSON), shared by the suites
+ * that check every operator beyond the suite's shapes. */
+extern const char *const tu_odd[][2];
+extern const int tu_nodd;
+
 /* Path of a golden file (malloc'd). */
 char *tu_golden_path(const char *name);
 /* Compares text with the golden file `name`; returns 1 when equal.  On a
