@@ -339,22 +339,8 @@ static int cuda_run(const tir_artifact *a, const tir_code *c, const tir_measure_
 		snprintf(r->msg, sizeof r->msg, "cuda: nothing built");
 		return -1;
 	}
-	int oi = tir_code_output(c);
-	size_t out_bytes = oi < 0 ? 0
-		: (size_t)c->args[oi].elems * (size_t)c->args[oi].elem_bytes;
-	tir_child_report *rep = tir_child_report_new(out_bytes);
-	if (!rep) {
-		r->status = TIR_MEASURE_RUN_ERROR;
-		snprintf(r->msg, sizeof r->msg, "cannot map %zu bytes for the output",
-			 out_bytes);
-		return -1;
-	}
 	cuda_ctx x = { .a = a, .c = c, .o = &o };
-	int rc = tir_child_run(o.timeout_s, cuda_child, &x, rep, r);
-	if (rc == 0)
-		tir_child_collect(rep, c, r);
-	tir_child_report_free(rep);
-	return rc;
+	return tir_child_measure(c, o.timeout_s, cuda_child, &x, r);
 }
 
 /* ---- device properties (in a child) ----------------------------------------------------------- */

@@ -248,6 +248,13 @@ int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep)
 void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 		       tir_measure_result *r);
 
+/* The whole guarded run of one candidate: a report sized for c's output,
+ * fn in a child (tir_child_run), the output and times collected into r.
+ * Returns 0 when the child ended with status OK. */
+int tir_child_measure(const tir_code *c, double timeout_s,
+		      void (*fn)(void *ctx, tir_child_report *rep), void *ctx,
+		      tir_measure_result *r);
+
 /* Index of c's output argument, or -1. */
 int tir_code_output(const tir_code *c);
 

@@ -531,6 +531,27 @@ int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep)
 	return r->status == TIR_MEASURE_OK ? 0 : -1;
 }
 
+int tir_child_measure(const tir_code *c, double timeout_s,
+		      void (*fn)(void *ctx, tir_child_report *rep), void *ctx,
+		      tir_measure_result *r)
+{
+	int oi = tir_code_output(c);
+	size_t out_bytes = oi < 0 ? 0
+		: (size_t)c->args[oi].elems * (size_t)c->args[oi].elem_bytes;
+	tir_child_report *rep = tir_child_report_new(out_bytes);
+	if (!rep) {
+		r->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r->msg, sizeof r->msg, "cannot map %zu bytes for the output",
+			 out_bytes);
+		return -1;
+	}
+	int rc = tir_child_run(timeout_s, fn, ctx, rep, r);
+	if (rc == 0)
+		tir_child_collect(rep, c, r);
+	tir_child_report_free(rep);
+	return rc;
+}
+
 void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 		       tir_measure_result *r)
 {
