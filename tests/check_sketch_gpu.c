@@ -58,7 +58,7 @@ static void setup(void)
 /* Whether a sketch stages its inputs through shared memory by design. */
 static bool has_stages(const sketch_def *d)
 {
-	return !strcmp(d->name, "gpu-tile-autocopy");
+	return !strcmp(d->name, "gpu-tile-autocopy") || !strcmp(d->name, "gpu-tensorcore");
 }
 
 static bool uses_shared(const tir_program *p)
@@ -238,7 +238,11 @@ static void check_workload(const char *name, const char *json, bool run_cpu, int
 		c->source = NULL;
 		tir_code_free(c);
 		double t2 = now();
-		if (run_cpu && (full || (i < RUN_CANDS && tir_workload_flops(w) < RUN_MAX_FLOPS)))
+		if (!strcmp(d->name, "gpu-tensorcore"))
+			ck_assert_msg(strstr(srcs[i], "nvcuda::wmma::mma_sync("), "%s: no WMMA", name);
+		/* (tensorized candidates run on the CPU in check_tensor) */
+		if (run_cpu && strcmp(d->name, "gpu-tensorcore") &&
+		    (full || (i < RUN_CANDS && tir_workload_flops(w) < RUN_MAX_FLOPS)))
 			run_c(name, d->name, w, p, &ref);
 		tir_sched_free(s);
 		t_draw += t1 - t0;

@@ -164,6 +164,10 @@ int tir_storage_align(tir_sched *s, int block, int buffer_index, int axis,
 int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value,
 		 tir_error *err);
 /* annotate with the value of an integer RV (a sampled decision). */
+/* Replaces the loop nest under `loop` by a tensor intrinsic of
+ * ir/intrins.def (e.g. "wmma_mma_16x16x16_f16_f32") after checking that the
+ * nest computes exactly what the intrinsic computes.  CUDA targets only. */
+int tir_tensorize(tir_sched *s, int loop, const char *intrin, tir_error *err);
 int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 		    tir_error *err);
 /* A loop drawn among the places where `block` can be computed: the loops

@@ -140,6 +140,10 @@ typedef struct cu_gen {
 	 * under it whose body copies, fully unrolled, are at most this many get
 	 * `#pragma unroll` (0: none) */
 	int64_t auto_unroll;
+	/* fragments, by buffer id: the intrinsic whose operand each is and
+	 * whether products read it transposed (a col_major fragment) */
+	const tir_intrin **frag_in;
+	bool *frag_col;
 } cu_gen;
 
 static void fail(cu_gen *g, const char *fmt, ...)
@@ -225,6 +229,60 @@ static void sync(cu_gen *g, int depth, const char *why)
 
 static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth);
 
+/* ---- tensor intrinsics (ir/intrins.def): their implementation ---------------- */
+
+/* The tile of fragment buffer `buf`, rows x columns in its last two
+ * dimensions. */
+static void frag_tile(const cu_gen *g, const tir_buffer *buf, int64_t *rows, int64_t *cols)
+{
+	const tir_intrin *in = g->frag_in[buf->id];
+	*rows = buf->scope == TIR_SCOPE_FRAG_B ? in->k : in->m;
+	*cols = buf->scope == TIR_SCOPE_FRAG_A ? in->k : in->n;
+	if (g->frag_col[buf->id]) {
+		int64_t t = *rows;
+		*rows = *cols;
+		*cols = t;
+	}
+}
+
+/* Fragments in a compacted allocation: one per tile. */
+static int64_t frag_count(const cu_gen *g, const tir_alloc *a)
+{
+	int64_t rows, cols, n = 1;
+	frag_tile(g, a->buf, &rows, &cols);
+	for (int d = 0; d < a->buf->ndim; d++)
+		n *= a->extent[d] / (d == a->buf->ndim - 2 ? rows : d == a->buf->ndim - 1 ? cols : 1);
+	return n;
+}
+
+static void cu_fragment_array(cu_gen *g, const tir_alloc *a, int depth)
+{
+	tir_buf *o = g->c.out;
+	const tir_buffer *b = a->buf;
+	const tir_intrin *in = g->frag_in[b->id];
+	if (!in) {
+		fail(g, "cuda: fragment \"%s\" is used by no tensor intrinsic", b->name);
+		return;
+	}
+	const char *use = b->scope == TIR_SCOPE_FRAG_A ? "matrix_a" :
+			  b->scope == TIR_SCOPE_FRAG_B ? "matrix_b" : "accumulator";
+	buf_indent(o, depth);
+	buf_printf(o, "nvcuda::wmma::fragment<nvcuda::wmma::%s, %d, %d, %d, %s", use, in->m,
+		   in->n, in->k, g->c.d->storage[b->dtype]);
+	if (b->scope != TIR_SCOPE_FRAG_ACC)
+		buf_printf(o, ", nvcuda::wmma::%s", g->frag_col[b->id] ? "col_major" : "row_major");
+	buf_printf(o, "> %s[%lld]; /* %s */\n", g->c.bufname[b->id],
+		   (long long)frag_count(g, a), scope_name(b->scope));
+}
+
+static void cu_local(cu_gen *g, const tir_alloc *a, int depth)
+{
+	if (scope_is_fragment(a->buf->scope))
+		cu_fragment_array(g, a, depth);
+	else
+		cg_local_array(&g->c, a, "__align__(16) ", depth);
+}
+
 static void cu_allocs(cu_gen *g, const tir_stmt *site, int depth)
 {
 	tir_lowered *L = g->c.L;
@@ -232,8 +290,136 @@ static void cu_allocs(cu_gen *g, const tir_stmt *site, int depth)
 		const tir_alloc *a = &L->alloc[i];
 		if (a->used && a->compact && a->lca == site &&
 		    a->buf->scope != TIR_SCOPE_SHARED)
-			cg_local_array(&g->c, a, "__align__(16) ", depth);
+			cu_local(g, a, depth);
 	}
+}
+
+/* The access x at the tile's origin: the tile's loops at 0. */
+static void at_origin(cu_gen *g, const tir_intrin_match *m, const tir_intrin_access *x,
+		      tir_expr **idx)
+{
+	tir_lowered *L = g->c.L;
+	tir_subst zero = { L->p->nvars, arena_alloc(&L->arena, sizeof(tir_expr *) *
+						     (size_t)(L->p->nvars + 1)) };
+	for (int i = 0; i < m->nloops; i++)
+		zero.map[m->loops[i]->var->id] = mk_int(&L->arena, 0);
+	for (int d = 0; d < x->buf->ndim; d++)
+		idx[d] = expr_subst(&L->arena, x->idx[d], &zero);
+}
+
+/* The fragment of x at the tile's origin: NAME[index]. */
+static void cu_fragment(cu_gen *g, const tir_intrin_match *m, const tir_intrin_access *x)
+{
+	tir_lowered *L = g->c.L;
+	const tir_alloc *a = &L->alloc[x->buf->id];
+	tir_expr *idx[TIR_MAX_DIMS], *e = mk_int(&L->arena, 0);
+	at_origin(g, m, x, idx);
+	int64_t rows, cols, stride = 1;
+	frag_tile(g, x->buf, &rows, &cols);
+	for (int d = x->buf->ndim - 1; d >= 0; d--) {
+		int64_t t = d == x->buf->ndim - 2 ? rows : d == x->buf->ndim - 1 ? cols : 1;
+		tir_expr *rel = mk_sub(&L->arena, idx[d], mk_int(&L->arena, a->lo[d]));
+		if (a->base[d])
+			rel = mk_sub(&L->arena, rel, a->base[d]);
+		rel = mk_floordiv(&L->arena, rel, mk_int(&L->arena, t));
+		e = mk_add(&L->arena, e, mk_mul(&L->arena, rel, mk_int(&L->arena, stride)));
+		stride *= a->extent[d] / t;
+	}
+	buf_printf(g->c.out, "%s[", g->c.bufname[x->buf->id]);
+	cg_expr(&g->c, lower_simplify(L, e));
+	buf_puts(g->c.out, "]");
+}
+
+/* The memory operand of x: a pointer to the tile's first element, and its
+ * leading dimension; *col: the tile's columns are not the contiguous axis. */
+static void cu_tile_ptr(cu_gen *g, const tir_intrin_match *m, const tir_intrin_access *x,
+			bool is_const, int64_t *ldm, bool *col)
+{
+	tir_lowered *L = g->c.L;
+	const tir_alloc *a = &L->alloc[x->buf->id];
+	tir_expr *idx[TIR_MAX_DIMS];
+	at_origin(g, m, x, idx);
+	*col = x->col != x->buf->ndim - 1;
+	*ldm = a->stride[*col ? x->col : x->row];
+	buf_printf(g->c.out, "(%s%s *)(%s + ", is_const ? "const " : "",
+		   g->c.d->storage[x->buf->dtype], g->c.bufname[x->buf->id]);
+	cg_expr(&g->c, lower_offset(L, x->buf, x->buf->ndim, idx));
+	buf_puts(g->c.out, ")");
+}
+
+static void cu_intrin(cu_gen *g, const tir_stmt *l, int depth)
+{
+	tir_lowered *L = g->c.L;
+	tir_buf *o = g->c.out;
+	const tir_intrin *in = intrin_of_loop(l);
+	tir_intrin_match m;
+	tir_error e;
+	if (intrin_match(&L->arena, L->p, l, in, &m, &e)) {
+		fail(g, "cuda: %s", e.msg);
+		return;
+	}
+	int64_t ldm;
+	bool col;
+	buf_indent(o, depth);
+	buf_printf(o, "/* %s: %s */\n", l->var->name, in->name);
+	buf_indent(o, depth);
+	switch (in->kind) {
+	case INTRIN_FILL:
+		buf_puts(o, "nvcuda::wmma::fill_fragment(");
+		cu_fragment(g, &m, &m.dst);
+		buf_printf(o, ", (%s)0);\n", g->c.d->storage[in->acc]);
+		break;
+	case INTRIN_LOAD_A:
+	case INTRIN_LOAD_B:
+		buf_puts(o, "nvcuda::wmma::load_matrix_sync(");
+		cu_fragment(g, &m, &m.dst);
+		buf_puts(o, ", ");
+		cu_tile_ptr(g, &m, &m.src[0], true, &ldm, &col);
+		buf_printf(o, ", %lld);\n", (long long)ldm);
+		break;
+	case INTRIN_MMA:
+		buf_puts(o, "nvcuda::wmma::mma_sync(");
+		cu_fragment(g, &m, &m.dst);
+		buf_puts(o, ", ");
+		cu_fragment(g, &m, &m.src[0]);
+		buf_puts(o, ", ");
+		cu_fragment(g, &m, &m.src[1]);
+		buf_puts(o, ", ");
+		cu_fragment(g, &m, &m.dst);
+		buf_puts(o, ");\n");
+		break;
+	case INTRIN_STORE:
+		buf_puts(o, "nvcuda::wmma::store_matrix_sync(");
+		cu_tile_ptr(g, &m, &m.dst, false, &ldm, &col);
+		buf_puts(o, ", ");
+		cu_fragment(g, &m, &m.src[0]);
+		buf_printf(o, ", %lld, nvcuda::wmma::%s);\n", (long long)ldm,
+			   col ? "mem_col_major" : "mem_row_major");
+		break;
+	}
+}
+
+/* Which intrinsic each fragment serves and its layout, from every
+ * tensorized loop of the program; false if there is none. */
+static void scan_fragment(cu_gen *g, const tir_stmt *s, bool *any)
+{
+	const tir_intrin *in = intrin_of_loop(s);
+	if (in) {
+		tir_intrin_match m;
+		tir_error e;
+		*any = true;
+		if (intrin_match(&g->c.L->arena, g->c.L->p, s, in, &m, &e) == 0) {
+			const tir_intrin_access *ops[3] = { &m.dst, &m.src[0], &m.src[1] };
+			for (int i = 0; i < 1 + m.nsrc; i++)
+				if (scope_is_fragment(ops[i]->buf->scope)) {
+					g->frag_in[ops[i]->buf->id] = in;
+					if (in->kind == INTRIN_MMA && i > 0)
+						g->frag_col[ops[i]->buf->id] = ops[i]->row > ops[i]->col;
+				}
+		}
+	}
+	for (int i = 0; i < s->nkids; i++)
+		scan_fragment(g, s->kids[i], any);
 }
 
 /* Prints the children of a loop (or a kernel's top statement list) with the
@@ -751,7 +937,9 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 {
 	if (!lower_has_blocks(s))
 		return;
-	if (s->kind == STMT_FOR) {
+	if (s->kind == STMT_FOR && intrin_of_loop(s)) {
+		cu_intrin(g, s, depth);
+	} else if (s->kind == STMT_FOR) {
 		int64_t save = g->auto_unroll;
 		g->auto_unroll = ann_value(s, "auto_unroll_max_step", save);
 		cu_loop(g, s, depth);
@@ -832,7 +1020,7 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 				   g->c.d->storage[a->buf->dtype], g->c.bufname[i],
 				   g->c.d->storage[a->buf->dtype], (long long)smem,
 				   (long long)a->bytes);
-			smem += (a->bytes + 15) / 16 * 16;
+			smem += (a->bytes + 127) / 128 * 128;   /* WMMA tiles: 32-byte aligned */
 		}
 	}
 	ln->shared_bytes = (int)smem;
@@ -855,7 +1043,7 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		const tir_alloc *a = &L->alloc[i];
 		if (a->used && a->compact && !a->lca && owner[i] == k &&
 		    a->buf->scope != TIR_SCOPE_SHARED)
-			cg_local_array(&g->c, a, "__align__(16) ", 1);
+			cu_local(g, a, 1);
 	}
 	cu_stmt(g, s, 1);
 	buf_puts(o, "}\n\n");
@@ -925,13 +1113,19 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 			     scope_name(p->bufs[i]->scope));
 
 	code->launches = xcalloc((size_t)nk + 1, sizeof *code->launches);
+	g.frag_in = xcalloc((size_t)p->nbufs + 1, sizeof *g.frag_in);
+	g.frag_col = xcalloc((size_t)p->nbufs + 1, sizeof *g.frag_col);
+	bool tensor = false;
+	scan_fragment(&g, p->root, &tensor);
 	buf_puts(&o, cuda_prelude);
+	if (tensor)
+		buf_puts(&o, "#include <mma.h>\n\n");
 	bool any_smem = false;
 	for (int i = 0; i < p->nbufs; i++)
 		any_smem |= L.alloc[i].used && L.alloc[i].compact &&
 			    p->bufs[i]->scope == TIR_SCOPE_SHARED;
 	if (any_smem)
-		buf_puts(&o, "extern __shared__ __align__(16) unsigned char tir_smem[];\n\n");
+		buf_puts(&o, "extern __shared__ __align__(128) unsigned char tir_smem[];\n\n");
 	for (int i = 0, k = 0; i < p->root->nkids && !g.failed; i++) {
 		if (!lower_has_blocks(p->root->kids[i]))
 			continue;
@@ -942,6 +1136,8 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	code->source = buf_take(&o);
 	free(owner);
 	free(g.argbuf);
+	free(g.frag_in);
+	free(g.frag_col);
 	free(g.rd);
 	free(g.wr);
 	free(g.c.bufname);

@@ -376,6 +376,18 @@ static const tir_codegen_backend *const backends[] = {
 	[TIR_TARGET_CUDA] = &tir_codegen_cuda,
 };
 
+static const tir_stmt *tensorized_loop(const tir_stmt *s)
+{
+	if (intrin_of_loop(s))
+		return s;
+	for (int i = 0; i < s->nkids; i++) {
+		const tir_stmt *k = tensorized_loop(s->kids[i]);
+		if (k)
+			return k;
+	}
+	return NULL;
+}
+
 tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err)
 {
 	if (!p || !t) {
@@ -384,6 +396,12 @@ tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err)
 	}
 	if ((unsigned)t->kind >= sizeof backends / sizeof backends[0] || !backends[t->kind]) {
 		tir_fail(err, "codegen: no code generator for target \"%s\"", t->key);
+		return NULL;
+	}
+	const tir_stmt *tz = t->kind == TIR_TARGET_CUDA ? NULL : tensorized_loop(p->root);
+	if (tz) {
+		tir_fail(err, "codegen: loop %s is tensorized (%s); tensor intrinsics need a "
+			 "CUDA target, not %s", tz->var->name, intrin_of_loop(tz)->name, t->key);
 		return NULL;
 	}
 	return backends[t->kind]->generate(p, t, err);

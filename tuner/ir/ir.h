@@ -411,4 +411,57 @@ int block_iter_of(const tir_block *b, const tir_var *v);
  * returns the outermost loop.  Used by compute definitions. */
 tir_stmt *program_nest(tir_program *p, tir_block *b, const char *const *loop_names);
 
+/* ---- intrin.c: tensor intrinsics (intrins.def) ----------------------------- */
+
+typedef enum { INTRIN_FILL, INTRIN_LOAD_A, INTRIN_LOAD_B, INTRIN_MMA, INTRIN_STORE } tir_intrin_kind;
+
+typedef struct tir_intrin {
+	const char *name;
+	tir_intrin_kind kind;
+	int m, n, k;                /* the tile: acc m x n, a m x k, b k x n */
+	tir_dtype in, acc;          /* operand and accumulator dtypes */
+} tir_intrin;
+
+extern const tir_intrin tir_intrins[];
+extern const int tir_nintrins;
+const tir_intrin *intrin_find(const char *name);        /* NULL if unknown */
+
+/* tensorize leaves this annotation on the loop, its value the intrinsic's
+ * index in tir_intrins; intrin_of_loop reads it back (NULL: none). */
+#define TIR_TENSORIZE_ANN "tensorize"
+const tir_intrin *intrin_of_loop(const tir_stmt *l);
+
+/* One access of a matched block: its buffer, its indices in loop variables
+ * (block iterators replaced by their bindings), and the dimensions that hold
+ * the tile's rows and columns. */
+typedef struct tir_intrin_access {
+	const tir_buffer *buf;
+	tir_expr *idx[TIR_MAX_DIMS];
+	int row, col;
+} tir_intrin_access;
+
+/* A loop matched against an intrinsic's semantics: the loop and the loops
+ * under it (outermost first), the block, the store (dst) and the loads
+ * (src[0]: LOAD and STORE's source, MMA's a; src[1]: MMA's b). */
+typedef struct tir_intrin_match {
+	const tir_intrin *in;
+	const tir_block *b;
+	int nloops;
+	const tir_stmt *loops[3];
+	tir_intrin_access dst, src[2];
+	int nsrc;
+} tir_intrin_match;
+
+/* Whether the loop nest under `loop` (itself included) computes exactly the
+ * semantics of `in` (intrins.def): a perfect nest of the intrinsic's extents
+ * over one unpredicated block, whose store and loads have the scopes and
+ * dtypes of the intrinsic and index the tile with unit coefficients, one loop
+ * per dimension, the fragment tiles in their buffers' last two dimensions.
+ * Matching is by what the block computes, never by names.  Expressions of m
+ * live in arena a.  Returns 0, or -1 with the first mismatch. */
+int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
+		 const tir_intrin *in, tir_intrin_match *m, tir_error *err);
+/* Whether a scope is a warp-level fragment (wmma.*). */
+bool scope_is_fragment(tir_scope s);
+
 #endif

@@ -135,6 +135,8 @@ int prim_annotate(tir_sched *s, tir_inst *in, tir_error *err)
 		return tir_fail(err, "takes a block or loop, a key and an integer value");
 	if (strlen(in->str) > 64)
 		return tir_fail(err, "annotation key longer than 64 characters");
+	if (!strcmp(in->str, TIR_TENSORIZE_ANN))
+		return tir_fail(err, "annotation key \"%s\" is reserved: use tensorize", in->str);
 	for (const char *c = in->str; *c; c++)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
 			return tir_fail(err, "annotation key \"%s\": use lowercase letters, digits and _", in->str);

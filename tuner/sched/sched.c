@@ -385,6 +385,14 @@ int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value, tir_error
 	return first_out(s, &in, err);
 }
 
+int tir_tensorize(tir_sched *s, int loop, const char *intrin, tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_TENSORIZE);
+	in.in[in.nin++] = TIR_RV(loop);
+	in.str = intrin;
+	return first_out(s, &in, err);
+}
+
 int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv, tir_error *err)
 {
 	tir_inst in = inst_of(PRIM_ANNOTATE);

@@ -35,6 +35,10 @@ extern const int sketch_cpu_ndefs;
 extern const sketch_def sketch_gpu_defs[];
 extern const int sketch_gpu_ndefs;
 
+/* ---- tensorcore.c: WMMA tensorization of matrix-multiply blocks ------------ */
+bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t);
+int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err);
+
 /* ---- rules.c: what both tables share -------------------------------------- */
 
 /* The loops around a block by the kind of iterator each one feeds. */

@@ -247,6 +247,8 @@ int tir_verify(const tir_program *p, const tir_target *t, tir_error *err)
 		rc = verify_producer(&c, err);
 	if (rc == 0)
 		rc = verify_threading(&c, err);
+	if (rc == 0)
+		rc = verify_tensor(&c, err);
 	vfy_free(&c);
 	return rc;
 }

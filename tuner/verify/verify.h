@@ -2,14 +2,16 @@
  * verify.h — validation of programs (TensorIR "Validation"), internal to
  * tuner/verify/.  The public entry point is tir_verify in tir.h.
  *
- * Three checks run in order, each on the whole program, and the first
+ * Four checks run in order, each on the whole program, and the first
  * failure is the answer:
  *   loopnest.c   every block's bindings are quasi-affine in its enclosing
  *                loops, its iterators independent and their domains covered,
  *                its body uses only its iterators and stays inside params;
  *   producer.c   every intermediate buffer is written before it is read, and
  *                the writer covers what the reader reads under their LCA;
- *   threading.c  thread bindings fit the target (CUDA) and nothing races.
+ *   threading.c  thread bindings fit the target (CUDA) and nothing races;
+ *   tensor.c     tensorized loops still match their intrinsics, at warp
+ *                scope, with whole fragments and aligned memory operands.
  * A check returns 0, or -1 with a message that starts with the check's name
  * ("loop-nest: ", "producer-consumer: ", "threading: ") and names the block,
  * loop or buffer at fault and the rule it breaks.
@@ -71,6 +73,7 @@ tir_interval vfy_interval(vfy_ctx *c, const tir_block *b, const tir_expr *e,
 int verify_loopnest(vfy_ctx *c, tir_error *err);
 int verify_producer(vfy_ctx *c, tir_error *err);
 int verify_threading(vfy_ctx *c, tir_error *err);
+int verify_tensor(vfy_ctx *c, tir_error *err);
 
 /* threading.c: bytes of shared memory kernel `k` (a child of root) declares:
  * the compacted sizes of the shared buffers its blocks access, summed. */

@@ -1,0 +1,296 @@
+/*
+ * check_tensor.c — tensor intrinsics: the tensorize primitive, the
+ * validation of tensorized programs and the tensor-core sketch.
+ *
+ * The sketch's candidates for matrix products of every operand dtype with
+ * an MMA intrinsic (float16, bfloat16; int8 where WMMA's alignment allows,
+ * the NT layout), batched, transposed, with an epilogue, are valid for
+ * cuda:sm_90, call the WMMA functions, replay from their traces to the same
+ * code, and compile with NVRTC for sm_90; the small ones also compute the
+ * right result on the CPU through the C backend once their tensorize
+ * annotations are dropped (the annotation changes how, never what: the
+ * program below it is the scalar computation).  Running them on a GPU is
+ * bench/gpu.sh's part.
+ *
+ * Refusals, each with its message: a loop of the wrong extent, the wrong
+ * dtypes, a reduction that still has its init, the reserved annotation key,
+ * a tensorized program on a CPU target, a warp-level intrinsic without a
+ * warp, a fragment touched outside an intrinsic.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tir.h"
+#include "ir/ir.h"
+#include "sched/sched.h"
+#include "sketch/sketch.h"
+#include "codegen/codegen.h"
+#include "measure/measure.h"
+#include "testutil.h"
+
+static tir_target cpu, sm90;
+
+static void setup(void)
+{
+	tir_error err;
+	ck_assert_msg(tir_target_parse("cpu", &cpu, &err) == 0, "%s", err.msg);
+	ck_assert_msg(tir_target_parse("cuda:sm_90", &sm90, &err) == 0, "%s", err.msg);
+}
+
+static const char *const products[][2] = {
+	{ "f16",       "{\"op\":\"matmul\",\"M\":64,\"N\":48,\"K\":32,\"dtype\":\"float16\"}" },
+	{ "bf16",      "{\"op\":\"matmul\",\"M\":32,\"N\":64,\"K\":48,\"dtype\":\"bfloat16\"}" },
+	{ "f16-NT",    "{\"op\":\"matmul\",\"M\":48,\"N\":32,\"K\":64,\"dtype\":\"float16\",\"layout\":\"NT\"}" },
+	{ "f16-TN",    "{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":32,\"dtype\":\"float16\",\"layout\":\"TN\"}" },
+	{ "f16-batch", "{\"op\":\"matmul\",\"batch\":3,\"M\":32,\"N\":16,\"K\":32,\"dtype\":\"float16\"}" },
+	{ "f16-bias-relu", "{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":16,\"dtype\":\"float16\",\"epilogue\":[\"bias\",\"relu\"]}" },
+	{ "int8-NT",   "{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":64,\"dtype\":\"int8\",\"layout\":\"NT\"}" },
+	{ "f16-large", "{\"op\":\"matmul\",\"M\":1024,\"N\":1024,\"K\":1024,\"dtype\":\"float16\"}" },
+};
+#define NPRODUCTS (int)(sizeof products / sizeof *products)
+#define NCAND 6
+
+static tir_workload *parse(const char *json)
+{
+	tir_error err = { "" };
+	tir_workload *w = tir_workload_parse(json, strlen(json), NULL, &err);
+	ck_assert_msg(w, "%s", err.msg);
+	return w;
+}
+
+/* The annotations of intrinsics of `kind` (-1: all) removed. */
+static void drop_tensorize(tir_stmt *s, int kind)
+{
+	const tir_intrin *in = intrin_of_loop(s);
+	if (s->kind == STMT_FOR && in && (kind < 0 || (int)in->kind == kind)) {
+		int k = 0;
+		for (int i = 0; i < s->nann; i++)
+			if (strcmp(s->ann[i].key, TIR_TENSORIZE_ANN))
+				s->ann[k++] = s->ann[i];
+		s->nann = k;
+	}
+	for (int i = 0; i < s->nkids; i++)
+		drop_tensorize(s->kids[i], kind);
+}
+
+static void run_on_cpu(const char *name, const tir_workload *w, tir_sched *s)
+{
+	tir_error err = { "" };
+	tir_program *p = (tir_program *)tir_sched_program(s);
+	drop_tensorize(p->root, -1);
+	for (int i = 0; i < p->nbufs; i++)     /* a fragment is a local array on a CPU */
+		if (scope_is_fragment(p->bufs[i]->scope))
+			p->bufs[i]->scope = TIR_SCOPE_LOCAL;
+	ck_assert_msg(tir_verify(p, &cpu, &err) == 0, "%s: without tensorize, on cpu: %s", name,
+		      err.msg);
+	tir_code *c = tir_codegen(p, &cpu, &err);
+	ck_assert_msg(c, "%s: C codegen: %s", name, err.msg);
+	tir_measure_opts o = { .seed = 1, .no_timing = true, .timeout_s = 60 };
+	tir_measure_result res;
+	memset(&res, 0, sizeof res);
+	tir_measure(&tir_runner_cpu, w, c, &cpu, &o, &res);
+	ck_assert_msg(res.status == TIR_MEASURE_OK, "%s: %s: %s (max rel error %g)", name,
+		      tir_measure_status_name(res.status), res.msg, res.max_rel_error);
+	tir_measure_result_clear(&res);
+	tir_code_free(c);
+}
+
+START_TEST(tensorcore_candidates)
+{
+	const char *name = products[_i][0];
+	tir_workload *w = parse(products[_i][1]);
+	tir_error err = { "" };
+	tir_sched *s0 = tir_sched_new(w, 0, &err);
+	ck_assert_msg(sketch_tensorcore_applies(tir_sched_program(s0), &sm90),
+		      "%s: the tensor-core sketch does not apply", name);
+	tir_sched_free(s0);
+	int made = 0;
+	for (uint64_t seed = 1; made < NCAND && seed < 64; seed++) {
+		tir_sched *s = tir_sched_new(w, seed, &err);
+		ck_assert_msg(sketch_tensorcore_apply(s, &sm90, &err) == 0, "%s seed %llu: %s", name,
+			      (unsigned long long)seed, err.msg);
+		if (tir_verify(tir_sched_program(s), &sm90, &err)) {
+			/* mutation-free draws stay within the soft limits; a hard
+			 * limit (shared memory) may still refuse one */
+			ck_assert_msg(strstr(err.msg, "shared memory"), "%s seed %llu: %s", name,
+				      (unsigned long long)seed, err.msg);
+			tir_sched_free(s);
+			continue;
+		}
+		tir_code *c = tir_codegen(tir_sched_program(s), &sm90, &err);
+		ck_assert_msg(c, "%s: CUDA codegen: %s", name, err.msg);
+		ck_assert_msg(strstr(c->source, "nvcuda::wmma::mma_sync(") &&
+			      strstr(c->source, "nvcuda::wmma::load_matrix_sync(") &&
+			      strstr(c->source, "nvcuda::wmma::store_matrix_sync(") &&
+			      strstr(c->source, "nvcuda::wmma::fill_fragment("),
+			      "%s: not every WMMA operation is in the code", name);
+		char *trace = tir_sched_trace(s);
+		tir_sched *r = tir_sched_new(w, 999, &err);
+		ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s: replay: %s", name, err.msg);
+		tir_code *rc = tir_codegen(tir_sched_program(r), &sm90, &err);
+		ck_assert_msg(rc && !strcmp(rc->source, c->source), "%s: replay differs", name);
+		ck_assert(strstr(trace, "\"tensorize\""));
+		tir_code_free(rc);
+		tir_sched_free(r);
+		free(trace);
+#ifdef HAVE_CUDA
+		char *cubin = NULL;
+		size_t size = 0;
+		if (tir_nvrtc_compile(c->source, 90, &cubin, &size, &err)) {
+			FILE *f = fopen("/tmp/check_tensor-failed.cu", "w");
+			if (f) {
+				fputs(c->source, f);
+				fclose(f);
+			}
+			ck_abort_msg("%s: NVRTC (source in /tmp/check_tensor-failed.cu): %.400s", name,
+				     err.msg);
+		}
+		ck_assert(size > 0);
+		free(cubin);
+#endif
+		if (tir_workload_flops(w) < 1e6 && made < 2)
+			run_on_cpu(name, w, s);
+		tir_code_free(c);
+		tir_sched_free(s);
+		made++;
+	}
+	ck_assert_msg(made == NCAND, "%s: %d valid candidates in 63 draws", name, made);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* int8 with B row-major: 16 one-byte columns are 16 bytes, so WMMA's
+ * 32-byte alignment cannot hold for every tile; the sketch says so before
+ * drawing anything. */
+START_TEST(int8_row_major_b_not_tensorized)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":32,\"dtype\":\"int8\"}");
+	tir_error err;
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	ck_assert(!sketch_tensorcore_applies(tir_sched_program(s), &sm90));
+	/* and float32 has no intrinsic at all */
+	tir_workload *f = parse("{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":32}");
+	tir_sched *t = tir_sched_new(f, 1, &err);
+	ck_assert(!sketch_tensorcore_applies(tir_sched_program(t), &sm90));
+	tir_sched_free(s);
+	tir_sched_free(t);
+	tir_workload_free(w);
+	tir_workload_free(f);
+}
+END_TEST
+
+/* ---- refusals --------------------------------------------------------------------- */
+
+/* A 16 x 16 x 16 product (or `json`) with fragments: a and b read into
+ * matrix_a / matrix_b fragments, the output through an accumulator
+ * fragment; *blk is the product's block RV, *l its three loops. */
+static tir_sched *fragments(const char *json, tir_workload **w, int *blk, int *l)
+{
+	tir_error err = { "" };
+	*w = parse(json);
+	tir_sched *s = tir_sched_new(*w, 1, &err);
+	int b = tir_get_block(s, "compute", &err);
+	ck_assert(b >= 0);
+	ck_assert_msg(tir_cache_read(s, b, 0, "wmma.matrix_a", &err) >= 0, "%s", err.msg);
+	ck_assert_msg(tir_cache_read(s, b, 1, "wmma.matrix_b", &err) >= 0, "%s", err.msg);
+	ck_assert_msg(tir_cache_write(s, b, 0, "wmma.accumulator", &err) >= 0, "%s", err.msg);
+	ck_assert(tir_get_loops(s, b, l, 3, &err) == 3);
+	*blk = b;
+	return s;
+}
+
+#define MM16 "{\"op\":\"matmul\",\"M\":16,\"N\":16,\"K\":16,\"dtype\":\"float16\"}"
+
+START_TEST(refuse_init_wrong_extent_wrong_dtype)
+{
+	tir_workload *w;
+	int b, l[3];
+	tir_error err = { "" };
+	tir_sched *s = fragments(MM16, &w, &b, l);
+	ck_assert(tir_tensorize(s, l[0], "wmma_mma_16x16x16_f16_f32", &err) < 0);
+	ck_assert_msg(strstr(err.msg, "init"), "%s", err.msg);
+	ck_assert(tir_decompose_reduction(s, b, l[0], &err) >= 0);
+	/* the wrong operand dtype */
+	ck_assert(tir_tensorize(s, l[0], "wmma_mma_16x16x16_bf16_f32", &err) < 0);
+	ck_assert_msg(strstr(err.msg, "dtype"), "%s", err.msg);
+	/* the wrong kind: a product is not a load */
+	ck_assert(tir_tensorize(s, l[0], "wmma_load_a_16x16x16_f16", &err) < 0);
+	/* an unknown intrinsic */
+	ck_assert(tir_tensorize(s, l[0], "mma_32x8x16", &err) < 0);
+	ck_assert_msg(strstr(err.msg, "unknown intrinsic"), "%s", err.msg);
+	/* the reserved key */
+	ck_assert(tir_annotate(s, l[0], "tensorize", 8, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "reserved"), "%s", err.msg);
+	/* and the right one */
+	ck_assert_msg(tir_tensorize(s, l[0], "wmma_mma_16x16x16_f16_f32", &err) >= 0, "%s", err.msg);
+	/* not twice */
+	ck_assert(tir_tensorize(s, l[1], "wmma_mma_16x16x16_f16_f32", &err) < 0);
+	tir_sched_free(s);
+	tir_workload_free(w);
+
+	s = fragments("{\"op\":\"matmul\",\"M\":32,\"N\":16,\"K\":16,\"dtype\":\"float16\"}", &w, &b, l);
+	ck_assert(tir_decompose_reduction(s, b, l[0], &err) >= 0);
+	ck_assert(tir_tensorize(s, l[0], "wmma_mma_16x16x16_f16_f32", &err) < 0);
+	ck_assert_msg(strstr(err.msg, "extent 32"), "%s", err.msg);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* A tensorized product where nothing else is: the CPU target refuses it, the
+ * GPU one for want of a warp, and the untensorized fragment copies. */
+START_TEST(refuse_target_warp_fragments)
+{
+	tir_workload *w;
+	int b, l[3];
+	tir_error err = { "" };
+	tir_sched *s = fragments(MM16, &w, &b, l);
+	ck_assert(tir_decompose_reduction(s, b, l[0], &err) >= 0);
+	ck_assert(tir_tensorize(s, l[0], "wmma_mma_16x16x16_f16_f32", &err) >= 0);
+	const tir_program *p = tir_sched_program(s);
+	ck_assert(tir_verify(p, &cpu, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "needs a CUDA target"), "%s", err.msg);
+	ck_assert(tir_codegen(p, &cpu, &err) == NULL);
+	ck_assert_msg(strstr(err.msg, "tensorized"), "%s", err.msg);
+	ck_assert(tir_verify(p, &sm90, &err) < 0);    /* no threads at all */
+	tir_sched_free(s);
+	tir_workload_free(w);
+
+	/* a valid candidate whose fills are no longer tensorized */
+	w = parse("{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64,\"dtype\":\"float16\"}");
+	s = tir_sched_new(w, 1, &err);
+	ck_assert_msg(sketch_tensorcore_apply(s, &sm90, &err) == 0, "%s", err.msg);
+	ck_assert_msg(tir_verify(tir_sched_program(s), &sm90, &err) == 0, "%s", err.msg);
+	/* the same with two warps' worth of lanes along threadIdx.x: its
+	 * cooperative fetches split [outer, warps, 32, vector] become 64 */
+	char *trace = tir_sched_trace(s), *q;
+	ck_assert(strstr(trace, ",32,\"v"));
+	while ((q = strstr(trace, ",32,\"v")))
+		memcpy(q, ",64", 3);
+	tir_sched *r = tir_sched_new(w, 1, &err);
+	ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s", err.msg);
+	ck_assert(tir_verify(tir_sched_program(r), &sm90, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "exactly one warp"), "%s", err.msg);
+	tir_sched_free(r);
+	free(trace);
+	drop_tensorize(((tir_program *)tir_sched_program(s))->root, INTRIN_FILL);
+	ck_assert(tir_verify(tir_sched_program(s), &sm90, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "outside a tensor intrinsic"), "%s", err.msg);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *su = suite_create("tensor");
+	TCase *tc = tcase_create("tensor");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, tensorcore_candidates, 0, NPRODUCTS);
+	tcase_add_test(tc, int8_row_major_b_not_tensorized);
+	tcase_add_test(tc, refuse_init_wrong_extent_wrong_dtype);
+	tcase_add_test(tc, refuse_target_warp_fragments);
+	suite_add_tcase(su, tc);
+	return tu_run_suite(su);
+}

@@ -1,0 +1,345 @@
+/*
+ * intrin.c — tensor intrinsics: their table (intrins.def) and the matcher
+ * that decides whether a loop nest computes what an intrinsic computes.
+ *
+ * As in TensorIR, an intrinsic is a pair: a description of its semantics
+ * and an implementation.  The description here is the shape of the block an
+ * intrinsic replaces, by kind (intrins.def): how many loops of which
+ * extents, what the block stores where, what it loads, in which dtypes and
+ * memory scopes.  intrin_match compares a scheduled loop nest with it
+ * structurally: the block's indices, with its iterators replaced by their
+ * loop bindings, must be affine with coefficient 1 in exactly one loop of
+ * the tile per dimension.  Nothing looks at an operator's or a buffer's
+ * name, so a convolution's inner tile matches as well as a matmul's once
+ * its loops have the shape.  The implementation is in codegen/cuda.c.
+ *
+ * The fragments (scopes wmma.matrix_a, wmma.matrix_b, wmma.accumulator) are
+ * opaque per-warp registers: a fragment buffer is an array of m x n (or m x
+ * k, k x n) tiles in its last two dimensions, each one fragment.
+ */
+#include <string.h>
+#include "ir.h"
+
+const tir_intrin tir_intrins[] = {
+#define TIR_INTRIN(id, name, kind, m, n, k, in, acc) \
+	{ name, INTRIN_##kind, m, n, k, TIR_##in, TIR_##acc },
+#include "intrins.def"
+#undef TIR_INTRIN
+};
+const int tir_nintrins = (int)(sizeof tir_intrins / sizeof *tir_intrins);
+
+const tir_intrin *intrin_find(const char *name)
+{
+	for (int i = 0; name && i < tir_nintrins; i++)
+		if (!strcmp(tir_intrins[i].name, name))
+			return &tir_intrins[i];
+	return NULL;
+}
+
+const tir_intrin *intrin_of_loop(const tir_stmt *l)
+{
+	if (!l || l->kind != STMT_FOR)
+		return NULL;
+	for (int i = 0; i < l->nann; i++)
+		if (l->ann[i].key && !strcmp(l->ann[i].key, TIR_TENSORIZE_ANN) &&
+		    l->ann[i].value >= 0 && l->ann[i].value < tir_nintrins)
+			return &tir_intrins[l->ann[i].value];
+	return NULL;
+}
+
+bool scope_is_fragment(tir_scope s)
+{
+	return s == TIR_SCOPE_FRAG_A || s == TIR_SCOPE_FRAG_B || s == TIR_SCOPE_FRAG_ACC;
+}
+
+/* ---- matching ------------------------------------------------------------------ */
+
+typedef struct mctx {
+	tir_arena *a;
+	const tir_program *p;
+	const tir_intrin *in;
+	const tir_block *b;
+	tir_subst bind;             /* block iterators -> their bindings */
+	tir_env env;                /* all symbolic: simplification only */
+	const tir_var *v[3];        /* the tile's loop variables */
+	int nv;
+	tir_error *err;
+} mctx;
+
+static int mismatch(mctx *c, const char *fmt, const char *what)
+{
+	return tir_fail(c->err, "tensorize: block \"%s\" does not match %s: %s%s",
+			c->b ? c->b->name : "?", c->in->name, fmt, what ? what : "");
+}
+
+/* Fills acc from buf[idx] (block iterators): indices in loop variables, and
+ * for each tile variable the dimension it indexes (dim[j], -1 if none).
+ * Every dimension is affine; a tile variable appears in one dimension only,
+ * with coefficient 1, alone among the tile variables. */
+static int access_of(mctx *c, const tir_buffer *buf, tir_expr *const *idx,
+		     tir_intrin_access *acc, int dim[3])
+{
+	acc->buf = buf;
+	acc->row = acc->col = -1;
+	for (int j = 0; j < c->nv; j++)
+		dim[j] = -1;
+	for (int d = 0; d < buf->ndim; d++) {
+		tir_expr *e = expr_simplify(c->a, expr_subst(c->a, idx[d], &c->bind), &c->env);
+		acc->idx[d] = e;
+		tir_affine f;
+		if (!affine_of(e, &f))
+			return mismatch(c, "an index of ", buf->name);
+		int here = 0;
+		for (int t = 0; t < f.nterms; t++) {
+			for (int j = 0; j < c->nv; j++) {
+				if (f.var[t] == c->v[j]) {
+					if (f.coef[t] != 1)
+						return mismatch(c, "a tile loop with a coefficient other than 1 in ",
+								buf->name);
+					if (dim[j] >= 0)
+						return mismatch(c, "a tile loop in two dimensions of ", buf->name);
+					dim[j] = d;
+					here++;
+				} else if (!f.var[t] && expr_uses_var(f.opaque[t], c->v[j])) {
+					return mismatch(c, "a tile loop in a non-affine index of ", buf->name);
+				}
+			}
+		}
+		if (here > 1)
+			return mismatch(c, "two tile loops in one dimension of ", buf->name);
+	}
+	return 0;
+}
+
+/* The tile of a fragment fills its last two dimensions, rows then columns
+ * or (transposed) columns then rows. */
+static int fragment_tile(mctx *c, const tir_intrin_access *acc, int row, int col,
+			 bool transposed_ok)
+{
+	int n = acc->buf->ndim;
+	if (n < 2)
+		return mismatch(c, "a fragment of fewer than two dimensions: ", acc->buf->name);
+	bool straight = row == n - 2 && col == n - 1;
+	bool transposed = row == n - 1 && col == n - 2;
+	if (!straight && !(transposed_ok && transposed))
+		return mismatch(c, "the tile is not in the last two dimensions of fragment ",
+				acc->buf->name);
+	return 0;
+}
+
+static bool is_zero(const tir_expr *e)
+{
+	if (e && e->kind == E_CAST)
+		return is_zero(e->a);
+	return e && ((e->kind == E_FLOAT && e->fval == 0) || (e->kind == E_INT && e->ival == 0));
+}
+
+/* x, or x without a cast to the accumulator's dtype. */
+static const tir_expr *uncast(const tir_expr *e, tir_dtype acc)
+{
+	return e && e->kind == E_CAST && e->dtype == acc ? e->a : e;
+}
+
+static int check_memory(mctx *c, const tir_buffer *buf, tir_dtype want)
+{
+	if (buf->scope != TIR_SCOPE_GLOBAL && buf->scope != TIR_SCOPE_SHARED)
+		return mismatch(c, "its memory operand is not in global or shared memory: ",
+				buf->name);
+	if (buf->dtype != want)
+		return mismatch(c, "the dtype of ", buf->name);
+	return 0;
+}
+
+static int check_fragment(mctx *c, const tir_buffer *buf, tir_scope sc, tir_dtype want)
+{
+	if (buf->scope != sc)
+		return tir_fail(c->err, "tensorize: block \"%s\" does not match %s: buffer \"%s\" "
+				"is in scope %s, the intrinsic needs %s", c->b->name, c->in->name,
+				buf->name, scope_name(buf->scope), scope_name(sc));
+	if (buf->dtype != want)
+		return mismatch(c, "the dtype of ", buf->name);
+	return 0;
+}
+
+static int match_fill(mctx *c, tir_intrin_match *m)
+{
+	const tir_block *b = c->b;
+	int d[3];
+	if (b->reduce != REDUCE_NONE || !is_zero(b->value))
+		return mismatch(c, "it does not store zero", NULL);
+	if (check_fragment(c, b->store, TIR_SCOPE_FRAG_ACC, c->in->acc) ||
+	    access_of(c, b->store, b->store_idx, &m->dst, d) ||
+	    fragment_tile(c, &m->dst, d[0], d[1], false))
+		return -1;
+	m->dst.row = d[0];
+	m->dst.col = d[1];
+	return 0;
+}
+
+/* LOAD_A / LOAD_B: frag[r, c] = src[r, c], src in shared or global memory
+ * with the tile's columns contiguous (its last dimension). */
+static int match_load(mctx *c, tir_intrin_match *m, tir_scope sc)
+{
+	const tir_block *b = c->b;
+	const tir_expr *v = b->value;
+	int d[3], s[3];
+	if (b->reduce != REDUCE_NONE || !v || v->kind != E_LOAD)
+		return mismatch(c, "it is not a copy", NULL);
+	if (check_fragment(c, b->store, sc, c->in->in) || check_memory(c, v->buf, c->in->in) ||
+	    access_of(c, b->store, b->store_idx, &m->dst, d) ||
+	    fragment_tile(c, &m->dst, d[0], d[1], false) ||
+	    access_of(c, v->buf, v->idx, &m->src[0], s))
+		return -1;
+	if (s[0] < 0 || s[1] < 0 || s[1] != v->buf->ndim - 1)
+		return mismatch(c, "the tile's columns are not the last dimension of ", v->buf->name);
+	m->dst.row = d[0];
+	m->dst.col = d[1];
+	m->src[0].row = s[0];
+	m->src[0].col = s[1];
+	m->nsrc = 1;
+	return 0;
+}
+
+/* STORE: dst[r, c] = acc[r, c], dst in shared or global memory, either of
+ * the tile's dimensions its last. */
+static int match_store(mctx *c, tir_intrin_match *m)
+{
+	const tir_block *b = c->b;
+	const tir_expr *v = b->value;
+	int d[3], s[3];
+	if (b->reduce != REDUCE_NONE || !v || v->kind != E_LOAD)
+		return mismatch(c, "it is not a copy", NULL);
+	if (check_fragment(c, v->buf, TIR_SCOPE_FRAG_ACC, c->in->acc) ||
+	    check_memory(c, b->store, c->in->acc) ||
+	    access_of(c, v->buf, v->idx, &m->src[0], s) ||
+	    fragment_tile(c, &m->src[0], s[0], s[1], false) ||
+	    access_of(c, b->store, b->store_idx, &m->dst, d))
+		return -1;
+	int last = b->store->ndim - 1;
+	if (d[0] < 0 || d[1] < 0 || (d[0] != last && d[1] != last))
+		return mismatch(c, "neither tile dimension is the last of ", b->store->name);
+	m->dst.row = d[0];
+	m->dst.col = d[1];
+	m->src[0].row = s[0];
+	m->src[0].col = s[1];
+	m->nsrc = 1;
+	return 0;
+}
+
+/* MMA over loops (i, j, k): acc[i, j] += cast(a[i, k]) * cast(b[k, j]); the
+ * operands either way round, a and b fragments possibly transposed. */
+static int match_mma(mctx *c, tir_intrin_match *m)
+{
+	const tir_block *b = c->b;
+	const tir_expr *v = b->value;
+	int d[3];
+	if (b->reduce != REDUCE_SUM)
+		return mismatch(c, "it is not a sum", NULL);
+	if (b->init)
+		return mismatch(c, "it still has its init (decompose the reduction first)", NULL);
+	if (!v || v->kind != E_MUL)
+		return mismatch(c, "it does not accumulate a product", NULL);
+	const tir_expr *x = uncast(v->a, c->in->acc), *y = uncast(v->b, c->in->acc);
+	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD)
+		return mismatch(c, "its product is not of two loads", NULL);
+	if (y->buf->scope == TIR_SCOPE_FRAG_A) {
+		const tir_expr *t = x;
+		x = y;
+		y = t;
+	}
+	if (check_fragment(c, b->store, TIR_SCOPE_FRAG_ACC, c->in->acc) ||
+	    check_fragment(c, x->buf, TIR_SCOPE_FRAG_A, c->in->in) ||
+	    check_fragment(c, y->buf, TIR_SCOPE_FRAG_B, c->in->in) ||
+	    access_of(c, b->store, b->store_idx, &m->dst, d))
+		return -1;
+	if (d[2] >= 0)
+		return mismatch(c, "the reduction loop indexes the accumulator", NULL);
+	if (fragment_tile(c, &m->dst, d[0], d[1], false))
+		return -1;
+	m->dst.row = d[0];
+	m->dst.col = d[1];
+	int a[3], e[3];
+	if (access_of(c, x->buf, x->idx, &m->src[0], a) ||
+	    access_of(c, y->buf, y->idx, &m->src[1], e))
+		return -1;
+	if (a[1] >= 0 || e[0] >= 0)
+		return mismatch(c, "an operand is indexed by the wrong tile loop", NULL);
+	if (fragment_tile(c, &m->src[0], a[0], a[2], true) ||
+	    fragment_tile(c, &m->src[1], e[2], e[1], true))
+		return -1;
+	m->src[0].row = a[0];
+	m->src[0].col = a[2];
+	m->src[1].row = e[2];
+	m->src[1].col = e[1];
+	m->nsrc = 2;
+	return 0;
+}
+
+int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
+		 const tir_intrin *in, tir_intrin_match *m, tir_error *err)
+{
+	memset(m, 0, sizeof *m);
+	m->in = in;
+	if (!loop || loop->kind != STMT_FOR)
+		return tir_fail(err, "tensorize: expected a loop");
+	int want = in->kind == INTRIN_MMA ? 3 : 2;
+	int64_t ext[3];
+	switch (in->kind) {
+	case INTRIN_LOAD_A: ext[0] = in->m; ext[1] = in->k; break;
+	case INTRIN_LOAD_B: ext[0] = in->k; ext[1] = in->n; break;
+	default: ext[0] = in->m; ext[1] = in->n; ext[2] = in->k; break;
+	}
+	const tir_stmt *l = loop;
+	for (;;) {
+		if (m->nloops == 3)
+			return tir_fail(err, "tensorize: more than %d loops under %s for %s", want,
+					loop->var->name, in->name);
+		if (l != loop && l->loop_kind != LOOP_SERIAL && l->loop_kind != LOOP_UNROLLED)
+			return tir_fail(err, "tensorize: loop %s under %s is %s; the tile's loops "
+					"must be serial", l->var->name, loop->var->name,
+					loop_kind_name(l->loop_kind));
+		m->loops[m->nloops++] = l;
+		if (l->nkids != 1)
+			return tir_fail(err, "tensorize: loop %s holds %d statements, not one loop "
+					"nest over one block", l->var->name, l->nkids);
+		if (l->kids[0]->kind == STMT_BLOCK)
+			break;
+		if (l->kids[0]->kind != STMT_FOR)
+			return tir_fail(err, "tensorize: loop %s does not hold a perfect loop nest",
+					l->var->name);
+		l = l->kids[0];
+	}
+	if (loop->loop_kind == LOOP_THREAD || loop->loop_kind == LOOP_VECTORIZED ||
+	    loop->loop_kind == LOOP_PARALLEL)
+		return tir_fail(err, "tensorize: loop %s is %s; a tensorized loop is serial",
+				loop->var->name, loop_kind_name(loop->loop_kind));
+	if (m->nloops != want)
+		return tir_fail(err, "tensorize: %s needs %d loops over its block, loop %s has %d",
+				in->name, want, loop->var->name, m->nloops);
+	for (int i = 0; i < want; i++)
+		if (m->loops[i]->extent != ext[i])
+			return tir_fail(err, "tensorize: loop %s has extent %lld, %s needs %lld",
+					m->loops[i]->var->name, (long long)m->loops[i]->extent,
+					in->name, (long long)ext[i]);
+	const tir_block *b = l->kids[0]->block;
+	m->b = b;
+	if (b->predicate)
+		return tir_fail(err, "tensorize: block \"%s\" has a predicate (a partial tile)",
+				b->name);
+	mctx c = { a, p, in, b, { p->nvars, NULL }, env_new(p->nvars), { NULL }, want, err };
+	c.bind.map = arena_alloc(a, sizeof(tir_expr *) * (size_t)(p->nvars + 1));
+	for (int i = 0; i < b->niters; i++)
+		c.bind.map[b->iters[i].var->id] = b->iters[i].binding;
+	for (int i = 0; i < want; i++)
+		c.v[i] = m->loops[i]->var;
+	int rc;
+	switch (in->kind) {
+	case INTRIN_FILL:   rc = match_fill(&c, m); break;
+	case INTRIN_LOAD_A: rc = match_load(&c, m, TIR_SCOPE_FRAG_A); break;
+	case INTRIN_LOAD_B: rc = match_load(&c, m, TIR_SCOPE_FRAG_B); break;
+	case INTRIN_STORE:  rc = match_store(&c, m); break;
+	default:            rc = match_mma(&c, m); break;
+	}
+	env_free(&c.env);
+	return rc;
+}

@@ -1,0 +1,397 @@
+/*
+ * tensorcore.c — the tensor-core sketch (gpu-tensorcore), for CUDA targets
+ * with WMMA (compute capability 7.0 on).
+ *
+ * It applies to a reduction block of matrix-multiply form, recognised by
+ * what the block computes (mm_form): acc[..] += cast(a[..]) * cast(b[..])
+ * with operand and accumulator dtypes of an MMA intrinsic (ir/intrins.def),
+ * and iterators that are, each, in all three accesses (batch), in a and the
+ * output (I), in b and the output (J), or a reduction in a and b (K) — one
+ * each of I, J and K, with extents that are whole 16-element tiles.  That is
+ * a matmul, batched or not, in any operand layout; convolutions need their
+ * iterators folded into that form first, which no sketch does yet.
+ *
+ * The schedule, per thread block of W warps (blockDim = 32 x W):
+ *   I split [I0 blockIdx, I1 warp, I2 fragments per warp, 16]
+ *   J split [J0 blockIdx, J1 warp, J2 fragments per warp, 16]
+ *   K split [K0 serial, K1 staged steps, 16]
+ *   order   batch I0 J0 | I1 J1 | K0 | K1 | I2 J2 | 16 16 16
+ *   (batch, I0, J0) fused to blockIdx.x, (I1, J1) fused to threadIdx.y;
+ *   a and b: cache_read "shared" at K0 (cooperative fetch over all threads,
+ *   threadIdx.y x threadIdx.x x a sampled vector of up to 16 bytes, a
+ *   sampled storage_align padding against bank conflicts), then cache_read
+ *   into wmma.matrix_a / wmma.matrix_b at K1, split into 16-row tiles and
+ *   tensorized with the LOAD intrinsics; the accumulator: cache_write
+ *   "wmma.accumulator" written back at the warp level in 16 x 16 tiles
+ *   (STORE); the reduction decomposed at K0, its init tensorized (FILL), its
+ *   update (MMA).  Consumers (epilogues) become kernels of their own.
+ * Tile factors are drawn jointly under soft limits (warps, fragments per
+ * warp, staged bytes) and recorded as sample_perfect_tile decisions, so the
+ * search mutates them; validation filters what breaks hard limits.
+ */
+#include <string.h>
+#include "sketch.h"
+
+#define TRY SKETCH_TRY
+#define MAX_WARPS 8
+#define MAX_FRAGS 16          /* accumulator fragments per warp: 8 registers each */
+#define MAX_KTILE 4           /* K1: 16-element steps staged per K0 iteration */
+#define MAX_STAGED (48 * 1024)
+#define DRAWS 256
+
+typedef struct mm_form {
+	const tir_block *b;
+	const tir_intrin *mma;
+	const tir_buffer *a, *bb;
+	int ia, ib;                  /* read indices of a and b in b->reads */
+	int i, j, k;                 /* iterator index of I, J, K */
+	int nbatch;
+} mm_form;
+
+static bool uses(const tir_expr *load, const tir_var *v)
+{
+	for (int d = 0; d < load->nidx; d++)
+		if (expr_uses_var(load->idx[d], v))
+			return true;
+	return false;
+}
+
+static bool plain_indices(const tir_expr *const *idx, int n)
+{
+	for (int d = 0; d < n; d++)
+		if (idx[d]->kind != E_VAR && idx[d]->kind != E_INT)
+			return false;
+	return true;
+}
+
+static const tir_expr *strip_cast(const tir_expr *e, tir_dtype acc)
+{
+	return e && e->kind == E_CAST && e->dtype == acc ? e->a : e;
+}
+
+static const tir_block *reduction_block(const tir_program *p)
+{
+	for (int i = 0; i < p->nblocks; i++)
+		if (p->blocks[i]->stmt && block_is_reduction(p->blocks[i]))
+			return p->blocks[i];
+	return NULL;
+}
+
+/* Whether the first reduction block of p has matrix-multiply form. */
+static bool mm_form_of(const tir_program *p, mm_form *f)
+{
+	memset(f, 0, sizeof *f);
+	const tir_block *b = reduction_block(p);
+	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
+		return false;
+	tir_dtype acc = b->store->dtype;
+	const tir_expr *x = strip_cast(b->value->a, acc), *y = strip_cast(b->value->b, acc);
+	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD || x->buf == y->buf ||
+	    x->buf->dtype != y->buf->dtype)
+		return false;
+	for (int i = 0; i < tir_nintrins && !f->mma; i++)
+		if (tir_intrins[i].kind == INTRIN_MMA && tir_intrins[i].in == x->buf->dtype &&
+		    tir_intrins[i].acc == acc)
+			f->mma = &tir_intrins[i];
+	if (!f->mma || !plain_indices((const tir_expr *const *)x->idx, x->nidx) ||
+	    !plain_indices((const tir_expr *const *)y->idx, y->nidx) ||
+	    !plain_indices((const tir_expr *const *)b->store_idx, b->store->ndim))
+		return false;
+	f->b = b;
+	f->a = x->buf;
+	f->bb = y->buf;
+	f->i = f->j = f->k = -1;
+	tir_expr store = { .kind = E_LOAD, .nidx = b->store->ndim,
+			   .idx = (tir_expr **)b->store_idx };
+	for (int it = 0; it < b->niters; it++) {
+		const tir_var *v = b->iters[it].var;
+		bool ia = uses(x, v), ib = uses(y, v), ic = uses(&store, v);
+		int *slot = NULL;
+		if (b->iters[it].kind == ITER_REDUCE && ia && ib && !ic)
+			slot = &f->k;
+		else if (b->iters[it].kind == ITER_REDUCE)
+			return false;
+		else if (ia && ib && ic)
+			f->nbatch++;
+		else if (ia && ic && !ib)
+			slot = &f->i;
+		else if (ib && ic && !ia)
+			slot = &f->j;
+		else if (b->iters[it].extent > 1)
+			return false;
+		if (slot && *slot >= 0)
+			return false;
+		if (slot)
+			*slot = it;
+	}
+	/* one-byte operands: 16 columns are 16 bytes, so only tiles whose
+	 * contiguous axis is K (K1 = 1, see tiles_penalty) stay 32-byte aligned */
+	if (dtype_bytes(x->buf->dtype) == 1 && f->k >= 0 &&
+	    (!expr_uses_var(x->idx[x->nidx - 1], b->iters[f->k].var) ||
+	     !expr_uses_var(y->idx[y->nidx - 1], b->iters[f->k].var)))
+		return false;
+	if (f->i < 0 || f->j < 0 || f->k < 0 ||
+	    b->iters[f->i].extent % f->mma->m || b->iters[f->j].extent % f->mma->n ||
+	    b->iters[f->k].extent % f->mma->k)
+		return false;
+	f->ia = f->ib = -1;
+	for (int r = 0; r < b->nreads; r++) {
+		if (b->reads[r].buf == f->a)
+			f->ia = r;
+		if (b->reads[r].buf == f->bb)
+			f->ib = r;
+	}
+	return f->ia >= 0 && f->ib >= 0;
+}
+
+bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
+{
+	mm_form f;
+	if (t->kind != TIR_TARGET_CUDA || !mm_form_of(p, &f))
+		return false;
+	int need = f.mma->in == TIR_I8 ? 72 : f.mma->in == TIR_BF16 ? 80 : 70;
+	return t->sm == 0 || t->sm >= need;
+}
+
+/* ---- decisions ------------------------------------------------------------------ */
+
+typedef struct tc_tiles {
+	int64_t i[3], j[3], k[2];    /* of the extents / 16 */
+} tc_tiles;
+
+static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes)
+{
+	/* 16 one-byte columns are 16 bytes: a second staged step along K would
+	 * start a tile off WMMA's 32-byte alignment */
+	if (ebytes == 1 && x->k[1] > 1)
+		return 1000000;
+	int64_t warps = x->i[1] * x->j[1], frags = x->i[2] * x->j[2];
+	int64_t staged = (x->i[1] * x->i[2] + x->j[1] * x->j[2]) * 16 * x->k[1] * 16 * ebytes;
+	int64_t pen = 0;
+	if (warps > MAX_WARPS)
+		pen += 1000 * warps;
+	if (warps < 2)
+		pen += 10;
+	if (frags > MAX_FRAGS)
+		pen += 100 * frags;
+	if (frags < 2)
+		pen += 5;
+	if (x->k[1] > MAX_KTILE)
+		pen += 100 * x->k[1];
+	if (staged > MAX_STAGED)
+		pen += staged / 1024;
+	return pen;
+}
+
+static void draw_tiles(tir_sched *s, const mm_form *f, tc_tiles *best)
+{
+	const tir_block *b = f->b;
+	int64_t ei = b->iters[f->i].extent / 16, ej = b->iters[f->j].extent / 16;
+	int64_t ek = b->iters[f->k].extent / 16, eb = dtype_bytes(f->a->dtype);
+	int64_t bp = -1;
+	for (int d = 0; d < DRAWS && bp != 0; d++) {
+		tc_tiles x;
+		sketch_draw_factors(s, ei, 3, x.i);
+		sketch_draw_factors(s, ej, 3, x.j);
+		sketch_draw_factors(s, ek, 2, x.k);
+		int64_t pen = tiles_penalty(&x, eb);
+		if (bp < 0 || pen < bp) {
+			bp = pen;
+			*best = x;
+		}
+	}
+}
+
+/* ---- the schedule --------------------------------------------------------------- */
+
+static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *err)
+{
+	const tir_block *b = sched_block(s, TIR_RV(block), err);
+	if (!b)
+		return -1;
+	for (int i = 0; i < b->nreads; i++)
+		if (b->reads[i].buf == buf)
+			return i;
+	return tir_fail(err, "block \"%s\" does not read \"%s\"", b->name, buf->name);
+}
+
+/* The loops of `block` under loop `at` (an RV), outermost first. */
+static int loops_under(tir_sched *s, int block, int at, int *out, tir_error *err)
+{
+	int l[TIR_MAX_IO], n;
+	TRY(n = tir_get_loops(s, block, l, TIR_MAX_IO, err), "loops");
+	const tir_stmt *a = s->rv[at].loop;
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (s->rv[l[i]].loop != a && stmt_is_ancestor(a, s->rv[l[i]].loop))
+			out[k++] = l[i];
+	return k;
+}
+
+static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err);
+
+/* The stage of operand `buf`: shared memory at k0 with a cooperative fetch,
+ * then fragments at k1 in 16-row tiles, tensorized. */
+static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *frag_scope,
+		 const char *load, int k0, int k1, int64_t warps, tir_error *err)
+{
+	int ri, sh, fr, l[TIR_MAX_IO], n;
+	TRY(ri = read_of(s, block, buf, err), "stage");
+	TRY(sh = tir_cache_read(s, block, ri, "shared", err), "cache_read shared");
+	const tir_buffer *shbuf = sched_block(s, TIR_RV(sh), err)->store;
+	TRY(ri = read_of(s, block, shbuf, err), "stage");
+	TRY(fr = tir_cache_read(s, block, ri, frag_scope, err), "cache_read fragment");
+	TRY(tir_compute_at(s, fr, k1, err), "fragments at K1");
+	TRY(tir_compute_at(s, sh, k0, err), "shared at K0");
+
+	/* cooperative fetch: threadIdx.y x threadIdx.x x vector */
+	int ebytes = dtype_bytes(shbuf->dtype);
+	int64_t vc[4] = { 1, 2, 4, 8 };
+	int nv = 0, vrv, f, o[4];
+	while (nv < 4 && vc[nv] * ebytes <= 16)
+		nv++;
+	TRY(vrv = tir_sample_categorical(s, nv, vc, NULL, err), "vector width");
+	TRY(n = loops_under(s, sh, k0, l, err), "fetch loops");
+	TRY(f = tir_fuse(s, n, l, err), "fuse fetch");
+	tir_int fac[4] = { TIR_LIT(0), TIR_LIT(warps), TIR_LIT(32), TIR_RV(vrv) };
+	TRY(tir_split(s, f, 4, fac, o, err), "split fetch");
+	TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind fetch y");
+	TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind fetch x");
+	TRY(tir_vectorize(s, o[3], err), "vectorize fetch");
+	/* padding of each row by 0 or 16 bytes: rows start in other banks */
+	int64_t pad[2] = { 0, 16 / ebytes }, p;
+	int prv;
+	TRY(prv = tir_sample_categorical(s, 2, pad, NULL, err), "padding");
+	p = tir_sched_int(s, prv);
+	if (p > 0 && shbuf->ndim >= 2)
+		TRY(tir_storage_align(s, sh, 0, shbuf->ndim - 2, 128 / ebytes, (int)p, err),
+		    "storage_align");
+
+	/* fragments: 16 x 16 tiles, each tensorized */
+	TRY(tile_2d(s, fr, k1, load, err), "fragment load");
+	return 0;
+}
+
+/* The tensorized 16 x 16 tiles of a 2-D nest: the last two loops split by
+ * 16, reordered (r0 c0 r1 c1), r1 tensorized with `intrin`. */
+static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err)
+{
+	int l[TIR_MAX_IO], n, r[2], c[2];
+	TRY(n = loops_under(s, block, at, l, err), "loops");
+	if (n < 2)
+		return tir_fail(err, "%s: %d loops under the warp", intrin, n);
+	if (s->rv[l[n - 2]].loop->extent == 16 && s->rv[l[n - 1]].loop->extent == 16) {
+		TRY(tir_tensorize(s, l[n - 2], intrin, err), "tensorize");
+		return 0;
+	}
+	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
+	TRY(tir_split(s, l[n - 2], 2, f16, r, err), "split rows");
+	TRY(tir_split(s, l[n - 1], 2, f16, c, err), "split columns");
+	int ord[4] = { r[0], c[0], r[1], c[1] };
+	TRY(tir_reorder(s, 4, ord, err), "reorder tiles");
+	TRY(tir_tensorize(s, r[1], intrin, err), "tensorize");
+	return 0;
+}
+
+static const char *intrin_name(tir_intrin_kind kind, tir_dtype in, tir_dtype acc)
+{
+	for (int i = 0; i < tir_nintrins; i++)
+		if (tir_intrins[i].kind == kind && tir_intrins[i].acc == acc &&
+		    (kind == INTRIN_FILL || kind == INTRIN_STORE || tir_intrins[i].in == in))
+			return tir_intrins[i].name;
+	return NULL;
+}
+
+static const int64_t unroll_steps[] = { 0, 16, 64, 512 };
+
+int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	(void)t;
+	mm_form f;
+	if (!mm_form_of(s->p, &f))
+		return tir_fail(err, "gpu-tensorcore: no reduction block of matrix-multiply form");
+	const tir_dtype in = f.mma->in, acc = f.mma->acc;
+	const char *consumers[SKETCH_MAX_STAGES];
+	sketch_blocks sb;
+	sketch_find_blocks(s->p, &sb);
+	int ncons = sb.nconsumers;
+	for (int i = 0; i < ncons; i++)
+		consumers[i] = sb.consumer[i];
+	if (sketch_inline_producers(s, &sb, err) < 0)
+		return -1;
+	int b, l[TIR_MAX_IO], n;
+	TRY(b = tir_get_block(s, f.b->name, err), "get block");
+	TRY(n = tir_get_loops(s, b, l, TIR_MAX_IO, err), "loops");
+	/* the loop of each iterator: the fresh nest binds them one to one */
+	int li = -1, lj = -1, lk = -1, lb[TIR_MAX_IO], nb = 0;
+	for (int x = 0; x < n; x++) {
+		const tir_var *v = s->rv[l[x]].loop->var;
+		int it = -1;
+		for (int k = 0; k < f.b->niters; k++)
+			if (expr_uses_var(f.b->iters[k].binding, v))
+				it = k;
+		if (it == f.i) li = l[x];
+		else if (it == f.j) lj = l[x];
+		else if (it == f.k) lk = l[x];
+		else lb[nb++] = l[x];
+	}
+	if (li < 0 || lj < 0 || lk < 0)
+		return tir_fail(err, "gpu-tensorcore: the I, J and K loops of \"%s\" not found",
+				f.b->name);
+	tc_tiles x;
+	draw_tiles(s, &f, &x);
+	int si[2], sj[2], sk[2], I[3], J[3], K[2];
+	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
+	TRY(tir_split(s, li, 2, f16, si, err), "split I");
+	TRY(tir_split(s, lj, 2, f16, sj, err), "split J");
+	TRY(tir_split(s, lk, 2, f16, sk, err), "split K");
+	TRY(sketch_tile_decided(s, si[0], 3, 0, x.i, I, err), "tile I");
+	TRY(sketch_tile_decided(s, sj[0], 3, 0, x.j, J, err), "tile J");
+	TRY(sketch_tile_decided(s, sk[0], 2, 0, x.k, K, err), "tile K");
+	int ord[TIR_MAX_IO], k = 0;
+	for (int q = 0; q < nb; q++)
+		ord[k++] = lb[q];
+	int rest[] = { I[0], J[0], I[1], J[1], K[0], K[1], I[2], J[2], si[1], sj[1], sk[1] };
+	for (size_t q = 0; q < sizeof rest / sizeof *rest; q++)
+		ord[k++] = rest[q];
+	TRY(tir_reorder(s, k, ord, err), "reorder");
+	int outer[TIR_MAX_IO], no = 0;
+	for (int q = 0; q < nb; q++)
+		outer[no++] = lb[q];
+	outer[no++] = I[0];
+	outer[no++] = J[0];
+	int bx, ty;
+	TRY(bx = tir_fuse(s, no, outer, err), "fuse blocks");
+	int wl[2] = { I[1], J[1] };
+	TRY(ty = tir_fuse(s, 2, wl, err), "fuse warps");
+	TRY(tir_bind(s, bx, "blockIdx.x", err), "bind blockIdx.x");
+	TRY(tir_bind(s, ty, "threadIdx.y", err), "bind threadIdx.y");
+	int64_t warps = x.i[1] * x.j[1];
+
+	/* the accumulator in fragments, written back per warp */
+	int wb, init;
+	TRY(wb = tir_cache_write(s, b, 0, "wmma.accumulator", err), "cache_write");
+	TRY(tir_reverse_compute_at(s, wb, ty, err), "write-back at the warp");
+	TRY(tile_2d(s, wb, ty, intrin_name(INTRIN_STORE, in, acc), err), "store");
+	TRY(init = tir_decompose_reduction(s, b, K[0], err), "decompose_reduction");
+	TRY(tile_2d(s, init, ty, intrin_name(INTRIN_FILL, in, acc), err), "fill");
+	TRY(stage(s, b, f.a, "wmma.matrix_a", intrin_name(INTRIN_LOAD_A, in, acc), K[0], K[1],
+		  warps, err), "stage a");
+	TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc), K[0], K[1],
+		  warps, err), "stage b");
+	TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
+	for (int c = 0; c < ncons; c++) {
+		int e, cl[TIR_MAX_IO], nc, fu, o[2];
+		TRY(e = tir_get_block(s, consumers[c], err), "get consumer");
+		TRY(nc = tir_get_loops(s, e, cl, TIR_MAX_IO, err), "consumer loops");
+		TRY(fu = tir_fuse(s, nc, cl, err), "fuse consumer");
+		tir_int cf[2] = { TIR_LIT(0), TIR_LIT(128) };
+		TRY(tir_split(s, fu, 2, cf, o, err), "split consumer");
+		TRY(tir_bind(s, o[0], "blockIdx.x", err), "bind consumer blocks");
+		TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind consumer threads");
+	}
+	int unroll;
+	TRY(unroll = tir_sample_categorical(s, 4, unroll_steps, NULL, err), "unroll");
+	TRY(sketch_annotate_rv(s, bx, "auto_unroll_max_step", unroll, err), "annotate unroll");
+	return 0;
+}
