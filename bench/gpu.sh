@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# bench/gpu.sh — tird against PyTorch on this machine's GPU, in one run.
+#
+#   bench/gpu.sh BINDIR SUITE_JSON TRIALS [--dtypes "float32 float16"] [--big] [NAME...]
+#
+# Starts a real tird (no local workers) on a loopback port with a temporary
+# database and one tird-worker for target cuda; tunes each suite workload
+# (every one without NAMEs) in each dtype with TRIALS trials, and with --big
+# also matmul 4096^3; then measures the same workloads with PyTorch
+# (bench/torch_peer.py: cuDNN / cuBLAS, channels-last, TF32 off, CUDA-graph
+# replay, as the shared workloads README).  BINDIR holds tird, tird-worker
+# and tirctl.  Prints one line per task:
+#   name dtype trials errors tuning_s cand_per_s tird_us torch_us torch/tird
+# and the geometric mean of torch/tird per dtype.  Needs jq and python3 with
+# torch.
+set -u
+bin=$1 suite=$2 trials=$3
+shift 3
+dtypes="float32 float16" big=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--dtypes) dtypes=$2; shift 2 ;;
+	--big) big=1; shift ;;
+	*) break ;;
+	esac
+done
+names=("$@")
+[ ${#names[@]} -gt 0 ] || mapfile -t names < <(jq -r '.[].name' "$suite")
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+port=$(( 20000 + RANDOM % 20000 ))
+url=http://127.0.0.1:$port
+"$bin/tird" --listen 127.0.0.1:$port --db "$tmp/tird.db" --local-workers none \
+	--default-batch 64 --tuning-threads 1 >"$tmp/tird.log" 2>&1 &
+tpid=$!
+for i in $(seq 1 100); do curl -sf "$url/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+"$bin/tird-worker" --server "$url" --target cuda --name gpu0 >"$tmp/worker.log" 2>&1 &
+wpid=$!
+trap 'kill $wpid $tpid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+
+tasks=()
+for d in $dtypes; do
+	for n in "${names[@]}"; do
+		w=$(jq -c ".[] | select(.name==\"$n\") | .workload + {dtype: \"$d\"}" "$suite")
+		[ -n "$w" ] && tasks+=("$n $d $w")
+	done
+	[ $big = 1 ] && tasks+=("GMM-4096 $d {\"op\":\"matmul\",\"M\":4096,\"N\":4096,\"K\":4096,\"dtype\":\"$d\"}")
+done
+
+: >"$tmp/tird.txt"
+for t in "${tasks[@]}"; do
+	read -r n d w <<<"$t"
+	printf '%s\n' "$w" >"$tmp/w.json"
+	t0=$(date +%s.%N)
+	out=$("$bin/tirctl" --server "$url" --json tune "$tmp/w.json" --target cuda \
+		--trials "$trials" --wait 2>"$tmp/err")
+	t1=$(date +%s.%N)
+	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
+	tr=$(printf '%s' "$out" | jq -r '.trials // empty' 2>/dev/null)
+	er=$(printf '%s' "$out" | jq -r '.errors // 0' 2>/dev/null)
+	s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+	echo "$n $d ${tr:--} ${er:--} $s ${us:-failed}" >>"$tmp/tird.txt"
+	[ -n "$us" ] || { echo "# $n $d: $(head -c 300 "$tmp/err")" >&2; }
+done
+kill $wpid 2>/dev/null; wait $wpid 2>/dev/null   # the GPU to the peer alone
+
+printf '%s\n' "${tasks[@]}" | python3 "$here/torch_peer.py" >"$tmp/torch.txt" 2>"$tmp/torch.err"
+
+printf '%-9s %-8s %6s %6s %8s %7s %11s %10s %8s\n' name dtype trials errors tuning_s cand/s \
+	tird_us torch_us ratio
+awk 'FILENAME == ARGV[1] { t[$1 " " $2] = $3; next }
+     { key = $1 " " $2; tu = $6; pu = (key in t) ? t[key] : "-";
+       cps = ($5 > 0 && $3 ~ /^[0-9]+$/) ? $3 / $5 : 0;
+       r = "-";
+       if (tu ~ /^[0-9.]+$/ && pu ~ /^[0-9.]+$/) {
+         r = sprintf("%.3f", pu / tu); lg[$2] += log(pu / tu); cnt[$2]++
+       }
+       tus = (tu ~ /^[0-9.]+$/) ? sprintf("%.2f", tu) : tu;
+       printf "%-9s %-8s %6s %6s %8s %7.1f %11s %10s %8s\n", $1, $2, $3, $4, $5, cps, tus, pu, r }
+     END { for (d in cnt) printf "geomean torch/tird %s: %.3f over %d workloads\n", d, exp(lg[d] / cnt[d]), cnt[d] }' \
+	"$tmp/torch.txt" "$tmp/tird.txt"
+[ -s "$tmp/torch.err" ] && { echo "--- torch_peer.py stderr"; tail -5 "$tmp/torch.err"; }
+echo "--- tird log (last lines)"; tail -3 "$tmp/tird.log"
+echo "--- worker log (last lines)"; tail -3 "$tmp/worker.log"
