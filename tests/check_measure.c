@@ -8,12 +8,18 @@
  * bfloat16) and the error metric are checked against the compiler's own
  * types.  NVRTC and the CUDA runner are checked where the build has CUDA; the
  * CUDA runner's kernels run only where a driver loads (the GPU machine).
+ * The batch guard (tir_child_batch) is checked with plain C items that
+ * crash, hang, exit, ask to end their process or fail to set up, so its
+ * bookkeeping is tested on any machine.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <check.h>
 #include "ir/ir.h"
 #include "codegen/codegen.h"
@@ -327,6 +333,189 @@ START_TEST(fill_half_types)
 }
 END_TEST
 
+/* ---- the batch guard ------------------------------------------------------------------ */
+
+/* What the children of a batch leave for the test (MAP_SHARED). */
+typedef struct batch_log {
+	int setups;                /* setups run, one per child */
+	pid_t pid[16];             /* the process that measured each item */
+} batch_log;
+
+/* A batch of plain C items, one letter each: o ok, l ok after 0.3 s,
+ * s SIGSEGV, h hang, e an error that ends the child, x exit(3),
+ * w wrong result. */
+typedef struct batch_plan {
+	const char *items;
+	int fail_setup_from;       /* the setup (1-based) from which setups fail; 0 none */
+	bool setup_hangs;
+	batch_log *log;
+} batch_plan;
+
+static batch_log *batch_log_new(void)
+{
+	void *p = mmap(NULL, sizeof(batch_log), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert(p != MAP_FAILED);
+	return memset(p, 0, sizeof(batch_log));
+}
+
+static int plan_setup(void *ctx, tir_child_report *rep)
+{
+	batch_plan *p = ctx;
+	int k = ++p->log->setups;          /* children run one after another */
+	if (p->fail_setup_from && k >= p->fail_setup_from) {
+		rep->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(rep->msg, sizeof rep->msg, "no device in setup %d", k);
+		return -1;
+	}
+	while (p->setup_hangs)
+		pause();
+	return 0;
+}
+
+static int plan_item(void *ctx, int i, tir_child_report *rep, double *max_rel_error)
+{
+	batch_plan *p = ctx;
+	p->log->pid[i] = getpid();
+	switch (p->items[i]) {
+	case 's':
+		raise(SIGSEGV);
+		break;
+	case 'h':
+		for (;;)
+			pause();
+	case 'e':
+		rep->status = TIR_MEASURE_CRASH;
+		snprintf(rep->msg, sizeof rep->msg, "illegal address in item %d", i);
+		return TIR_BATCH_END;
+	case 'x':
+		_exit(3);
+	case 'w':
+		rep->status = TIR_MEASURE_WRONG_RESULT;
+		snprintf(rep->msg, sizeof rep->msg, "wrong result in item %d", i);
+		*max_rel_error = 0.5;
+		return 0;
+	case 'l':
+		nanosleep(&(struct timespec){ 0, 300000000L }, NULL);
+		break;
+	default:
+		break;
+	}
+	rep->status = TIR_MEASURE_OK;
+	rep->msg[0] = '\0';
+	rep->nrepeats = 1;
+	rep->repeat_us[0] = rep->median_us = 10 + i;
+	*max_rel_error = 0;
+	return 0;
+}
+
+static void assert_item(const tir_measure_result *r, int i, tir_measure_status want,
+			const char *msg_part)
+{
+	ck_assert_msg(r[i].status == want, "item %d: %s (%s), expected %s", i,
+		      tir_measure_status_name(r[i].status), r[i].msg,
+		      tir_measure_status_name(want));
+	ck_assert(r[i].output == NULL);
+	if (want == TIR_MEASURE_OK) {
+		ck_assert_str_eq(r[i].msg, "");
+		ck_assert_int_eq(r[i].nrepeats, 1);
+		ck_assert(r[i].median_us == 10 + i && r[i].repeat_us[0] == 10 + i);
+		ck_assert(r[i].max_rel_error == 0);
+	} else {
+		ck_assert_msg(strstr(r[i].msg, msg_part) != NULL, "item %d: \"%s\" lacks "
+			      "\"%s\"", i, r[i].msg, msg_part);
+	}
+}
+
+/* The issue's case: a crash, a hang and an item that ends its process, each
+ * costing one result, the items after each still measured, in a fresh
+ * child with a fresh setup. */
+START_TEST(batch_failures)
+{
+	pid_t me = getpid();
+	batch_plan p = { .items = "osoheo", .log = batch_log_new() };
+	tir_measure_result r[6];
+	int children = tir_child_batch(6, 0.5, plan_setup, plan_item, &p, r);
+	ck_assert_int_eq(getpid(), me);
+	assert_item(r, 0, TIR_MEASURE_OK, "");
+	assert_item(r, 1, TIR_MEASURE_CRASH, "candidate crashed with SIGSEGV");
+	assert_item(r, 2, TIR_MEASURE_OK, "");
+	assert_item(r, 3, TIR_MEASURE_TIMEOUT, "timed out after 0.5 s");
+	assert_item(r, 4, TIR_MEASURE_CRASH, "illegal address in item 4");
+	assert_item(r, 5, TIR_MEASURE_OK, "");
+	ck_assert(r[1].max_rel_error == -1 && r[3].max_rel_error == -1);
+	/* children: {0, 1}, {2, 3}, {4}, {5}; each set up once */
+	ck_assert_int_eq(children, 4);
+	ck_assert_int_eq(p.log->setups, 4);
+	const batch_log *l = p.log;
+	ck_assert(l->pid[0] == l->pid[1] && l->pid[2] == l->pid[3]);
+	ck_assert(l->pid[1] != l->pid[2] && l->pid[3] != l->pid[4] &&
+		  l->pid[4] != l->pid[5] && l->pid[0] != me);
+	munmap(p.log, sizeof *p.log);
+}
+END_TEST
+
+/* The watchdog is per item: four items of 0.3 s each under a 0.8 s
+ * timeout all end ok, in one child.  An exit during an item and a wrong
+ * result are that item's alone. */
+START_TEST(batch_timeout_per_item)
+{
+	batch_plan p = { .items = "llll", .log = batch_log_new() };
+	tir_measure_result r[4];
+	ck_assert_int_eq(tir_child_batch(4, 0.8, plan_setup, plan_item, &p, r), 1);
+	for (int i = 0; i < 4; i++)
+		assert_item(r, i, TIR_MEASURE_OK, "");
+	ck_assert_int_eq(p.log->setups, 1);
+
+	memset(p.log, 0, sizeof *p.log);
+	p.items = "oxwo";
+	ck_assert_int_eq(tir_child_batch(4, 0.5, plan_setup, plan_item, &p, r), 2);
+	assert_item(r, 0, TIR_MEASURE_OK, "");
+	assert_item(r, 1, TIR_MEASURE_RUN_ERROR, "exited with status 3");
+	assert_item(r, 2, TIR_MEASURE_WRONG_RESULT, "wrong result in item 2");
+	ck_assert(r[2].max_rel_error == 0.5);
+	assert_item(r, 3, TIR_MEASURE_OK, "");
+	ck_assert(p.log->pid[2] == p.log->pid[3] && p.log->pid[1] != p.log->pid[2]);
+	munmap(p.log, sizeof *p.log);
+}
+END_TEST
+
+/* A setup that fails, at once or in a later child, or hangs, ends the
+ * batch: every item left gets its message, and no child is forked again. */
+START_TEST(batch_setup_fails)
+{
+	batch_plan p = { .items = "ooo", .fail_setup_from = 1, .log = batch_log_new() };
+	tir_measure_result r[3];
+	ck_assert_int_eq(tir_child_batch(3, 5, plan_setup, plan_item, &p, r), 1);
+	for (int i = 0; i < 3; i++) {
+		assert_item(r, i, TIR_MEASURE_RUN_ERROR, "no device in setup 1");
+		ck_assert_int_eq(p.log->pid[i], 0);
+	}
+
+	memset(p.log, 0, sizeof *p.log);
+	p.items = "oso";
+	p.fail_setup_from = 2;
+	ck_assert_int_eq(tir_child_batch(3, 5, plan_setup, plan_item, &p, r), 2);
+	assert_item(r, 0, TIR_MEASURE_OK, "");
+	assert_item(r, 1, TIR_MEASURE_CRASH, "SIGSEGV");
+	assert_item(r, 2, TIR_MEASURE_RUN_ERROR, "no device in setup 2");
+
+	memset(p.log, 0, sizeof *p.log);
+	p.items = "oo";
+	p.fail_setup_from = 0;
+	p.setup_hangs = true;
+	ck_assert_int_eq(tir_child_batch(2, 0.3, plan_setup, plan_item, &p, r), 1);
+	for (int i = 0; i < 2; i++)
+		assert_item(r, i, TIR_MEASURE_RUN_ERROR, "setting up the measuring process "
+			    "timed out after 0.3 s");
+
+	ck_assert_int_eq(tir_child_batch(0, 1, plan_setup, plan_item, &p, r), 0);
+	/* the CPU runner keeps one child per candidate */
+	ck_assert(tir_runner_cpu.run_batch == NULL);
+	munmap(p.log, sizeof *p.log);
+}
+END_TEST
+
 /* ---- NVRTC and the CUDA runner ------------------------------------------------------- */
 
 static const char *const cu_add =
@@ -449,6 +638,112 @@ START_TEST(cuda_runner)
 }
 END_TEST
 
+#ifdef HAVE_CUDA
+/* One batch through run_batch, every failure the issue plants among
+ * correct candidates.  Without a GPU every candidate is a run_error naming
+ * the driver; with one, each gets its own status. */
+START_TEST(cuda_batch)
+{
+	static const struct { const char *src, *kernel; } kernels[] = {
+		{ cu_add, "k_add" },
+		{ "extern \"C\" __global__ void k_bad(float *a, float *b, float *c) "
+		  "{ ((float *)0x10)[threadIdx.x] = 1.0f; }\n", "k_bad" },
+		{ "extern \"C\" __global__ void k_oob(const float *a, const float *b, "
+		  "float *c) { int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+		  "  c[i] = a[i] + b[i]; c[i + 4096] = 1.0f; }\n", "k_oob" },
+		{ "extern \"C\" __global__ void k_hang(float *a, float *b, float *c) "
+		  "{ while (((volatile float *)a)[0] < 100.0f) ; }\n", "k_hang" },
+		{ cu_add, "k_add" },                         /* too much shared memory */
+		{ "extern \"C\" __global__ void k_sub(const float *a, const float *b, "
+		  "float *c) { int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+		  "  if (i < 4096) c[i] = a[i] - b[i]; }\n", "k_sub" },
+		{ "extern \"C\" __global__ void k_scr(const float *a, const float *b, "
+		  "float *c, float *s) { int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+		  "  if (i < 4096) { s[i] = a[i] * 2.0f; c[i] = s[i] * 0.5f + b[i]; } }\n",
+		  "k_scr" },
+		{ "extern \"C\" __global__ void k_add2(const float *a, const float *b, "
+		  "float *c) { int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+		  "  if (i < 2048) c[i] = a[i] + b[i]; }\n", "k_add2" },  /* other arguments */
+		{ cu_add, "k_add" },
+	};
+	enum { N = sizeof kernels / sizeof kernels[0] };
+	tir_target t;
+	tir_error err;
+	ck_assert(tir_target_parse("cuda:sm_90", &t, &err) == 0);
+	tir_target dev;
+	bool have_gpu = tir_cuda_device_props(0, &dev, &err) == 0;
+	if (have_gpu)
+		t = dev;
+	else   /* on a GPU machine, say why (under ASan: protect_shadow_gap=0) */
+		fprintf(stderr, "cuda_batch: no GPU (%s): the no-driver path only\n",
+			err.msg);
+
+	tir_code *c[N];
+	tir_artifact *a[N];
+	for (int i = 0; i < N; i++) {
+		c[i] = cuda_code(kernels[i].src, kernels[i].kernel);
+		a[i] = tir_runner_cuda.build(c[i], &t, &err);
+		ck_assert_msg(a[i] != NULL, "%d: %s", i, err.msg);
+	}
+	c[4]->launches[0].shared_bytes = 1 << 20;
+	c[6]->nargs = 4;
+	c[6]->args = realloc(c[6]->args, 4 * sizeof *c[6]->args);
+	c[6]->args[3] = c[6]->args[0];
+	snprintf(c[6]->args[3].name, sizeof c[6]->args[3].name, "S");
+	c[6]->args[3].is_scratch = 1;
+	for (int i = 0; i < 3; i++)
+		c[7]->args[i].elems = 2048;
+
+	float *x = malloc(4096 * 4), *y = malloc(4096 * 4);
+	double *ref = malloc(4096 * sizeof(double));
+	tir_measure_fill(c[0], 0, 3, x);
+	tir_measure_fill(c[0], 1, 3, y);
+	for (int i = 0; i < 4096; i++)
+		ref[i] = (double)x[i] + y[i];
+	free(x);
+	free(y);
+
+	tir_measure_opts o = { .seed = 3, .timeout_s = 3 };
+	tir_measure_result r[N];
+	int children = tir_runner_cuda.run_batch(N, (const tir_artifact *const *)a,
+						 (const tir_code *const *)c, &o, ref, 4096, r);
+	if (!have_gpu) {
+		for (int i = 0; i < N; i++)
+			ck_assert_msg(r[i].status == TIR_MEASURE_RUN_ERROR &&
+				      strstr(r[i].msg, "cuda") != NULL, "%d: %s: %s", i,
+				      tir_measure_status_name(r[i].status), r[i].msg);
+		ck_assert_int_eq(children, 2);      /* the batch's, candidate 7's */
+	} else {
+		static const tir_measure_status want[N] = {
+			TIR_MEASURE_OK, TIR_MEASURE_CRASH, TIR_MEASURE_CRASH,
+			TIR_MEASURE_TIMEOUT, TIR_MEASURE_RUN_ERROR,
+			TIR_MEASURE_WRONG_RESULT, TIR_MEASURE_OK, TIR_MEASURE_RUN_ERROR,
+			TIR_MEASURE_OK,
+		};
+		for (int i = 0; i < N; i++) {
+			ck_assert_msg(r[i].status == want[i], "%d (%s): %s: %s", i,
+				      kernels[i].kernel, tir_measure_status_name(r[i].status),
+				      r[i].msg);
+			ck_assert(r[i].output == NULL);
+			if (want[i] == TIR_MEASURE_OK)
+				ck_assert(r[i].median_us > 0 && r[i].nrepeats == 5 &&
+					  r[i].max_rel_error >= 0 && r[i].max_rel_error < 1e-6);
+		}
+		ck_assert_msg(strstr(r[2].msg, "past the end of \"C\"") != NULL, "%s", r[2].msg);
+		ck_assert(r[5].max_rel_error > 0.1);
+		ck_assert_msg(strstr(r[7].msg, "2048 output values") != NULL, "%s", r[7].msg);
+		/* {0, 1}, {2}, {3}, {4, 5, 6, 8}, and 7 alone */
+		ck_assert_int_eq(children, 5);
+	}
+	for (int i = 0; i < N; i++) {
+		tir_runner_cuda.free(a[i]);
+		free_code(c[i]);
+	}
+	free(ref);
+}
+END_TEST
+#endif
+
 static Suite *make_measure_suite(void)
 {
 	Suite *s = suite_create("measure");
@@ -467,11 +762,18 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, check_metric);
 	tcase_add_test(tc, fill_half_types);
 	suite_add_tcase(s, tc);
+	tc = tcase_create("batch");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, batch_failures);
+	tcase_add_test(tc, batch_timeout_per_item);
+	tcase_add_test(tc, batch_setup_fails);
+	suite_add_tcase(s, tc);
 	tc = tcase_create("cuda");
 	tcase_set_timeout(tc, 300);
 #ifdef HAVE_CUDA
 	tcase_add_test(tc, nvrtc_compiles);
 	tcase_add_test(tc, nvrtc_error_has_log);
+	tcase_add_test(tc, cuda_batch);
 #endif
 	tcase_add_test(tc, cuda_runner);
 	suite_add_tcase(s, tc);

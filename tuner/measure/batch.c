@@ -7,8 +7,13 @@
  *   1. build, in parallel on every core (pthreads; ctx->threads to limit):
  *      each candidate's trace is replayed on a fresh schedule and validated,
  *      its code generated (tir_codegen) and built by the target's runner;
- *   2. run, ONE AT A TIME, in the runner's child process (runner.c's guard):
- *      the output is compared with the reference, then timed.
+ *   2. run, ONE AT A TIME: where the runner has run_batch (CUDA), every
+ *      candidate that built goes to it in one call, which measures them one
+ *      after another in one guarded child (a fresh one after a candidate
+ *      that crashes or hangs) and compares each output with the reference
+ *      inside it, timing only the ones that matched; otherwise (CPU) each
+ *      candidate runs and is timed in a child of its own (runner.c's guard)
+ *      and its output is compared here.
  *
  * The reference (the slow double-precision computation, tir_measure_reference)
  * is computed once per (workload, seed): with a search_local context it is
@@ -21,7 +26,8 @@
  * message (malloc'd; the caller frees out[i].msg).
  *
  * Builds run in threads of the calling process, but no candidate code runs
- * in it and the runs fork only after the builders have joined.
+ * in it and the runs fork only after the builders have joined.  The
+ * reference is computed before any fork, so the children inherit it.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -132,6 +138,15 @@ static const double *reference(search_local *l, const tir_workload *w, const tir
 	return ref;
 }
 
+/* A measurement as the candidate's record. */
+static void record(const tir_measure_result *mr, tir_candidate *out)
+{
+	out->status = mr->status;
+	out->latency_us = mr->status == TIR_MEASURE_OK ? mr->median_us : 0;
+	out->max_rel_error = mr->max_rel_error;
+	out->msg = mr->status == TIR_MEASURE_OK ? NULL : xstrdup(mr->msg);
+}
+
 /* Phase 2 for one built candidate: run in a child, check, time. */
 static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
 		    const double *ref, int64_t ref_n, tir_candidate *out)
@@ -139,26 +154,36 @@ static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
 	tir_measure_result mr;
 	memset(&mr, 0, sizeof mr);
 	mr.max_rel_error = -1;
-	if (r->run(j->art, j->code, o, &mr) == 0) {
-		if (mr.out_elems != ref_n) {
-			mr.status = TIR_MEASURE_RUN_ERROR;
-			snprintf(mr.msg, sizeof mr.msg, "%lld output values, the reference has %lld",
-				 (long long)mr.out_elems, (long long)ref_n);
-		} else {
-			mr.max_rel_error = tir_measure_compare(ref, mr.output, ref_n);
-			double tol = tir_measure_tolerance(j->code);
-			if (!(mr.max_rel_error <= tol)) {
-				mr.status = TIR_MEASURE_WRONG_RESULT;
-				snprintf(mr.msg, sizeof mr.msg, "wrong result: max relative error "
-					 "%.3g exceeds the tolerance %g", mr.max_rel_error, tol);
-			}
-		}
-	}
-	out->status = mr.status;
-	out->latency_us = mr.status == TIR_MEASURE_OK ? mr.median_us : 0;
-	out->max_rel_error = mr.max_rel_error;
-	out->msg = mr.status == TIR_MEASURE_OK ? NULL : xstrdup(mr.msg);
+	if (r->run(j->art, j->code, o, &mr) == 0)
+		mr.status = tir_measure_judge(j->code, ref, ref_n, mr.output, mr.out_elems,
+					      &mr.max_rel_error, mr.msg, sizeof mr.msg);
+	record(&mr, out);
 	tir_measure_result_clear(&mr);
+}
+
+/* Phase 2 through the runner's run_batch: every candidate that built, in
+ * one call. */
+static void run_batched(const builders *b, const tir_measure_opts *o, const double *ref,
+			int64_t ref_n, tir_candidate *out)
+{
+	int *idx = xcalloc((size_t)b->n + 1, sizeof *idx);
+	const tir_artifact **arts = xcalloc((size_t)b->n + 1, sizeof *arts);
+	const tir_code **codes = xcalloc((size_t)b->n + 1, sizeof *codes);
+	int m = 0;
+	for (int i = 0; i < b->n; i++)
+		if (b->jobs[i].status == TIR_MEASURE_OK) {
+			idx[m] = i;
+			arts[m] = b->jobs[i].art;
+			codes[m++] = b->jobs[i].code;
+		}
+	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
+	b->r->run_batch(m, arts, codes, o, ref, ref_n, res);
+	for (int k = 0; k < m; k++)
+		record(&res[k], &out[idx[k]]);
+	free(res);
+	free(codes);
+	free(arts);
+	free(idx);
 }
 
 int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int n,
@@ -188,23 +213,28 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 						      &owned, &e)))
 			break;
 
-	/* 2. run them one at a time */
+	/* 2. run them one at a time: in one batch where the runner can */
 	for (int i = 0; i < n; i++) {
 		job *j = &b.jobs[i];
 		memset(&out[i], 0, sizeof out[i]);
 		out[i].trace = traces[i];
 		out[i].max_rel_error = -1;
+		if (j->status == TIR_MEASURE_OK && !ref) {
+			j->status = TIR_MEASURE_RUN_ERROR;
+			snprintf(j->msg, sizeof j->msg, "%s", e.msg[0] ? e.msg : "no reference");
+		}
 		if (j->status != TIR_MEASURE_OK) {
 			out[i].status = j->status;
 			out[i].msg = xstrdup(j->msg);
-		} else if (!ref) {
-			out[i].status = TIR_MEASURE_RUN_ERROR;
-			out[i].msg = xstrdup(e.msg[0] ? e.msg : "no reference");
-		} else {
+		} else if (!b.r->run_batch) {
 			run_one(b.r, j, &o, ref, ref_n, &out[i]);
 		}
-		b.r->free(j->art);
-		tir_code_free(j->code);
+	}
+	if (ref && b.r->run_batch)
+		run_batched(&b, &o, ref, ref_n, out);
+	for (int i = 0; i < n; i++) {
+		b.r->free(b.jobs[i].art);
+		tir_code_free(b.jobs[i].code);
 	}
 	if (owned)
 		free((double *)ref);

@@ -23,6 +23,26 @@
  * other driver errors (no binary for this GPU, too many resources requested)
  * are RUN_ERROR; a kernel that never ends is killed by the parent's watchdog
  * (TIMEOUT).
+ *
+ * run_batch, the tuner's path: one child (tir_child_batch) measures the
+ * candidates one after another, paying once for what run() pays per
+ * candidate — cuInit and the context, the device buffers of the inputs and
+ * the output (the parent fills the inputs once before forking; candidates
+ * of one workload share them, same_args checks it, and one that does not
+ * runs alone with run()), the events and the L2-flush buffer.  Per
+ * candidate: cuModuleLoadData, its kernels, scratch buffers of its own,
+ * the output set to all-ones, one run, the output compared with the
+ * reference in the child (the parent computed it before forking), timing
+ * only when it matched, cuModuleUnload.  Sharing buffers gives up some of
+ * the isolation a child per candidate had, so: every buffer sits between
+ * guard zones that are checked after the run (a write past them is CRASH);
+ * a wrong result is re-run once on inputs read back and restored, in case
+ * an earlier candidate wrote into them unnoticed; and after a fault, a
+ * driver-caught hang or an error that a synchronisation still reports (the
+ * context is dead: CUDA's errors are sticky) the candidate ends its child
+ * and the guard continues in a fresh one.  Errors that leave the context
+ * usable (too much shared memory, too many resources) are RUN_ERROR and the
+ * child goes on.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -50,8 +70,10 @@ typedef struct cu_api {
 	CUresult (*CtxSynchronize)(void);
 	CUresult (*ModuleLoadData)(CUmodule *, const void *);
 	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*ModuleUnload)(CUmodule);
 	CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
 	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
 	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
@@ -78,8 +100,10 @@ static const struct { size_t off; const char *names[3]; } cu_syms[] = {
 	CU_SYM(CtxSynchronize, "cuCtxSynchronize"),
 	CU_SYM(ModuleLoadData, "cuModuleLoadData"),
 	CU_SYM(ModuleGetFunction, "cuModuleGetFunction"),
+	CU_SYM(ModuleUnload, "cuModuleUnload"),
 	CU_SYM(FuncSetAttribute, "cuFuncSetAttribute"),
 	CU_SYM(MemAlloc, "cuMemAlloc_v2"),
+	CU_SYM(MemFree, "cuMemFree_v2"),
 	CU_SYM(MemcpyHtoD, "cuMemcpyHtoD_v2"),
 	CU_SYM(MemcpyDtoH, "cuMemcpyDtoH_v2"),
 	CU_SYM(MemsetD8, "cuMemsetD8_v2"),
@@ -222,42 +246,38 @@ static int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep)
 	return 0;
 }
 
-static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
+/* Loads the driver and makes device's primary context current; its compute
+ * capability (90 for sm_90) in *sm, its L2 size in *l2. */
+static int cu_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep)
 {
-	const tir_code *c = x->c;
-	cu_api *cu = &x->cu;
 	if (cu_load(cu, rep->msg, sizeof rep->msg)) {
 		rep->status = TIR_MEASURE_RUN_ERROR;
 		return -1;
 	}
 	CUdevice dev;
 	CUcontext ctx;
-	CUmodule mod;
+	int major = 0, minor = 0;
 	CU_TRY(cu->Init(0), "cuInit (no usable GPU?)");
-	CU_TRY(cu->DeviceGet(&dev, x->o->device), "device %d", x->o->device);
-	int major = 0, minor = 0, l2 = 0;
+	CU_TRY(cu->DeviceGet(&dev, device), "device %d", device);
 	CU_TRY(cu->DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
 				      dev), "cuDeviceGetAttribute");
 	CU_TRY(cu->DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
 				      dev), "cuDeviceGetAttribute");
-	CU_TRY(cu->DeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev),
+	CU_TRY(cu->DeviceGetAttribute(l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev),
 	       "cuDeviceGetAttribute");
 	CU_TRY(cu->DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
 	CU_TRY(cu->CtxSetCurrent(ctx), "cuCtxSetCurrent");
-	CU_TRY(cu->ModuleLoadData(&mod, x->a->image),
-	       "loading the cubin for sm_%d on a device of sm_%d", x->a->sm,
-	       major * 10 + minor);
+	*sm = major * 10 + minor;
+	return 0;
+}
 
-	x->fn = calloc((size_t)c->nlaunches + 1, sizeof *x->fn);
-	x->dptr = calloc((size_t)c->nargs + 1, sizeof *x->dptr);
-	x->params = calloc((size_t)c->nargs + 1, sizeof *x->params);
-	if (!x->fn || !x->dptr || !x->params) {
-		snprintf(rep->msg, sizeof rep->msg, "out of memory");
-		rep->status = TIR_MEASURE_RUN_ERROR;
-		return -1;
-	}
-	for (int i = 0; i < c->nlaunches; i++) {
-		const tir_launch *l = &c->launches[i];
+/* x->fn[] (allocated) for every launch of x->c from mod, opted in to the
+ * dynamic shared memory each launch asks for beyond the default 48 KiB. */
+static int get_kernels(cuda_ctx *x, CUmodule mod, tir_child_report *rep)
+{
+	const cu_api *cu = &x->cu;
+	for (int i = 0; i < x->c->nlaunches; i++) {
+		const tir_launch *l = &x->c->launches[i];
 		CU_TRY(cu->ModuleGetFunction(&x->fn[i], mod, l->name),
 		       "no kernel \"%s\" in the cubin", l->name);
 		if (l->shared_bytes > 48 * 1024)
@@ -267,10 +287,54 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 			       "kernel %s: opting in to %d bytes of shared memory",
 			       l->name, l->shared_bytes);
 	}
+	return 0;
+}
+
+/* The events and the L2-flush buffer (twice the L2) of the timing loop. */
+static int timing_init(cuda_ctx *x, int l2, tir_child_report *rep)
+{
+	const cu_api *cu = &x->cu;
+	CU_TRY(cu->EventCreate(&x->start, CU_EVENT_DEFAULT), "cuEventCreate");
+	CU_TRY(cu->EventCreate(&x->stop, CU_EVENT_DEFAULT), "cuEventCreate");
+	x->flush_bytes = l2 > 0 ? (size_t)l2 * 2 : (size_t)256 << 20;
+	CU_TRY(cu->MemAlloc(&x->flush, x->flush_bytes), "allocating the L2 flush buffer");
+	return 0;
+}
+
+static int out_of_memory(tir_child_report *rep, const char *what)
+{
+	snprintf(rep->msg, sizeof rep->msg, "out of memory for %s", what);
+	rep->status = TIR_MEASURE_RUN_ERROR;
+	return -1;
+}
+
+static size_t arg_bytes(const tir_arg_info *a)
+{
+	return (size_t)a->elems * (size_t)a->elem_bytes;
+}
+
+static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
+{
+	const tir_code *c = x->c;
+	cu_api *cu = &x->cu;
+	int sm = 0, l2 = 0;
+	CUmodule mod;
+	if (cu_open(cu, x->o->device, &sm, &l2, rep))
+		return -1;
+	CU_TRY(cu->ModuleLoadData(&mod, x->a->image),
+	       "loading the cubin for sm_%d on a device of sm_%d", x->a->sm, sm);
+
+	x->fn = calloc((size_t)c->nlaunches + 1, sizeof *x->fn);
+	x->dptr = calloc((size_t)c->nargs + 1, sizeof *x->dptr);
+	x->params = calloc((size_t)c->nargs + 1, sizeof *x->params);
+	if (!x->fn || !x->dptr || !x->params)
+		return out_of_memory(rep, "the arguments");
+	if (get_kernels(x, mod, rep))
+		return -1;
 
 	for (int i = 0; i < c->nargs; i++) {
 		const tir_arg_info *a = &c->args[i];
-		size_t bytes = (size_t)a->elems * (size_t)a->elem_bytes;
+		size_t bytes = arg_bytes(a);
 		CU_TRY(cu->MemAlloc(&x->dptr[i], bytes ? bytes : 1),
 		       "allocating %zu bytes for \"%s\"", bytes, a->name);
 		x->params[i] = &x->dptr[i];
@@ -279,11 +343,8 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 			continue;
 		}
 		void *host = malloc(bytes ? bytes : 1);
-		if (!host) {
-			snprintf(rep->msg, sizeof rep->msg, "out of memory for \"%s\"", a->name);
-			rep->status = TIR_MEASURE_RUN_ERROR;
-			return -1;
-		}
+		if (!host)
+			return out_of_memory(rep, a->name);
 		tir_measure_fill(c, i, x->o->seed, host);
 		CUresult r = cu->MemcpyHtoD(x->dptr[i], host, bytes);
 		free(host);
@@ -297,7 +358,7 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 	CU_TRY(cu->CtxSynchronize(), "running the kernels");
 	int o = tir_code_output(c);
 	if (o >= 0) {
-		size_t bytes = (size_t)c->args[o].elems * (size_t)c->args[o].elem_bytes;
+		size_t bytes = arg_bytes(&c->args[o]);
 		if (bytes <= rep->out_bytes) {
 			CU_TRY(cu->MemcpyDtoH(rep->out, x->dptr[o], bytes),
 			       "copying the output back");
@@ -306,13 +367,7 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 	}
 	if (x->o->no_timing)
 		return 0;
-
-	/* Timing. */
-	CU_TRY(cu->EventCreate(&x->start, CU_EVENT_DEFAULT), "cuEventCreate");
-	CU_TRY(cu->EventCreate(&x->stop, CU_EVENT_DEFAULT), "cuEventCreate");
-	x->flush_bytes = l2 > 0 ? (size_t)l2 * 2 : (size_t)256 << 20;
-	CU_TRY(cu->MemAlloc(&x->flush, x->flush_bytes), "allocating the L2 flush buffer");
-	if (tir_time_repeats(x->o, x, cuda_flush, cuda_timed, rep))
+	if (timing_init(x, l2, rep) || tir_time_repeats(x->o, x, cuda_flush, cuda_timed, rep))
 		return -1;
 	return 0;
 }
@@ -341,6 +396,426 @@ static int cuda_run(const tir_artifact *a, const tir_code *c, const tir_measure_
 	}
 	cuda_ctx x = { .a = a, .c = c, .o = &o };
 	return tir_child_measure(c, o.timeout_s, cuda_child, &x, r);
+}
+
+/* ---- run_batch (in the children of tir_child_batch) ------------------------------------------- */
+
+/* Every device buffer a candidate can reach sits between two guards of
+ * GUARD_BYTES filled with GUARD_BYTE, read back after the run for the
+ * output: an out-of-bounds write that lands there is CRASH and ends the
+ * child, so it cannot spoil the inputs the next candidates share. */
+#define GUARD_BYTES ((size_t)64 << 10)
+#define GUARD_BYTE 0xa5
+
+/* An input or the output, which every candidate of the batch shares. */
+typedef struct shared_arg {
+	const tir_arg_info *info;  /* the first candidate's */
+	size_t bytes;
+	const void *host;          /* inputs: filled by the parent before the fork */
+	CUdeviceptr base;          /* guard, bytes, guard (in the child) */
+} shared_arg;
+
+typedef struct cuda_batch {
+	/* the parent's, read by the children */
+	const tir_artifact *const *a;
+	const tir_code *const *c;
+	const int *idx;            /* batch item -> index in a[] and c[] */
+	const tir_measure_opts *o;
+	const double *ref;
+	int64_t ref_n;
+	shared_arg *sh;            /* the non-scratch arguments, in order */
+	int nshared;
+	int out_k;                 /* the output in sh[], or -1 */
+	/* the child's */
+	cuda_ctx x;                /* the current candidate, for launch_all and timing */
+	int sm;
+	CUmodule mod;              /* the current candidate's cubin, or NULL */
+	CUdeviceptr *scratch;      /* per argument of the current candidate, or 0 */
+	unsigned char *out_raw;    /* the output as stored */
+	double *out_d;             /* and as double */
+	unsigned char *guard, *pattern;   /* a guard read back; what it must hold */
+	unsigned char *readback;   /* an input read back */
+	size_t readback_bytes;
+	const char *overwritten;   /* the input restore_inputs found changed */
+} cuda_batch;
+
+/* Whether c takes the inputs and output of first at the same argument
+ * indices, so that it can run on the buffers of first: tir_measure_fill's
+ * values depend on the seed, the index, the dtype and the element count
+ * only.  Scratch buffers may differ: each candidate gets its own. */
+static bool same_args(const tir_code *first, const tir_code *c)
+{
+	int i = 0, j = 0;
+	for (;;) {
+		while (i < first->nargs && first->args[i].is_scratch)
+			i++;
+		while (j < c->nargs && c->args[j].is_scratch)
+			j++;
+		if (i == first->nargs || j == c->nargs)
+			return i == first->nargs && j == c->nargs;
+		if (i != j)
+			return false;
+		const tir_arg_info *x = &first->args[i++], *y = &c->args[j++];
+		if (x->dtype != y->dtype || x->elem_bytes != y->elem_bytes ||
+		    x->elems != y->elems || !x->is_output != !y->is_output)
+			return false;
+	}
+}
+
+/* bytes on the device between two guards; all of it holds the pattern. */
+static int guarded_alloc(const cu_api *cu, CUdeviceptr *base, size_t bytes,
+			 const char *name, tir_child_report *rep)
+{
+	size_t total = bytes + 2 * GUARD_BYTES;
+	*base = 0;
+	CU_TRY(cu->MemAlloc(base, total), "allocating %zu bytes for \"%s\"", bytes, name);
+	CU_TRY(cu->MemsetD8(*base, GUARD_BYTE, total), "clearing \"%s\"", name);
+	return 0;
+}
+
+/* Once per child: the context, the shared buffers with the inputs the
+ * parent filled, the host buffers for the checks, the timing's events and
+ * flush buffer. */
+static int batch_setup(void *ctx, tir_child_report *rep)
+{
+	cuda_batch *b = ctx;
+	cuda_ctx *x = &b->x;
+	cu_api *cu = &x->cu;
+	int l2 = 0;
+	x->o = b->o;
+	if (cu_open(cu, b->o->device, &b->sm, &l2, rep))
+		return -1;
+	const tir_arg_info *out = b->out_k >= 0 ? b->sh[b->out_k].info : NULL;
+	b->guard = malloc(GUARD_BYTES);
+	b->pattern = malloc(GUARD_BYTES);
+	b->out_raw = malloc((out ? arg_bytes(out) : 0) + 1);
+	b->out_d = malloc((size_t)(out ? out->elems : 0) * sizeof(double) + 1);
+	if (!b->guard || !b->pattern || !b->out_raw || !b->out_d)
+		return out_of_memory(rep, "the output");
+	memset(b->pattern, GUARD_BYTE, GUARD_BYTES);
+	for (int k = 0; k < b->nshared; k++) {
+		shared_arg *s = &b->sh[k];
+		if (guarded_alloc(cu, &s->base, s->bytes, s->info->name, rep))
+			return -1;
+		if (s->host)
+			CU_TRY(cu->MemcpyHtoD(s->base + GUARD_BYTES, s->host, s->bytes),
+			       "copying \"%s\" to the device", s->info->name);
+	}
+	if (!b->o->no_timing && timing_init(x, l2, rep))
+		return -1;
+	return 0;
+}
+
+/* Points c's arguments at the shared buffers and at guarded scratch
+ * buffers of its own. */
+static int bind_args(cuda_batch *b, const tir_code *c, tir_child_report *rep)
+{
+	cuda_ctx *x = &b->x;
+	for (int i = 0, k = 0; i < c->nargs; i++) {
+		const tir_arg_info *a = &c->args[i];
+		if (a->is_scratch) {
+			if (guarded_alloc(&x->cu, &b->scratch[i], arg_bytes(a), a->name, rep))
+				return -1;
+			x->dptr[i] = b->scratch[i] + GUARD_BYTES;
+		} else {
+			x->dptr[i] = b->sh[k++].base + GUARD_BYTES;
+		}
+		x->params[i] = &x->dptr[i];
+	}
+	return 0;
+}
+
+/* Before a run for the output: the output all-ones bytes (unwritten
+ * elements show as NaN), scratch zeroed. */
+static int clear_outputs(cuda_batch *b, const tir_code *c, tir_child_report *rep)
+{
+	const cu_api *cu = &b->x.cu;
+	if (b->out_k >= 0)
+		CU_TRY(cu->MemsetD8(b->sh[b->out_k].base + GUARD_BYTES, 0xff,
+				    b->sh[b->out_k].bytes), "clearing the output");
+	for (int i = 0; i < c->nargs; i++)
+		if (b->scratch[i])
+			CU_TRY(cu->MemsetD8(b->scratch[i] + GUARD_BYTES, 0,
+					    arg_bytes(&c->args[i])),
+			       "clearing \"%s\"", c->args[i].name);
+	return 0;
+}
+
+/* Both guards of the buffer at base (bytes between them) still hold the
+ * pattern, or CRASH naming the buffer. */
+static int check_guard(cuda_batch *b, CUdeviceptr base, size_t bytes, const char *name,
+		       tir_child_report *rep)
+{
+	const cu_api *cu = &b->x.cu;
+	const CUdeviceptr at[2] = { base, base + GUARD_BYTES + bytes };
+	for (int side = 0; side < 2; side++) {
+		CU_TRY(cu->MemcpyDtoH(b->guard, at[side], GUARD_BYTES),
+		       "reading the guard of \"%s\"", name);
+		if (memcmp(b->guard, b->pattern, GUARD_BYTES)) {
+			rep->status = TIR_MEASURE_CRASH;
+			snprintf(rep->msg, sizeof rep->msg, "cuda: the candidate wrote out "
+				 "of bounds, %s \"%s\"", side ? "past the end of" :
+				 "before the start of", name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int check_guards(cuda_batch *b, const tir_code *c, tir_child_report *rep)
+{
+	for (int k = 0; k < b->nshared; k++)
+		if (check_guard(b, b->sh[k].base, b->sh[k].bytes, b->sh[k].info->name, rep))
+			return -1;
+	for (int i = 0; i < c->nargs; i++)
+		if (b->scratch[i] && check_guard(b, b->scratch[i], arg_bytes(&c->args[i]),
+						 c->args[i].name, rep))
+			return -1;
+	return 0;
+}
+
+/* Reads every input back and copies the parent's values over any that
+ * changed, naming the first in b->overwritten.  Returns 1 when one had
+ * changed, 0 when none had, -1 on a driver error (rep set). */
+static int restore_inputs(cuda_batch *b, tir_child_report *rep)
+{
+	const cu_api *cu = &b->x.cu;
+	int changed = 0;
+	for (int k = 0; k < b->nshared; k++) {
+		const shared_arg *s = &b->sh[k];
+		if (!s->host)
+			continue;
+		if (s->bytes > b->readback_bytes) {
+			free(b->readback);
+			b->readback_bytes = 0;
+			if (!(b->readback = malloc(s->bytes)))
+				return out_of_memory(rep, "reading the inputs back");
+			b->readback_bytes = s->bytes;
+		}
+		CU_TRY(cu->MemcpyDtoH(b->readback, s->base + GUARD_BYTES, s->bytes),
+		       "reading \"%s\" back", s->info->name);
+		if (!memcmp(b->readback, s->host, s->bytes))
+			continue;
+		CU_TRY(cu->MemcpyHtoD(s->base + GUARD_BYTES, s->host, s->bytes),
+		       "restoring \"%s\"", s->info->name);
+		if (!changed)
+			b->overwritten = s->info->name;
+		changed = 1;
+	}
+	return changed;
+}
+
+/* Runs the current candidate once on the shared inputs and judges its
+ * output against the reference.  Returns the verdict (rep->msg says why
+ * when not OK), or -1 with rep set when the driver failed or the candidate
+ * wrote out of bounds. */
+static int check_once(cuda_batch *b, const tir_code *c, tir_child_report *rep,
+		      double *max_rel_error)
+{
+	cuda_ctx *x = &b->x;
+	const cu_api *cu = &x->cu;
+	if (clear_outputs(b, c, rep) || launch_all(x, rep))
+		return -1;
+	CU_TRY(cu->CtxSynchronize(), "running the kernels");
+	if (check_guards(b, c, rep))
+		return -1;
+	int64_t n = 0;
+	if (b->out_k >= 0) {
+		const shared_arg *s = &b->sh[b->out_k];
+		CU_TRY(cu->MemcpyDtoH(b->out_raw, s->base + GUARD_BYTES, s->bytes),
+		       "copying the output back");
+		n = s->info->elems;
+		tir_measure_to_double(s->info->dtype, b->out_raw, n, b->out_d);
+	}
+	return (int)tir_measure_judge(c, b->ref, b->ref_n, b->out_d, n, max_rel_error,
+				      rep->msg, sizeof rep->msg);
+}
+
+/* check_once, and for a wrong result a second look: the inputs are shared,
+ * and an earlier candidate may have written into them beyond the guards
+ * without faulting.  Restored, the candidate runs again; if it changes
+ * them once more it is the culprit (CRASH, and the child ends). */
+static int check_output(cuda_batch *b, const tir_code *c, tir_child_report *rep,
+			double *max_rel_error)
+{
+	int s = check_once(b, c, rep, max_rel_error);
+	if (s == TIR_MEASURE_WRONG_RESULT) {
+		int changed = restore_inputs(b, rep);
+		if (changed < 0)
+			return -1;
+		if (changed)
+			s = check_once(b, c, rep, max_rel_error);
+		if (changed && s == TIR_MEASURE_WRONG_RESULT &&
+		    (changed = restore_inputs(b, rep)) != 0) {
+			if (changed < 0)
+				return -1;
+			rep->status = TIR_MEASURE_CRASH;
+			snprintf(rep->msg, sizeof rep->msg, "cuda: the candidate wrote into "
+				 "its input \"%s\"", b->overwritten);
+			return -1;
+		}
+	}
+	if (s < 0)
+		return -1;
+	rep->status = s;
+	return s == TIR_MEASURE_OK ? 0 : -1;
+}
+
+/* One candidate: its cubin, its kernels and scratch, one checked run, the
+ * timing.  Fills rep; 0 when it is OK. */
+static int item_run(cuda_batch *b, const tir_artifact *a, const tir_code *c,
+		    tir_child_report *rep, double *max_rel_error)
+{
+	cuda_ctx *x = &b->x;
+	const cu_api *cu = &x->cu;
+	x->a = a;
+	x->c = c;
+	x->fn = calloc((size_t)c->nlaunches + 1, sizeof *x->fn);
+	x->dptr = calloc((size_t)c->nargs + 1, sizeof *x->dptr);
+	x->params = calloc((size_t)c->nargs + 1, sizeof *x->params);
+	b->scratch = calloc((size_t)c->nargs + 1, sizeof *b->scratch);
+	if (!x->fn || !x->dptr || !x->params || !b->scratch)
+		return out_of_memory(rep, "the arguments");
+	CU_TRY(cu->ModuleLoadData(&b->mod, a->image),
+	       "loading the cubin for sm_%d on a device of sm_%d", a->sm, b->sm);
+	if (get_kernels(x, b->mod, rep) || bind_args(b, c, rep) ||
+	    check_output(b, c, rep, max_rel_error))
+		return -1;
+	if (b->o->no_timing)
+		return 0;
+	return tir_time_repeats(b->o, x, cuda_flush, cuda_timed, rep);
+}
+
+/* What item_run took: the cubin, the scratch buffers, the tables.  Errors
+ * are ignored: a context they would report is probed next. */
+static void item_release(cuda_batch *b)
+{
+	cuda_ctx *x = &b->x;
+	const cu_api *cu = &x->cu;
+	for (int i = 0; b->scratch && i < x->c->nargs; i++)
+		if (b->scratch[i])
+			cu->MemFree(b->scratch[i]);
+	if (b->mod)
+		cu->ModuleUnload(b->mod);
+	b->mod = NULL;
+	free(b->scratch);
+	free(x->fn);
+	free(x->dptr);
+	free(x->params);
+	b->scratch = NULL;
+	x->fn = NULL;
+	x->dptr = NULL;
+	x->params = NULL;
+}
+
+/* Whether the child must end after this candidate: after a fault or a hang
+ * the driver caught, every later call fails (CUDA's sticky errors), and a
+ * CRASH may have spoilt the shared buffers; after another error, whether a
+ * synchronisation still fails. */
+static bool item_must_end(cuda_batch *b, const tir_child_report *rep)
+{
+	if (rep->status == TIR_MEASURE_CRASH || rep->status == TIR_MEASURE_TIMEOUT)
+		return true;
+	return rep->status == TIR_MEASURE_RUN_ERROR &&
+	       b->x.cu.CtxSynchronize() != CUDA_SUCCESS;
+}
+
+static int batch_item(void *ctx, int k, tir_child_report *rep, double *max_rel_error)
+{
+	cuda_batch *b = ctx;
+	int i = b->idx[k];
+	if (item_run(b, b->a[i], b->c[i], rep, max_rel_error) == 0) {
+		rep->status = TIR_MEASURE_OK;
+		rep->msg[0] = '\0';
+	}
+	item_release(b);
+	return item_must_end(b, rep) ? TIR_BATCH_END : 0;
+}
+
+/* The candidates idx[0..m-1], which share the arguments of the first, in
+ * tir_child_batch; their results into r[idx[k]].  The inputs are filled
+ * here, once, and reach every child through the fork. */
+static int batch_members(const tir_artifact *const *a, const tir_code *const *c,
+			 const int *idx, int m, const tir_measure_opts *o,
+			 const double *ref, int64_t ref_n, tir_measure_result *r)
+{
+	const tir_code *first = c[idx[0]];
+	cuda_batch b = { .a = a, .c = c, .idx = idx, .o = o, .ref = ref, .ref_n = ref_n,
+			 .out_k = -1 };
+	b.sh = xcalloc((size_t)first->nargs + 1, sizeof *b.sh);
+	for (int i = 0; i < first->nargs; i++) {
+		const tir_arg_info *ai = &first->args[i];
+		if (ai->is_scratch)
+			continue;
+		shared_arg *s = &b.sh[b.nshared];
+		s->info = ai;
+		s->bytes = arg_bytes(ai);
+		if (ai->is_output) {
+			b.out_k = b.nshared;
+		} else {
+			void *host = xmalloc(s->bytes + 1);
+			tir_measure_fill(first, i, o->seed, host);
+			s->host = host;
+		}
+		b.nshared++;
+	}
+	tir_measure_result *res = xcalloc((size_t)m, sizeof *res);
+	int children = tir_child_batch(m, o->timeout_s, batch_setup, batch_item, &b, res);
+	for (int k = 0; k < m; k++)
+		r[idx[k]] = res[k];
+	for (int k = 0; k < b.nshared; k++)
+		free((void *)b.sh[k].host);
+	free(b.sh);
+	free(res);
+	return children;
+}
+
+/* A candidate whose arguments differ from the batch's: a child of its own
+ * (run), then the check. */
+static void run_alone(const tir_artifact *a, const tir_code *c, const tir_measure_opts *o,
+		      const double *ref, int64_t ref_n, tir_measure_result *r)
+{
+	if (cuda_run(a, c, o, r) == 0)
+		r->status = tir_measure_judge(c, ref, ref_n, r->output, r->out_elems,
+					      &r->max_rel_error, r->msg, sizeof r->msg);
+	free(r->output);
+	r->output = NULL;
+	r->out_elems = 0;
+}
+
+static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
+			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
+			  tir_measure_result *r)
+{
+	tir_measure_opts o = tir_measure_opts_default(opts);
+	int *idx = xcalloc((size_t)n + 1, sizeof *idx);
+	bool *alone = xcalloc((size_t)n + 1, sizeof *alone);
+	int m = 0, first = -1, children = 0;
+	for (int i = 0; i < n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].max_rel_error = -1;
+		if (!a[i] || !a[i]->image) {
+			r[i].status = TIR_MEASURE_RUN_ERROR;
+			snprintf(r[i].msg, sizeof r[i].msg, "cuda: nothing built");
+			continue;
+		}
+		if (first < 0)
+			first = i;
+		if (same_args(c[first], c[i]))
+			idx[m++] = i;
+		else
+			alone[i] = true;
+	}
+	if (m > 0)
+		children += batch_members(a, c, idx, m, &o, ref, ref_n, r);
+	for (int i = 0; i < n; i++)
+		if (alone[i]) {
+			run_alone(a[i], c[i], &o, ref, ref_n, &r[i]);
+			children++;
+		}
+	free(idx);
+	free(alone);
+	return children;
 }
 
 /* ---- device properties (in a child) ----------------------------------------------------------- */
@@ -420,6 +895,19 @@ int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err)
 
 #else /* !HAVE_CUDA */
 
+static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
+			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
+			  tir_measure_result *r)
+{
+	for (int i = 0; i < n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].max_rel_error = -1;
+		r[i].status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r[i].msg, sizeof r[i].msg, "cuda: libtir was built without CUDA");
+	}
+	return 0;
+}
+
 static int cuda_run(const tir_artifact *a, const tir_code *c, const tir_measure_opts *opts,
 		    tir_measure_result *r)
 {
@@ -472,4 +960,5 @@ const tir_runner tir_runner_cuda = {
 	.build = cuda_build,
 	.run = cuda_run,
 	.free = cuda_free,
+	.run_batch = cuda_run_batch,
 };

@@ -1,7 +1,8 @@
 /*
  * measure.h — measuring candidates: the reference implementation that every
- * candidate's output is checked against, and (below, added by later work) the
- * builders and runners.
+ * candidate's output is checked against, then the builders and runners
+ * (runner.c: the interface and the child-process guards; cpu.c, cuda_run.c)
+ * and batch measurement (batch.c).
  *
  * Design.  A candidate is trusted only after its output matches an independent
  * computation of the same operator on the same random inputs.  The reference
@@ -88,6 +89,16 @@ int tir_reference(const tir_workload *w, double *const *inputs, double *output,
  *      with the caches flushed before every repeat; report the median.
  * The parent waits with a watchdog and kills the child after timeout_s.
  *
+ * run_batch(), where a runner has one (CUDA), measures many candidates of
+ * one workload in one guarded child (tir_child_batch): the setup that every
+ * candidate shares — the driver, the device's context, the inputs, which
+ * depend only on the seed and the argument list — is paid once per child
+ * instead of once per candidate, and the child checks each output against
+ * the reference itself.  A candidate that crashes, hangs or leaves the child
+ * unusable still costs only its own result: the guard forks a fresh child
+ * for the candidates after it.  The CPU runner has none: a CPU candidate
+ * runs in the child's own address space and can corrupt it unnoticed.
+ *
  * Callers must not set SIGCHLD to SIG_IGN (the runner reaps its children with
  * waitpid).  A process that has initialised CUDA must not use the CUDA runner
  * afterwards in a forked child — the CUDA runner therefore never initialises
@@ -118,7 +129,8 @@ typedef struct tir_measure_opts {
 	uint64_t seed;             /* random inputs */
 	int repeats;               /* timed repeats; 0: 5 (at most MAX_REPEATS) */
 	double min_repeat_us;      /* shortest repeat; 0: 1000 */
-	double timeout_s;          /* the whole child: 0: 10 */
+	double timeout_s;          /* run(): the whole child; run_batch(): each
+				    * candidate, and the child's setup; 0: 10 */
 	bool no_timing;            /* run once for the output only */
 	int device;                /* CUDA device ordinal */
 	/* tir_measure only: the reference output for this seed
@@ -163,6 +175,19 @@ typedef struct tir_runner {
 		   const tir_measure_opts *o, tir_measure_result *r);
 	/* Removes the artifact and whatever it left on disk; NULL is fine. */
 	void (*free)(tir_artifact *a);
+	/* Optional (NULL: call run() per candidate).  Runs the n built
+	 * candidates a[i] / c[i] of ONE workload in as few guarded children as
+	 * their failures allow (tir_child_batch; o->timeout_s is per candidate),
+	 * checks each output against ref (ref_n values, tir_measure_reference
+	 * for o->seed) inside the child with tir_measure_judge, and times only
+	 * the correct ones.  Fills r[0..n-1] as run() then the check would —
+	 * status (WRONG_RESULT included), message, times, max_rel_error — but
+	 * never an output; r[] is overwritten (it must hold no output).  A c[i]
+	 * whose inputs and output differ from the first candidate's is run on
+	 * its own with run().  Returns the number of child processes used. */
+	int (*run_batch)(int n, const tir_artifact *const *a, const tir_code *const *c,
+			 const tir_measure_opts *o, const double *ref, int64_t ref_n,
+			 tir_measure_result *r);
 } tir_runner;
 
 extern const tir_runner tir_runner_cpu;
@@ -207,6 +232,15 @@ double tir_measure_compare(const double *ref, const double *out, int64_t n);
  * loosest over the dtypes of its inputs and output of float32 1e-5,
  * float16 1e-2, bfloat16 2e-2; 0 (exact) when every one is an integer. */
 double tir_measure_tolerance(const tir_code *c);
+
+/* The verdict on an output of c (out_n values) against the reference (ref_n
+ * values): RUN_ERROR when the counts differ, WRONG_RESULT when the error
+ * (tir_measure_compare, stored in *max_rel_error) exceeds
+ * tir_measure_tolerance(c), else OK.  When not OK, msg (size bytes) says
+ * why; it is left alone when OK. */
+tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64_t ref_n,
+				     const double *out, int64_t out_n,
+				     double *max_rel_error, char *msg, size_t size);
 
 /* The whole measurement of one candidate, top to bottom: build with r,
  * run, check against the reference (WRONG_RESULT when max_rel_error exceeds
@@ -254,6 +288,38 @@ void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 int tir_child_measure(const tir_code *c, double timeout_s,
 		      void (*fn)(void *ctx, tir_child_report *rep), void *ctx,
 		      tir_measure_result *r);
+
+/* The guard for a batch: items 0..n-1 in as few forked children as their
+ * failures allow.  Each child calls setup(ctx, rep) once (NULL: nothing to
+ * set up), then item(ctx, i, rep, &max_rel_error) for its items in order;
+ * item fills rep's status, msg and times (rep starts as RUN_ERROR "ended
+ * without a report", max_rel_error as -1) and returns 0 to go on, or
+ * TIR_BATCH_END when the child's state is no longer fit for the next item
+ * (a CUDA context after a fault): the child then ends and a fresh one,
+ * with a fresh setup, takes the next item.
+ *
+ * The items' reports live in MAP_SHARED memory with the index of the item
+ * the child is on, so the parent knows where any child stopped:
+ *   - killed by a signal: that item is CRASH ("candidate crashed with
+ *     SIGSEGV"), the rest go on in a fresh child;
+ *   - still on one item timeout_s after it began (the watchdog, per item,
+ *     not per batch): SIGKILLed, that item TIMEOUT, the rest go on;
+ *   - exited during an item: that item RUN_ERROR, the rest go on;
+ *   - setup failed (returned -1 with rep set, crashed, exited, or took
+ *     longer than timeout_s): every item not yet measured gets RUN_ERROR
+ *     with setup's message, and no child is forked again — a fresh child
+ *     would fail the same way.
+ * Every item ends with a status and, when not OK, a message.  Fills r[i]'s
+ * status, msg, times and max_rel_error; r[] is overwritten and must hold no
+ * output.  Returns the number of children forked (1 when nothing failed).
+ * setup and item run only in children; ctx is the parent's memory as it was
+ * at each fork. */
+#define TIR_BATCH_END 1
+int tir_child_batch(int n, double timeout_s,
+		    int (*setup)(void *ctx, tir_child_report *rep),
+		    int (*item)(void *ctx, int i, tir_child_report *rep,
+				double *max_rel_error),
+		    void *ctx, tir_measure_result *r);
 
 /* Index of c's output argument, or -1. */
 int tir_code_output(const tir_code *c);

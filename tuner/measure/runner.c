@@ -13,11 +13,21 @@
  * a deadline and SIGKILLs the child when it passes.  How the child ended —
  * normal exit, signal, watchdog — decides the status; the parent never runs
  * candidate code.
+ *
+ * The batch guard (tir_child_batch) is the same watch over a child that
+ * measures many items: the mapping holds one report per item and the index
+ * of the item the child is on, the deadline restarts whenever that index
+ * moves, and when a child dies the item it was on takes the blame and a
+ * fresh child continues after it.  Every child finishes an item, has one
+ * blamed, or fails its setup, which settles every item left; so a batch of
+ * n items forks at most n children.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +351,25 @@ int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
 	return 0;
 }
 
+tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64_t ref_n,
+				     const double *out, int64_t out_n,
+				     double *max_rel_error, char *msg, size_t size)
+{
+	if (out_n != ref_n) {
+		snprintf(msg, size, "%lld output values, the reference has %lld",
+			 (long long)out_n, (long long)ref_n);
+		return TIR_MEASURE_RUN_ERROR;
+	}
+	*max_rel_error = tir_measure_compare(ref, out, ref_n);
+	double tol = tir_measure_tolerance(c);
+	if (!(*max_rel_error <= tol)) {
+		snprintf(msg, size, "wrong result: max relative error %.3g exceeds the "
+			 "tolerance %g", *max_rel_error, tol);
+		return TIR_MEASURE_WRONG_RESULT;
+	}
+	return TIR_MEASURE_OK;
+}
+
 /* ---- the pipeline ------------------------------------------------------------------ */
 
 int tir_measure(const tir_runner *r, const tir_workload *w, const tir_code *c,
@@ -365,23 +394,21 @@ int tir_measure(const tir_runner *r, const tir_workload *w, const tir_code *c,
 	if (rc)
 		return -1;
 	/* 3. check the output against the reference on the same inputs */
-	if (o.reference) {
-		res->max_rel_error = tir_measure_compare(o.reference, res->output,
-							 res->out_elems);
-	} else if (tir_measure_check(w, c, o.seed, res->output, res->out_elems,
-				     &res->max_rel_error, &err)) {
-		res->status = TIR_MEASURE_RUN_ERROR;
-		snprintf(res->msg, sizeof res->msg, "%s", err.msg);
-		return -1;
+	const double *ref = o.reference;
+	double *own = NULL;
+	int64_t ref_n = res->out_elems;       /* o.reference is for this code */
+	if (!ref) {
+		if (tir_measure_reference(w, c, o.seed, &own, &ref_n, &err)) {
+			res->status = TIR_MEASURE_RUN_ERROR;
+			snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+			return -1;
+		}
+		ref = own;
 	}
-	double tol = tir_measure_tolerance(c);
-	if (!(res->max_rel_error <= tol)) {
-		res->status = TIR_MEASURE_WRONG_RESULT;
-		snprintf(res->msg, sizeof res->msg, "wrong result: max relative error "
-			 "%.3g exceeds the tolerance %g", res->max_rel_error, tol);
-		return -1;
-	}
-	return 0;
+	res->status = tir_measure_judge(c, ref, ref_n, res->output, res->out_elems,
+					&res->max_rel_error, res->msg, sizeof res->msg);
+	free(own);
+	return res->status == TIR_MEASURE_OK ? 0 : -1;
 }
 
 /* ---- the child-process guard --------------------------------------------------------- */
@@ -449,6 +476,58 @@ static void child_setup(pid_t parent)
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
+/* How a child killed by sig is reported. */
+static void signal_msg(int sig, char *msg, size_t size)
+{
+	const char *name = signal_name(sig);
+	if (sig == SIGKILL)
+		snprintf(msg, size, "candidate was killed by SIGKILL (out of memory?)");
+	else if (name)
+		snprintf(msg, size, "candidate crashed with %s", name);
+	else
+		snprintf(msg, size, "candidate crashed with signal %d (%s)", sig,
+			 strsignal(sig));
+}
+
+/* Waits for child pid, polling waitpid against a deadline timeout_s after
+ * the start, restarted whenever *progress (NULL: never) changes; past it
+ * the child is SIGKILLed and reaped.  Fills *st; returns 0 when the child
+ * ended, 1 when the watchdog killed it, -1 with errno when waitpid failed
+ * (the child is killed). */
+static int watch_child(pid_t pid, double timeout_s, atomic_int *progress, int *st)
+{
+	double start = now_s();
+	int seen = progress ? atomic_load(progress) : 0;
+	double nap = 50e-6;
+	for (;;) {
+		pid_t w = waitpid(pid, st, WNOHANG);
+		if (w == pid)
+			return 0;
+		if (w < 0 && errno != EINTR) {
+			int e = errno;
+			kill(pid, SIGKILL);
+			errno = e;
+			return -1;
+		}
+		if (progress && atomic_load(progress) != seen) {
+			seen = atomic_load(progress);
+			start = now_s();
+		}
+		double left = start + timeout_s - now_s();
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, st, 0) < 0 && errno == EINTR)
+				;
+			return 1;
+		}
+		double d = nap < left ? nap : left;
+		struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+		nanosleep(&ts, NULL);
+		if (nap < 2e-3)
+			nap *= 2;
+	}
+}
+
 int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep),
 		  void *ctx, tir_child_report *rep, tir_measure_result *r)
 {
@@ -469,52 +548,21 @@ int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep)
 		_exit(0);
 	}
 
-	double deadline = now_s() + timeout_s;
-	double nap = 50e-6;
 	int st = 0;
-	bool timed_out = false;
-	for (;;) {
-		pid_t w = waitpid(pid, &st, WNOHANG);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR) {
-			r->status = TIR_MEASURE_RUN_ERROR;
-			snprintf(r->msg, sizeof r->msg, "waitpid: %s", strerror(errno));
-			kill(pid, SIGKILL);
-			return -1;
-		}
-		double left = deadline - now_s();
-		if (left <= 0) {
-			timed_out = true;
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-			break;
-		}
-		double d = nap < left ? nap : left;
-		struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
-		nanosleep(&ts, NULL);
-		if (nap < 2e-3)
-			nap *= 2;
+	int w = watch_child(pid, timeout_s, NULL, &st);
+	if (w < 0) {
+		r->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r->msg, sizeof r->msg, "waitpid: %s", strerror(errno));
+		return -1;
 	}
-
-	if (timed_out) {
+	if (w == 1) {
 		r->status = TIR_MEASURE_TIMEOUT;
 		snprintf(r->msg, sizeof r->msg, "timed out after %g s", timeout_s);
 		return -1;
 	}
 	if (WIFSIGNALED(st)) {
-		int sig = WTERMSIG(st);
-		const char *name = signal_name(sig);
 		r->status = TIR_MEASURE_CRASH;
-		if (sig == SIGKILL)
-			snprintf(r->msg, sizeof r->msg, "candidate was killed by SIGKILL "
-				 "(out of memory?)");
-		else if (name)
-			snprintf(r->msg, sizeof r->msg, "candidate crashed with %s", name);
-		else
-			snprintf(r->msg, sizeof r->msg, "candidate crashed with signal %d (%s)",
-				 sig, strsignal(sig));
+		signal_msg(WTERMSIG(st), r->msg, sizeof r->msg);
 		return -1;
 	}
 	if (WIFEXITED(st) && WEXITSTATUS(st) != 0) {
@@ -529,6 +577,231 @@ int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep)
 	rep->msg[sizeof rep->msg - 1] = '\0';
 	snprintf(r->msg, sizeof r->msg, "%s", r->status == TIR_MEASURE_OK ? "" : rep->msg);
 	return r->status == TIR_MEASURE_OK ? 0 : -1;
+}
+
+/* ---- the batch guard ------------------------------------------------------------------ */
+
+/* One item's report; the parent reads it once the child is gone. */
+typedef struct batch_item {
+	int done;                  /* 1 once the rest is final */
+	int status;
+	char msg[512];
+	int nrepeats;
+	double median_us;
+	double repeat_us[TIR_MEASURE_MAX_REPEATS];
+	double max_rel_error;
+} batch_item;
+
+/* The mapping every child of one batch shares with the parent. */
+typedef struct batch_shared {
+	atomic_int current;        /* the item the child is on; -1 while it sets up */
+	int setup_failed;          /* setup returned -1: setup_msg says why */
+	char setup_msg[512];
+	batch_item items[];
+} batch_shared;
+
+typedef struct batch_fns {
+	int (*setup)(void *ctx, tir_child_report *rep);
+	int (*item)(void *ctx, int i, tir_child_report *rep, double *max_rel_error);
+	void *ctx;
+	double timeout_s;
+} batch_fns;
+
+static void report_reset(tir_child_report *rep, const char *msg)
+{
+	memset(rep, 0, sizeof *rep);
+	rep->status = TIR_MEASURE_RUN_ERROR;
+	snprintf(rep->msg, sizeof rep->msg, "%s", msg);
+}
+
+/* In the child: setup, then items first.. in order until one asks to end.
+ * The item's report is copied to the mapping only when it is complete, and
+ * `current` moves only after that, so the parent never blames a finished
+ * item nor reads a half-written one. */
+static void batch_child(batch_shared *sh, int first, int n, const batch_fns *f)
+{
+	tir_child_report rep;
+	report_reset(&rep, "the measuring process's setup ended without a report");
+	if (f->setup && f->setup(f->ctx, &rep)) {
+		rep.msg[sizeof rep.msg - 1] = '\0';
+		snprintf(sh->setup_msg, sizeof sh->setup_msg, "%s", rep.msg);
+		sh->setup_failed = 1;
+		return;
+	}
+	for (int i = first; i < n; i++) {
+		atomic_store(&sh->current, i);
+		report_reset(&rep, "the candidate ended without a report");
+		double err = -1;
+		int end = f->item(f->ctx, i, &rep, &err);
+		batch_item *it = &sh->items[i];
+		it->status = rep.status;
+		rep.msg[sizeof rep.msg - 1] = '\0';
+		snprintf(it->msg, sizeof it->msg, "%s", rep.msg);
+		it->nrepeats = rep.nrepeats;
+		it->median_us = rep.median_us;
+		memcpy(it->repeat_us, rep.repeat_us, sizeof it->repeat_us);
+		it->max_rel_error = err;
+		it->done = 1;
+		if (end)
+			return;
+	}
+}
+
+/* Gives items first..n-1 that are not done the status and message. */
+static void batch_fail_rest(batch_shared *sh, int first, int n, int status,
+			    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void batch_fail_rest(batch_shared *sh, int first, int n, int status,
+			    const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	for (int i = first; i < n; i++) {
+		batch_item *it = &sh->items[i];
+		if (it->done)
+			continue;
+		memset(it, 0, sizeof *it);
+		it->status = status;
+		snprintf(it->msg, sizeof it->msg, "%s", msg);
+		it->max_rel_error = -1;
+		it->done = 1;
+	}
+}
+
+/* A child died during item `it` (wait status st; watchdog: it was killed
+ * for taking too long): the item takes the blame. */
+static void batch_blame(batch_item *it, int watchdog, int st, double timeout_s)
+{
+	memset(it, 0, sizeof *it);
+	it->max_rel_error = -1;
+	it->done = 1;
+	if (watchdog) {
+		it->status = TIR_MEASURE_TIMEOUT;
+		snprintf(it->msg, sizeof it->msg, "timed out after %g s", timeout_s);
+	} else if (WIFSIGNALED(st)) {
+		it->status = TIR_MEASURE_CRASH;
+		signal_msg(WTERMSIG(st), it->msg, sizeof it->msg);
+	} else {
+		it->status = TIR_MEASURE_RUN_ERROR;
+		snprintf(it->msg, sizeof it->msg, "the measuring process exited with "
+			 "status %d during this candidate",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+}
+
+/* A child ended before its first item: its setup failed, and so would the
+ * next child's.  Every item left gets the reason. */
+static void batch_setup_failed(batch_shared *sh, int first, int n, int watchdog,
+			       int st, double timeout_s)
+{
+	const int err = TIR_MEASURE_RUN_ERROR;
+	char sig[128];
+	if (watchdog) {
+		batch_fail_rest(sh, first, n, err, "setting up the measuring process "
+				"timed out after %g s", timeout_s);
+	} else if (WIFSIGNALED(st)) {
+		signal_msg(WTERMSIG(st), sig, sizeof sig);
+		batch_fail_rest(sh, first, n, err, "setting up the measuring process: %s",
+				sig);
+	} else if (sh->setup_failed) {
+		batch_fail_rest(sh, first, n, err, "%s", sh->setup_msg);
+	} else {
+		batch_fail_rest(sh, first, n, err, "the measuring process exited with "
+				"status %d while setting up",
+				WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+}
+
+/* Forks one child for items first..n-1, watches it and settles how it
+ * ended.  Returns the item the next child starts from; n when none is
+ * needed. */
+static int batch_round(batch_shared *sh, int first, int n, const batch_fns *f,
+		       int *children)
+{
+	atomic_store(&sh->current, -1);
+	sh->setup_failed = 0;
+	fflush(stdout);
+	fflush(stderr);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		batch_fail_rest(sh, first, n, TIR_MEASURE_RUN_ERROR, "fork: %s",
+				strerror(errno));
+		return n;
+	}
+	if (pid == 0) {
+		child_setup(parent);
+		batch_child(sh, first, n, f);
+		_exit(0);
+	}
+	(*children)++;
+
+	int st = 0;
+	int w = watch_child(pid, f->timeout_s, &sh->current, &st);
+	int cur = atomic_load(&sh->current);
+	if (w < 0) {
+		batch_fail_rest(sh, first, n, TIR_MEASURE_RUN_ERROR, "waitpid: %s",
+				strerror(errno));
+		return n;
+	}
+	if (cur < 0) {
+		batch_setup_failed(sh, first, n, w == 1, st, f->timeout_s);
+		return n;
+	}
+	if (!sh->items[cur].done)
+		batch_blame(&sh->items[cur], w == 1, st, f->timeout_s);
+	return cur + 1;
+}
+
+int tir_child_batch(int n, double timeout_s,
+		    int (*setup)(void *ctx, tir_child_report *rep),
+		    int (*item)(void *ctx, int i, tir_child_report *rep,
+				double *max_rel_error),
+		    void *ctx, tir_measure_result *r)
+{
+	for (int i = 0; i < n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].max_rel_error = -1;
+	}
+	if (n <= 0)
+		return 0;
+	size_t size = sizeof(batch_shared) + (size_t)n * sizeof(batch_item);
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		       -1, 0);
+	if (p == MAP_FAILED) {
+		for (int i = 0; i < n; i++) {
+			r[i].status = TIR_MEASURE_RUN_ERROR;
+			snprintf(r[i].msg, sizeof r[i].msg, "cannot map %zu bytes for the "
+				 "reports: %s", size, strerror(errno));
+		}
+		return 0;
+	}
+	batch_shared *sh = p;             /* zeroed: no item done */
+	atomic_init(&sh->current, -1);
+	batch_fns f = { setup, item, ctx, timeout_s };
+	int children = 0;
+	for (int next = 0; next < n; )
+		next = batch_round(sh, next, n, &f, &children);
+
+	for (int i = 0; i < n; i++) {
+		const batch_item *it = &sh->items[i];
+		r[i].status = (tir_measure_status)it->status;
+		if ((int)r[i].status < 0 || r[i].status >= TIR_MEASURE_NSTATUSES)
+			r[i].status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r[i].msg, sizeof r[i].msg, "%s",
+			 r[i].status == TIR_MEASURE_OK ? "" : it->msg);
+		r[i].nrepeats = it->nrepeats;
+		if (r[i].nrepeats < 0 || r[i].nrepeats > TIR_MEASURE_MAX_REPEATS)
+			r[i].nrepeats = 0;
+		memcpy(r[i].repeat_us, it->repeat_us, sizeof r[i].repeat_us);
+		r[i].median_us = it->median_us;
+		r[i].max_rel_error = it->max_rel_error;
+	}
+	munmap(p, size);
+	return children;
 }
 
 int tir_child_measure(const tir_code *c, double timeout_s,
