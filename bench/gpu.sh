@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # bench/gpu.sh — tird against PyTorch on this machine's GPU, in one run.
 #
-#   bench/gpu.sh BINDIR SUITE_JSON TRIALS [--dtypes "float32 float16"] [--big] [NAME...]
+#   bench/gpu.sh BINDIR SUITE_JSON TRIALS [--dtypes "float32 float16"] [--big]
+#                [--deadline SECONDS] [--logs DIR] [NAME...]
 #
 # Starts a real tird (no local workers) on a loopback port with a temporary
 # database and one tird-worker for target cuda; tunes each suite workload
 # (every one without NAMEs) in each dtype with TRIALS trials, and with --big
-# also matmul 4096^3; then measures the same workloads with PyTorch
+# also matmul 4096^3 in float16; then measures the same workloads with PyTorch
 # (bench/torch_peer.py: cuDNN / cuBLAS, channels-last, TF32 off, CUDA-graph
 # replay, as the shared workloads README).  BINDIR holds tird, tird-worker
 # and tirctl.  Prints one line per task:
 #   name dtype trials errors tuning_s cand_per_s tird_us torch_us torch/tird
-# and the geometric mean of torch/tird per dtype.  Needs jq and python3 with
-# torch.
+# and the geometric mean of torch/tird per dtype.  With --deadline, no task
+# starts tuning after SECONDS (the peer still measures those done); each
+# tuned task is also printed as it ends ("tuned: ...").  With --logs, the
+# logs of tird and the worker are copied to DIR at the end.  Needs jq and python3
+# with torch.
 set -u
 bin=$1 suite=$2 trials=$3
 shift 3
-dtypes="float32 float16" big=0
+dtypes="float32 float16" big=0 deadline=0 logs=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--dtypes) dtypes=$2; shift 2 ;;
 	--big) big=1; shift ;;
+	--deadline) deadline=$2; shift 2 ;;
+	--logs) logs=$2; shift 2 ;;
 	*) break ;;
 	esac
 done
@@ -36,7 +42,9 @@ tpid=$!
 for i in $(seq 1 100); do curl -sf "$url/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 "$bin/tird-worker" --server "$url" --target cuda --name gpu0 >"$tmp/worker.log" 2>&1 &
 wpid=$!
-trap 'kill $wpid $tpid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $wpid $tpid 2>/dev/null; wait 2>/dev/null
+      [ -n "$logs" ] && cp "$tmp/tird.log" "$tmp/worker.log" "$logs/" 2>/dev/null
+      rm -rf "$tmp"' EXIT
 
 tasks=()
 for d in $dtypes; do
@@ -44,11 +52,19 @@ for d in $dtypes; do
 		w=$(jq -c ".[] | select(.name==\"$n\") | .workload + {dtype: \"$d\"}" "$suite")
 		[ -n "$w" ] && tasks+=("$n $d $w")
 	done
-	[ $big = 1 ] && tasks+=("GMM-4096 $d {\"op\":\"matmul\",\"M\":4096,\"N\":4096,\"K\":4096,\"dtype\":\"$d\"}")
+	[ $big = 1 ] && [ "$d" = float16 ] &&
+		tasks+=("GMM-4096 $d {\"op\":\"matmul\",\"M\":4096,\"N\":4096,\"K\":4096,\"dtype\":\"$d\"}")
 done
 
 : >"$tmp/tird.txt"
+start=$(date +%s)
+done_tasks=()
 for t in "${tasks[@]}"; do
+	if [ "$deadline" -gt 0 ] && [ $(( $(date +%s) - start )) -ge "$deadline" ]; then
+		echo "# deadline: ${#done_tasks[@]} of ${#tasks[@]} tasks tuned" >&2
+		break
+	fi
+	done_tasks+=("$t")
 	read -r n d w <<<"$t"
 	printf '%s\n' "$w" >"$tmp/w.json"
 	t0=$(date +%s.%N)
@@ -60,11 +76,12 @@ for t in "${tasks[@]}"; do
 	er=$(printf '%s' "$out" | jq -r '.errors // 0' 2>/dev/null)
 	s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
 	echo "$n $d ${tr:--} ${er:--} $s ${us:-failed}" >>"$tmp/tird.txt"
+	echo "tuned: $n $d ${tr:--} ${er:--} $s ${us:-failed}"
 	[ -n "$us" ] || { echo "# $n $d: $(head -c 300 "$tmp/err")" >&2; }
 done
 kill $wpid 2>/dev/null; wait $wpid 2>/dev/null   # the GPU to the peer alone
 
-printf '%s\n' "${tasks[@]}" | python3 "$here/torch_peer.py" >"$tmp/torch.txt" 2>"$tmp/torch.err"
+printf '%s\n' "${done_tasks[@]}" | python3 "$here/torch_peer.py" >"$tmp/torch.txt" 2>"$tmp/torch.err"
 
 printf '%-9s %-8s %6s %6s %8s %7s %11s %10s %8s\n' name dtype trials errors tuning_s cand/s \
 	tird_us torch_us ratio

@@ -290,6 +290,12 @@ typedef int (*tir_measure_batch_fn)(void *ctx, const tir_workload *w,
 				    const char *const *traces, tir_candidate *out);
 int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t,
 		      int n, const char *const *traces, tir_candidate *out);
+/* A context for tir_measure_local outside a search (a worker measuring
+ * batch after batch): default options, and the reference output of the last
+ * workload kept between batches (recomputing it costs seconds for large
+ * shapes).  Not for two threads at once. */
+void *tir_measure_cache_new(void);
+void tir_measure_cache_free(void *cache);
 
 typedef struct tir_tune_progress {
 	int round;

@@ -239,12 +239,16 @@ static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr
  * registers across the reduction loop (no store motion).  So for the C
  * backend the indices of compacted buffers are printed with the bindings
  * substituted, and lower_offset simplifies them: the same address, folded.
- * (Added with the CPU sketches; the CUDA output is unchanged.) */
+ * CUDA has the same problem with a thread's register tile (local buffers):
+ * an index nvcc cannot fold to a constant once the loops are unrolled, such
+ * as (tx / 8) * 64 + (tx % 8) * 8 - tx * 8, puts the whole tile in local
+ * memory; bound and simplified (merge_divmod), the thread terms cancel. */
 static const cg_dialect c_dialect;
 
 static bool is_compact(const cg_ctx *c, const tir_buffer *buf)
 {
-	return c->d == &c_dialect && c->L->alloc[buf->id].compact;
+	return c->L->alloc[buf->id].compact &&
+	       (c->d == &c_dialect || buf->scope == TIR_SCOPE_LOCAL);
 }
 
 static tir_expr *bind_compact(cg_ctx *c, const tir_block *b, tir_expr *e)
@@ -269,7 +273,7 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth)
 {
 	tir_buf *o = c->out;
 	tir_block bound;
-	if (c->d == &c_dialect) {
+	{
 		bound = *b;
 		bound.value = bind_compact(c, b, b->value);
 		bound.init = bind_compact(c, b, b->init);

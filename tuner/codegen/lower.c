@@ -10,8 +10,8 @@
  *   shared, local, ...     allocated in the body of the lowest common ancestor
  *                          loop (LCA) of the blocks that touch them, compacted
  *                          to the union of the intervals their accesses cover
- *                          when the loops inside the LCA vary (plus, by scope,
- *                          threadIdx / vthread loops above it).
+ *                          when the loops inside the LCA vary (plus, for
+ *                          shared buffers, threadIdx / vthread loops above it).
  *
  * A compacted dimension keeps a symbolic base (an expression in the loops
  * fixed at the allocation site) and constant bounds lo..lo+extent-1, so the
@@ -151,8 +151,8 @@ static bool relaxed(const tir_stmt *l, const tir_stmt *lca, tir_scope sc)
 		return false;
 	if (sc == TIR_SCOPE_SHARED)
 		return is_thread_tag(l->tag) || is_vthread_tag(l->tag);
-	if (sc != TIR_SCOPE_GLOBAL)
-		return is_vthread_tag(l->tag);
+	/* local and fragment buffers allocated under a vthread loop live in one
+	 * iteration of it: codegen runs vthreads as serial loops */
 	return false;
 }
 

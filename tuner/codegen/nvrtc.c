@@ -41,7 +41,7 @@
 #define CUDA_HOME "/usr/local/cuda"
 #endif
 
-#define NVRTC_TIMEOUT_S 120
+#define NVRTC_TIMEOUT_S 30     /* a candidate slower to compile is not worth tuning */
 
 /* Fills err with what failed and as much of the log as fits (its end, where
  * NVRTC puts the summary, is dropped first: the first error is what helps). */

@@ -101,6 +101,17 @@ static void build_all(builders *b, int threads)
 		pthread_join(tid[i], NULL);
 }
 
+void *tir_measure_cache_new(void)
+{
+	return xcalloc(1, sizeof(search_local));
+}
+
+void tir_measure_cache_free(void *cache)
+{
+	search_local_clear(cache);
+	free(cache);
+}
+
 void search_local_clear(search_local *l)
 {
 	if (!l)

@@ -9,6 +9,8 @@
  * alone, so the arithmetic is written once.
  */
 #include <math.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include "../ir/ir.h"
@@ -162,14 +164,15 @@ int tir_reference_args(const tir_workload *w, tir_ref_arg *args, int max,
 
 /* ---- operators ------------------------------------------------------------------- */
 
-REF_HOT static void ref_matmul(const tir_workload *w, const double *A, const double *B,
-		       double *C)
+/* Rows [i0, i1) of every batch of C. */
+REF_HOT static void ref_matmul_rows(const tir_workload *w, const double *A, const double *B,
+				    double *C, int64_t i0, int64_t i1)
 {
 	int64_t nb = w->batch > 0 ? w->batch : 1, M = w->M, N = w->N, K = w->K;
 	for (int64_t b = 0; b < nb; b++) {
 		const double *a = A + b * M * K, *bb = B + b * K * N;
 		double *c = C + b * M * N;
-		for (int64_t i = 0; i < M; i++)
+		for (int64_t i = i0; i < i1; i++)
 			for (int64_t j = 0; j < N; j++) {
 				double acc = 0;
 				for (int64_t k = 0; k < K; k++) {
@@ -181,6 +184,47 @@ REF_HOT static void ref_matmul(const tir_workload *w, const double *A, const dou
 				}
 				c[i * N + j] = acc;
 			}
+	}
+}
+
+typedef struct mm_part {
+	const tir_workload *w;
+	const double *A, *B;
+	double *C;
+	int64_t i0, i1;
+} mm_part;
+
+static void *mm_thread(void *arg)
+{
+	mm_part *p = arg;
+	ref_matmul_rows(p->w, p->A, p->B, p->C, p->i0, p->i1);
+	return NULL;
+}
+
+/* Large products split their rows over threads (joined before returning, so
+ * a caller that forks afterwards forks a single-threaded process). */
+#define REF_MAX_THREADS 64
+static void ref_matmul(const tir_workload *w, const double *A, const double *B, double *C)
+{
+	double macs = (double)(w->batch > 0 ? w->batch : 1) * (double)w->M * (double)w->N *
+		      (double)w->K;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int nt = macs < 1e8 || cores < 2 ? 1 : cores > REF_MAX_THREADS ? REF_MAX_THREADS : (int)cores;
+	if (nt > w->M)
+		nt = (int)w->M;
+	mm_part part[REF_MAX_THREADS];
+	pthread_t tid[REF_MAX_THREADS];
+	bool running[REF_MAX_THREADS] = { false };
+	for (int t = 0; t < nt; t++)
+		part[t] = (mm_part){ w, A, B, C, w->M * t / nt, w->M * (t + 1) / nt };
+	for (int t = 1; t < nt; t++)
+		running[t] = pthread_create(&tid[t], NULL, mm_thread, &part[t]) == 0;
+	ref_matmul_rows(w, A, B, C, part[0].i0, part[0].i1);
+	for (int t = 1; t < nt; t++) {
+		if (running[t])
+			pthread_join(tid[t], NULL);
+		else       /* no thread: this part here */
+			ref_matmul_rows(w, A, B, C, part[t].i0, part[t].i1);
 	}
 }
 

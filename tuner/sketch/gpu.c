@@ -15,8 +15,10 @@
  *                       levels S0/S1/S2 fused and bound to blockIdx.x /
  *                       vthread.x / threadIdx.x; the accumulator in registers
  *                       (cache_write "local" + reverse_compute_at at the
- *                       threadIdx loop) with the epilogue inlined into the
- *                       write-back; AutoCopy stages: a cache_read "shared" of
+ *                       threadIdx loop, the reduction's init decomposed out
+ *                       of R0, every loop over the tile unrolled so its
+ *                       indices are constants) with the epilogue inlined into
+ *                       the write-back; AutoCopy stages: a cache_read "shared" of
  *                       each input placed at a sampled reduction-tile loop (last
  *                       R0 or last R1), a padding producer inlined into its
  *                       stage, a cooperative fetch (the stage's loops fused,
@@ -237,7 +239,7 @@ static int inline_producers(tir_sched *s, const gpu_blocks *g, tir_error *err)
 	return 0;
 }
 
-static const int64_t unroll_steps[] = { 0, 16, 64, 512, 1024 };
+static const int64_t unroll_steps[] = { 0, 16, 64, 512 };   /* more: NVRTC takes seconds */
 #define N_UNROLL (int)(sizeof unroll_steps / sizeof *unroll_steps)
 
 /* The index of the read region of block `b` that reads buffer `name`. */
@@ -348,6 +350,20 @@ static int autocopy(tir_sched *s, int block, const char *buf, const gpu_blocks *
 
 /* ---- multi-level tiling ------------------------------------------------------------ */
 
+/* Unrolls every loop of `block` strictly under loop `at`. */
+static int unroll_under(tir_sched *s, int block, int at, tir_error *err)
+{
+	int l[TIR_MAX_IO], n;
+	TRY(n = tir_get_loops(s, block, l, TIR_MAX_IO, err), "loops");
+	const tir_stmt *a = s->rv[at].loop;
+	for (int i = 0; i < n; i++) {
+		const tir_stmt *x = s->rv[l[i]].loop;
+		if (x != a && stmt_is_ancestor(a, x) && x->loop_kind == LOOP_SERIAL)
+			TRY(tir_unroll(s, l[i], err), "unroll");
+	}
+	return 0;
+}
+
 static int tile(tir_sched *s, bool stages, tir_error *err)
 {
 	gpu_blocks g;
@@ -428,10 +444,26 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 	for (int i = 0; i < n.ns; i++)
 		threads *= sf[i][2];
 
-	/* the accumulator in registers, written back per thread */
+	/* the accumulator in registers, written back per thread; registers need
+	 * indices known at compile time, so every loop over the accumulator
+	 * tile is unrolled: the write-back's, the init's (decomposed out of the
+	 * reduction) and the update's S3 R2 S4 (at most MAX_REGS * MAX_RTILE
+	 * copies).  A rolled one would put the whole tile in local memory. */
 	int wb;
 	TRY(wb = tir_cache_write(s, b, 0, "local", err), "cache_write");
 	TRY(tir_reverse_compute_at(s, wb, tx, err), "reverse_compute_at");
+	TRY(unroll_under(s, wb, tx, err), "unroll the write-back");
+	if (n.nr > 0) {
+		int init;
+		TRY(init = tir_decompose_reduction(s, b, rl[0][0], err), "decompose_reduction");
+		TRY(unroll_under(s, init, tx, err), "unroll the init");
+		for (int i = 0; i < n.ns; i++) {
+			TRY(tir_unroll(s, sl[3][i], err), "unroll S3");
+			TRY(tir_unroll(s, sl[4][i], err), "unroll S4");
+		}
+		for (int i = 0; i < n.nr; i++)
+			TRY(tir_unroll(s, rl[2][i], err), "unroll R2");
+	}
 
 	if (stages && n.nr > 0) {
 		/* the stages go at the last R0 loop or the last R1 loop */

@@ -37,7 +37,7 @@ typedef struct reads {
 static void relax_of(const tir_buffer *buf, bool *threads, bool *vthreads)
 {
 	*threads = buf->scope == TIR_SCOPE_SHARED;
-	*vthreads = buf->scope != TIR_SCOPE_GLOBAL;
+	*vthreads = buf->scope == TIR_SCOPE_SHARED;    /* as lower.c's relaxed() */
 }
 
 /* The interval of one index, clipped to the buffer when it is constant. */
