@@ -2,16 +2,25 @@
  * costmodel_eval.c — what the XGBoost cost model buys, measured on this
  * machine's CPU with tird's own measurements.
  *
- *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] NAME...
+ *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE]
+ *                        [--save FILE] NAME...
+ *   bench/costmodel_eval --records FILE...
  *
  * For each suite workload NAME and seed: tir_tune under the random model and
  * under a cold XGBoost model at the same trial budget; the best latency after
  * every batch is the tuning curve.  Then, from every candidate measured:
  *  - held out by workload: a model trained on the other workloads' records
- *    ranks this workload's records: pairwise accuracy and top-10 recall;
+ *    ranks this workload's records: pairwise accuracy and top-10 recall, and
+ *    the same for the analytical roofline feature alone, for comparison;
  *  - transfer: a run of each workload starting from a model trained on the
  *    other workloads, against the cold runs, after the first two batches.
- * Prints one table per part; with --svg, writes the curves as an SVG plot.
+ * Prints one table per part; with --svg, writes the curves as an SVG plot;
+ * with --save, every measured candidate as a records file in the format of
+ * `tirctl export` (tird-records/1).
+ *
+ * With --records, nothing is tuned: the held-out table is computed from
+ * records measured by tird (`tirctl export FILE`) or saved by --save, the
+ * features recomputed by this build from the traces.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,17 +28,23 @@
 #include <string.h>
 #include "tir.h"
 #include "costmodel/costmodel.h"
+#include <cJSON.h>
 #include "tests/testutil.h"
 
 #define MAXW 16
 #define MAXS 8
 #define MAXB 64
 
+/* Measured candidates: features, GFLOP/s (0: failed), workload index, and
+ * what --save writes. */
 typedef struct rows {
 	int n, cap;
 	float *f;
 	double *g;
 	int *w;
+	char **trace;
+	double *us;
+	int *status;
 } rows;
 
 typedef struct run {
@@ -47,33 +62,58 @@ typedef struct collect {
 	double best;
 } collect;
 
-static void add_row(rows *r, int wi, const float *f, double g)
+static void add_row(rows *r, int wi, const float *f, double g, const char *trace,
+		    int status, double us)
 {
 	if (r->n == r->cap) {
 		r->cap = r->cap ? 2 * r->cap : 1024;
 		r->f = realloc(r->f, sizeof(float) * (size_t)r->cap * CM_NFEATURES);
 		r->g = realloc(r->g, sizeof(double) * (size_t)r->cap);
 		r->w = realloc(r->w, sizeof(int) * (size_t)r->cap);
+		r->trace = realloc(r->trace, sizeof(char *) * (size_t)r->cap);
+		r->us = realloc(r->us, sizeof(double) * (size_t)r->cap);
+		r->status = realloc(r->status, sizeof(int) * (size_t)r->cap);
 	}
 	memcpy(&r->f[(size_t)r->n * CM_NFEATURES], f, sizeof(float) * CM_NFEATURES);
 	r->g[r->n] = g;
+	r->trace[r->n] = strdup(trace);
+	r->us[r->n] = us;
+	r->status[r->n] = status;
 	r->w[r->n++] = wi;
+}
+
+static void rows_free(rows *r)
+{
+	for (int i = 0; i < r->n; i++)
+		free(r->trace[i]);
+	free(r->f); free(r->g); free(r->w); free(r->trace); free(r->us); free(r->status);
+	memset(r, 0, sizeof *r);
+}
+
+/* Adds one measured candidate of workload wi; false if its trace does not
+ * replay on this build. */
+static bool add_measured(rows *r, int wi, const tir_workload *w, const tir_target *t,
+			 const char *trace, int status, double us)
+{
+	tir_error err;
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	bool ok = false;
+	if (s && tir_sched_replay(s, trace, &err) == 0) {
+		float f[CM_NFEATURES];
+		if (cm_features(tir_sched_program(s), t, f, &err) == 0) {
+			double g = status == 0 && us > 0 ? tir_workload_flops(w) / (us * 1e3) : 0;
+			add_row(r, wi, f, g, trace, status, us);
+			ok = true;
+		}
+	}
+	tir_sched_free(s);
+	return ok;
 }
 
 static void on_result(void *ctx, const tir_candidate *c)
 {
 	collect *k = ctx;
-	tir_error err;
-	tir_sched *s = tir_sched_new(k->w, 1, &err);
-	if (s && tir_sched_replay(s, c->trace, &err) == 0) {
-		float f[CM_NFEATURES];
-		if (cm_features(tir_sched_program(s), k->t, f, &err) == 0) {
-			double g = c->status == 0 && c->latency_us > 0
-				? tir_workload_flops(k->w) / (c->latency_us * 1e3) : 0;
-			add_row(k->r, k->wi, f, g);
-		}
-	}
-	tir_sched_free(s);
+	add_measured(k->r, k->wi, k->w, k->t, c->trace, c->status, c->latency_us);
 	if (c->status == 0 && (k->best == 0 || c->latency_us < k->best))
 		k->best = c->latency_us;
 }
@@ -115,15 +155,42 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* A model of every row except workload `skip`'s. */
-static cm_model *train_without(const rows *r, int skip, char names[][32])
+/* A model of every row except workload `skip`'s (half_of < 0) or except the
+ * odd-numbered rows of workload half_of. */
+static cm_model *train_except(const rows *r, int skip, int half_of, char names[][32])
 {
 	cm_model *m = cm_model_new();
 	tir_error err;
-	for (int i = 0; i < r->n; i++)
-		if (r->w[i] != skip)
-			cm_model_add(m, names[r->w[i]], 1, &r->f[(size_t)i * CM_NFEATURES], &r->g[i], &err);
+	int n = 0, *keep = malloc(sizeof(int) * (size_t)(r->n + 1)), seen = 0;
+	for (int i = 0; i < r->n; i++) {
+		if (r->w[i] == skip)
+			continue;
+		if (r->w[i] == half_of && (seen++ % 2))
+			continue;
+		keep[n++] = i;
+	}
+	float *f = malloc(sizeof(float) * (size_t)(n + 1) * CM_NFEATURES);
+	double *g = malloc(sizeof(double) * (size_t)(n + 1));
+	/* runs of one workload's rows in one call: the model retrains per call */
+	for (int a = 0, b; a < n; a = b) {
+		int k = 0;
+		for (b = a; b < n && r->w[keep[b]] == r->w[keep[a]]; b++, k++) {
+			memcpy(&f[(size_t)k * CM_NFEATURES], &r->f[(size_t)keep[b] * CM_NFEATURES],
+			       sizeof(float) * CM_NFEATURES);
+			g[k] = r->g[keep[b]];
+		}
+		if (cm_model_add(m, names[r->w[keep[a]]], k, f, g, &err))
+			fprintf(stderr, "train: %s\n", err.msg);
+	}
+	free(keep);
+	free(f);
+	free(g);
 	return m;
+}
+
+static cm_model *train_without(const rows *r, int skip, char names[][32])
+{
+	return train_except(r, skip, -1, names);
 }
 
 static void svg(const char *path, int nw, char names[][32], run rr[][MAXS], run rx[][MAXS], int ns)
@@ -169,31 +236,273 @@ static void svg(const char *path, int nw, char names[][32], run rr[][MAXS], run 
 	fclose(f);
 }
 
+/* Pairwise accuracy (over pairs of different throughput) and top-10 recall
+ * (the true ten best among the ten best scored) of scores p for labels g. */
+static void rank_quality(int n, const double *g, const double *p, double *pairwise,
+			 double *recall)
+{
+	long ok = 0, tot = 0;
+	for (int a = 0; a < n; a++)
+		for (int b = a + 1; b < n; b++)
+			if (g[a] != g[b]) {
+				tot++;
+				ok += (p[a] > p[b]) == (g[a] > g[b]);
+			}
+	*pairwise = tot ? (double)ok / tot : 1;
+	int k10 = n < 10 ? n : 10, hit = 0;
+	int *ti = malloc(sizeof(int) * (size_t)(n + 1)), *pi = malloc(sizeof(int) * (size_t)(n + 1));
+	for (int a = 0; a < n; a++)
+		ti[a] = pi[a] = a;
+	for (int a = 0; a < k10; a++)
+		for (int b = a + 1; b < n; b++) {
+			if (g[ti[b]] > g[ti[a]]) { int x = ti[a]; ti[a] = ti[b]; ti[b] = x; }
+			if (p[pi[b]] > p[pi[a]]) { int x = pi[a]; pi[a] = pi[b]; pi[b] = x; }
+		}
+	for (int a = 0; a < k10; a++)
+		for (int b = 0; b < k10; b++)
+			hit += ti[a] == pi[b];
+	*recall = k10 ? (double)hit / k10 : 0;
+	free(ti);
+	free(pi);
+}
+
+static int feature_index(const char *name)
+{
+	for (int i = 0; i < CM_NFEATURES; i++)
+		if (!strcmp(cm_feature_names[i], name))
+			return i;
+	return -1;
+}
+
+/* The held-out table: each workload's records ranked by a model trained on
+ * every other workload's, and by the roofline feature alone. */
+static void held_out(const rows *all, int nw, char names[][32])
+{
+	int roof = feature_index("roofline_cycles_per_op");
+	printf("\n# held out by workload: a model of the other workloads' records ranks this one's\n");
+	printf("# (roofline: the analytical estimate alone, lower predicted faster)\n");
+	printf("# (within: trained on the other workloads and every other row of this one, ranks the rest)\n");
+	printf("%-8s %6s %10s %10s %14s %14s %10s\n", "name", "rows", "pairwise", "top10_rec",
+	       "roof_pairwise", "roof_top10", "within");
+	double sum = 0;
+	int counted = 0;
+	for (int i = 0; i < nw && nw > 1; i++) {
+		cm_model *m = train_without(all, i, names);
+		int n = 0;
+		for (int k = 0; k < all->n; k++)
+			n += all->w[k] == i;
+		float *f = malloc(sizeof(float) * (size_t)(n + 1) * CM_NFEATURES);
+		double *g = malloc(sizeof(double) * (size_t)(n + 1));
+		double *p = malloc(sizeof(double) * (size_t)(n + 1));
+		double *q = malloc(sizeof(double) * (size_t)(n + 1));
+		int j = 0;
+		for (int k = 0; k < all->n; k++)
+			if (all->w[k] == i) {
+				memcpy(&f[(size_t)j * CM_NFEATURES], &all->f[(size_t)k * CM_NFEATURES],
+				       sizeof(float) * CM_NFEATURES);
+				q[j] = roof >= 0 ? -all->f[(size_t)k * CM_NFEATURES + (size_t)roof] : 0;
+				g[j++] = all->g[k];
+			}
+		double pw, rc, qpw, qrc, wpw = -1, wrc;
+		rank_quality(n, g, q, &qpw, &qrc);
+		/* within: the odd rows, by a model that saw the even ones */
+		cm_model *h = train_except(all, -1, i, names);
+		int no = 0;
+		for (int a = 1; a < n; a += 2) {
+			memmove(&f[(size_t)no * CM_NFEATURES], &f[(size_t)a * CM_NFEATURES],
+				sizeof(float) * CM_NFEATURES);
+			q[no++] = g[a];
+		}
+		double *ph = malloc(sizeof(double) * (size_t)(no + 1));
+		if (no && cm_model_predict(h, no, f, ph) == 0)
+			rank_quality(no, q, ph, &wpw, &wrc);
+		free(ph);
+		cm_model_free(h);
+		/* f was compacted above: refill it for the held-out model */
+		j = 0;
+		for (int k = 0; k < all->n; k++)
+			if (all->w[k] == i)
+				memcpy(&f[(size_t)j++ * CM_NFEATURES], &all->f[(size_t)k * CM_NFEATURES],
+				       sizeof(float) * CM_NFEATURES);
+		if (n && cm_model_predict(m, n, f, p) == 0) {
+			rank_quality(n, g, p, &pw, &rc);
+			printf("%-8s %6d %10.3f %10.3f %14.3f %14.3f %10.3f\n", names[i], n, pw, rc,
+			       qpw, qrc, wpw);
+			sum += pw;
+			counted++;
+		} else {
+			printf("%-8s %6d %10s %10s %14.3f %14.3f\n", names[i], n, "untrained", "-",
+			       qpw, qrc);
+		}
+		free(f); free(g); free(p); free(q);
+		cm_model_free(m);
+	}
+	if (counted)
+		printf("%-8s %6s %10.3f   (mean)\n", "all", "", sum / counted);
+}
+
+/* Writes every row as a records file (tird-records/1, as tirctl export). */
+static int save_records(const char *path, const rows *r, int nw, tir_workload **w,
+			const tir_target *t)
+{
+	cJSON *o = cJSON_CreateObject(), *wl = cJSON_CreateObject(), *recs = cJSON_CreateArray();
+	cJSON_AddStringToObject(o, "format", "tird-records/1");
+	for (int i = 0; i < nw; i++)
+		cJSON_AddItemToObject(wl, tir_workload_key(w[i]),
+				      cJSON_Parse(tir_workload_canonical(w[i])));
+	cJSON_AddItemToObject(o, "workloads", wl);
+	for (int k = 0; k < r->n; k++) {
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "workload_key", tir_workload_key(w[r->w[k]]));
+		cJSON_AddStringToObject(x, "target", t->key);
+		cJSON_AddStringToObject(x, "trace", r->trace[k]);
+		cJSON_AddStringToObject(x, "status", r->status[k] == 0 ? "ok" : "error");
+		if (r->status[k] == 0 && r->us[k] > 0)
+			cJSON_AddNumberToObject(x, "latency_us", r->us[k]);
+		cJSON_AddItemToArray(recs, x);
+	}
+	cJSON_AddItemToObject(o, "records", recs);
+	char *text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	FILE *f = fopen(path, "w");
+	int rc = f && fputs(text, f) >= 0 ? 0 : -1;
+	if (f && fclose(f))
+		rc = -1;
+	free(text);
+	if (rc)
+		perror(path);
+	return rc;
+}
+
+/* The suite's name for a workload key, or the key's first 8 characters. */
+static void name_of(const char *key, char out[32])
+{
+	snprintf(out, 32, "%.8s", key);
+	int n = tu_suite_count();
+	for (int i = 0; i < n; i++) {
+		char *json = tu_suite_workload_at(i);
+		tir_error err;
+		tir_workload *w = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
+		if (w && !strcmp(tir_workload_key(w), key)) {
+			char *name = tu_suite_name(i);
+			snprintf(out, 32, "%s", name);
+			free(name);
+		}
+		tir_workload_free(w);
+		free(json);
+	}
+}
+
+/* Adds the records of one file (tird-records/1) to all, workloads to w[]. */
+static int load_records(const char *path, rows *all, tir_workload **w, char names[][32],
+			int *nw, tir_target *t)
+{
+	char *text = tu_read_file(path, NULL);
+	cJSON *o = text ? cJSON_Parse(text) : NULL;
+	free(text);
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
+	const cJSON *wls = cJSON_GetObjectItemCaseSensitive(o, "workloads");
+	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(o, "records");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "tird-records/1") ||
+	    !cJSON_IsObject(wls) || !cJSON_IsArray(recs)) {
+		fprintf(stderr, "%s: not a records file (tirctl export)\n", path);
+		cJSON_Delete(o);
+		return -1;
+	}
+	int skipped = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, recs) {
+		const cJSON *wk = cJSON_GetObjectItemCaseSensitive(x, "workload_key");
+		const cJSON *tg = cJSON_GetObjectItemCaseSensitive(x, "target");
+		const cJSON *tr = cJSON_GetObjectItemCaseSensitive(x, "trace");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "status");
+		const cJSON *us = cJSON_GetObjectItemCaseSensitive(x, "latency_us");
+		if (!cJSON_IsString(wk) || !cJSON_IsString(tg) || !cJSON_IsString(tr) ||
+		    !cJSON_IsString(st)) {
+			skipped++;
+			continue;
+		}
+		tir_error err;
+		if (!t->key[0] && tir_target_parse(tg->valuestring, t, &err)) {
+			fprintf(stderr, "%s: target %s: %s\n", path, tg->valuestring, err.msg);
+			cJSON_Delete(o);
+			return -1;
+		}
+		if (strcmp(tg->valuestring, t->key)) {
+			skipped++;
+			continue;
+		}
+		int wi = -1;
+		for (int i = 0; i < *nw; i++)
+			if (!strcmp(tir_workload_key(w[i]), wk->valuestring))
+				wi = i;
+		if (wi < 0 && *nw < MAXW) {
+			const cJSON *doc = cJSON_GetObjectItemCaseSensitive(wls, wk->valuestring);
+			char *js = doc ? cJSON_PrintUnformatted(doc) : NULL;
+			tir_workload *nwk = js ? tir_workload_parse(js, strlen(js), NULL, &err) : NULL;
+			free(js);
+			if (nwk) {
+				wi = (*nw)++;
+				w[wi] = nwk;
+				name_of(tir_workload_key(nwk), names[wi]);
+			}
+		}
+		bool ok = !strcmp(st->valuestring, "ok");
+		if (wi < 0 || !add_measured(all, wi, w[wi], t, tr->valuestring, ok ? 0 : 1,
+					    ok && cJSON_IsNumber(us) ? us->valuedouble : 0))
+			skipped++;
+	}
+	fprintf(stderr, "%s: %d records of %d workloads%s", path, all->n, *nw,
+		skipped ? "" : "\n");
+	if (skipped)
+		fprintf(stderr, ", %d skipped (other target, no workload, not replayable)\n", skipped);
+	cJSON_Delete(o);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int trials = 96, ns = 3;
-	const char *svgpath = NULL;
+	int trials = 96, ns = 3, nrecfiles = 0;
+	const char *svgpath = NULL, *savepath = NULL, *recfiles[MAXW];
 	char names[MAXW][32];
 	int nw = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--trials") && i + 1 < argc) trials = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) ns = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--svg") && i + 1 < argc) svgpath = argv[++i];
+		else if (!strcmp(argv[i], "--save") && i + 1 < argc) savepath = argv[++i];
+		else if (!strcmp(argv[i], "--records") && i + 1 < argc && nrecfiles < MAXW)
+			recfiles[nrecfiles++] = argv[++i];
 		else if (!strcmp(argv[i], "--suite") && i + 1 < argc) setenv("TIR_SUITE_JSON", argv[++i], 1);
 		else if (nw < MAXW) snprintf(names[nw++], 32, "%s", argv[i]);
 	}
 	if (ns > MAXS) ns = MAXS;
-	if (!nw) {
-		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] NAME...\n");
+	if (!nw && !nrecfiles) {
+		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] [--save FILE] NAME...\n"
+				"       costmodel_eval [--suite FILE] --records FILE...\n");
 		return 2;
 	}
 	tir_target t;
 	tir_error err;
+	tir_workload *w[MAXW];
+	rows all = { 0 };
+	if (nrecfiles) {
+		memset(&t, 0, sizeof t);
+		nw = 0;
+		for (int i = 0; i < nrecfiles; i++)
+			if (load_records(recfiles[i], &all, w, names, &nw, &t))
+				return 1;
+		printf("# records of %d workloads on %s: %d\n", nw, t.key, all.n);
+		held_out(&all, nw, names);
+		for (int i = 0; i < nw; i++)
+			tir_workload_free(w[i]);
+		rows_free(&all);
+		return 0;
+	}
 	if (tir_target_parse("cpu", &t, &err)) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
-	tir_workload *w[MAXW];
 	for (int i = 0; i < nw; i++) {
 		char *json = tu_suite_workload(names[i]);
 		if (!json || !(w[i] = tir_workload_parse(json, strlen(json), NULL, &err))) {
@@ -203,10 +512,9 @@ int main(int argc, char **argv)
 		free(json);
 	}
 	static run rr[MAXW][MAXS], rx[MAXW][MAXS];
-	rows all = { 0 };
 	printf("# target %s, %d trials, batch 16, %d seeds\n", t.key, trials, ns);
 	printf("%-8s %5s %12s %12s %8s\n", "name", "seed", "random_us", "xgboost_us", "x/r");
-	double ratios[MAXW];
+	fflush(stdout);
 	for (int i = 0; i < nw; i++) {
 		double rs[MAXS], xs[MAXS];
 		for (int s = 0; s < ns; s++) {
@@ -220,54 +528,14 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 		double mr = median(rs, ns), mx = median(xs, ns);
-		ratios[i] = mx / mr;
-		printf("%-8s %5s %12.1f %12.1f %8.3f   (median of seeds)\n", names[i], "med", mr, mx, ratios[i]);
+		printf("%-8s %5s %12.1f %12.1f %8.3f   (median of seeds)\n", names[i], "med", mr, mx,
+		       mx / mr);
+		fflush(stdout);
 	}
-	printf("\n# held out by workload: a model of the other workloads' records ranks this one's\n");
-	printf("%-8s %6s %10s %10s\n", "name", "rows", "pairwise", "top10_rec");
-	for (int i = 0; i < nw && nw > 1; i++) {
-		cm_model *m = train_without(&all, i, names);
-		int n = 0;
-		for (int k = 0; k < all.n; k++)
-			n += all.w[k] == i;
-		float *f = malloc(sizeof(float) * (size_t)n * CM_NFEATURES);
-		double *g = malloc(sizeof(double) * (size_t)n), *p = malloc(sizeof(double) * (size_t)n);
-		int j = 0;
-		for (int k = 0; k < all.n; k++)
-			if (all.w[k] == i) {
-				memcpy(&f[(size_t)j * CM_NFEATURES], &all.f[(size_t)k * CM_NFEATURES], sizeof(float) * CM_NFEATURES);
-				g[j++] = all.g[k];
-			}
-		if (cm_model_predict(m, n, f, p) == 0) {
-			long ok = 0, tot = 0;
-			for (int a = 0; a < n; a++)
-				for (int b = a + 1; b < n; b++)
-					if (g[a] != g[b]) {
-						tot++;
-						ok += (p[a] > p[b]) == (g[a] > g[b]);
-					}
-			/* top-10 recall: the true ten best among the predicted ten best */
-			int k10 = n < 10 ? n : 10, hit = 0;
-			int *ti = malloc(sizeof(int) * (size_t)n), *pi = malloc(sizeof(int) * (size_t)n);
-			for (int a = 0; a < n; a++)
-				ti[a] = pi[a] = a;
-			for (int a = 0; a < k10; a++)
-				for (int b = a + 1; b < n; b++) {
-					if (g[ti[b]] > g[ti[a]]) { int x = ti[a]; ti[a] = ti[b]; ti[b] = x; }
-					if (p[pi[b]] > p[pi[a]]) { int x = pi[a]; pi[a] = pi[b]; pi[b] = x; }
-				}
-			for (int a = 0; a < k10; a++)
-				for (int b = 0; b < k10; b++)
-					hit += ti[a] == pi[b];
-			printf("%-8s %6d %10.3f %10.3f\n", names[i], n, tot ? (double)ok / tot : 1, k10 ? (double)hit / k10 : 0);
-			free(ti);
-			free(pi);
-		} else {
-			printf("%-8s %6d %10s %10s\n", names[i], n, "untrained", "-");
-		}
-		free(f); free(g); free(p);
-		cm_model_free(m);
-	}
+	if (savepath && save_records(savepath, &all, nw, w, &t) == 0)
+		printf("\n# records: %s\n", savepath);
+	held_out(&all, nw, names);
+	fflush(stdout);
 	printf("\n# transfer: best latency after the first two batches, cold vs trained on the other workloads\n");
 	printf("%-8s %12s %12s %8s\n", "name", "cold_us", "warm_us", "w/c");
 	for (int i = 0; i < nw && nw > 1; i++) {
@@ -278,7 +546,8 @@ int main(int argc, char **argv)
 		double cold = rx[i][0].nb >= 2 ? rx[i][0].curve[1] : rx[i][0].best;
 		double hot = warm.nb >= 2 ? warm.curve[1] : warm.best;
 		printf("%-8s %12.1f %12.1f %8.3f\n", names[i], cold, hot, hot / cold);
-		free(scratch.f); free(scratch.g); free(scratch.w);
+		fflush(stdout);
+		rows_free(&scratch);
 		cm_model_free(m);
 	}
 	if (svgpath) {
@@ -287,6 +556,6 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nw; i++)
 		tir_workload_free(w[i]);
-	free(all.f); free(all.g); free(all.w);
+	rows_free(&all);
 	return 0;
 }

@@ -19,7 +19,7 @@
 
 /* ---- features.c ---------------------------------------------------------- */
 
-#define CM_NFEATURES 64
+#define CM_NFEATURES 75
 
 /* The names of the features, for people and for the evaluation. */
 extern const char *const cm_feature_names[CM_NFEATURES];
@@ -36,7 +36,7 @@ typedef struct cm_model cm_model;
 
 /* An empty model: it predicts nothing until it has been trained on at least
  * CM_MIN_ROWS rows of which some succeeded. */
-#define CM_MIN_ROWS 32
+#define CM_MIN_ROWS 16
 cm_model *cm_model_new(void);
 void cm_model_free(cm_model *m);
 

@@ -5,7 +5,9 @@
  * lowered: arithmetic, bytes moved at each memory level and how they are
  * reused, strides of the innermost and thread-bound loops (vectorization and
  * coalescing), parallelism, thread-block shape, shared memory, registers,
- * occupancy and waves.  They are computed from the scheduled program and the
+ * occupancy and waves; and an analytical estimate of the bytes that reach
+ * each cache level, from the footprint of every block at every loop level,
+ * with the roofline it implies.  They are computed from the scheduled program and the
  * allocations of codegen/lower.c, never from generated source, and in one walk
  * over the blocks (tens of microseconds for a suite workload: bench/).
  *
@@ -54,7 +56,12 @@ enum { SC_LOAD, SC_STORE, SC_UNIQUE, SC_REUSE, SC_STRIDE0, SC_STRIDE1, SC_STRIDE
 enum { F_MAIN = F_SCOPES + NSCOPES * SC_N };
 enum { AC_UNIQUE, AC_REUSE, AC_INNER_STRIDE, AC_THREAD_STRIDE, AC_N };
 #define MAIN_ACC 4
-enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_END };
+enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_TRAFFIC };
+/* Estimated traffic into a cache of each capacity in cache_bytes[] (log2
+ * bytes, then log2 bytes per op), then the register-tile features and the
+ * roofline estimate (see traffic() below). */
+#define NCACHES 4
+enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE, F_END };
 
 _Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
 
@@ -72,6 +79,9 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	AC(0), AC(1), AC(2), AC(3),
 #undef AC
 	"main_depth", "problem_bytes",
+	"traffic_reg", "traffic_l1", "traffic_l2", "traffic_llc",
+	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
+	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
@@ -84,6 +94,8 @@ typedef struct fctx {
 	double scope_cnt[NSCOPES];            /* accesses per scope, for fractions */
 	double scope_raw[NSCOPES][SC_N];
 	double global_unique;
+	double traffic[NCACHES];              /* bytes, summed over blocks */
+	double par_eff;                       /* cores kept busy by the main block */
 	const tir_block *main;
 } fctx;
 
@@ -222,6 +234,148 @@ static void load_access(tir_expr *load, void *ctx)
 	lc->slot++;
 }
 
+/* ---- cache traffic: an analytical estimate ------------------------------------ */
+
+/* The capacities traffic is estimated for: registers, then the first-level
+ * cache (shared memory / L1 on a GPU), one core's L2 (on a GPU a share of
+ * it), the last level. */
+static void cache_sizes(const tir_target *t, double out[NCACHES])
+{
+	out[0] = 1024;
+	if (t->kind == TIR_TARGET_CUDA) {
+		out[1] = 48 * 1024;
+		out[2] = 1 << 20;
+		out[3] = t->l2_bytes > 0 ? (double)t->l2_bytes : 50.0 * (1 << 20);
+	} else {
+		out[1] = 32 * 1024;
+		out[2] = 1 << 20;
+		out[3] = 32.0 * (1 << 20);
+	}
+}
+
+/* One access of a block: its buffer and its indices in loop variables. */
+typedef struct acc {
+	const tir_buffer *buf;
+	tir_expr *idx[TIR_MAX_DIMS];
+	bool store;
+} acc;
+
+#define MAX_ACC 16
+struct accs { fctx *c; const tir_block *b; acc a[MAX_ACC]; int n; };
+
+static void add_acc(struct accs *x, const tir_buffer *buf, tir_expr *const *idx, bool store)
+{
+	if (x->n == MAX_ACC)
+		return;
+	acc *a = &x->a[x->n++];
+	a->buf = buf;
+	a->store = store;
+	for (int d = 0; d < buf->ndim; d++)
+		a->idx[d] = lower_bind(&x->c->L, x->b, idx[d]);
+}
+
+static void collect_load(tir_expr *load, void *ctx)
+{
+	add_acc(ctx, load->buf, load->idx, false);
+}
+
+/* Bytes access a touches while the loops not fixed in env run. */
+static double touched(const tir_env *env, const acc *a)
+{
+	double u = (double)dtype_bytes(a->buf->dtype);
+	for (int d = 0; d < a->buf->ndim; d++) {
+		int64_t lo, hi;
+		double ext = (double)a->buf->shape[d];
+		if (expr_bounds(a->idx[d], env, &lo, &hi)) {
+			if (lo < 0) lo = 0;
+			if (hi > a->buf->shape[d] - 1) hi = a->buf->shape[d] - 1;
+			ext = hi >= lo ? (double)(hi - lo + 1) : 1;
+		}
+		u *= ext;
+	}
+	return u;
+}
+
+/* The footprint of the block at every loop level (loops l[0..k) fixed, the
+ * rest running): U[k][a] bytes per access.  Traffic into a cache of capacity
+ * C: at the outermost level k whose footprint fits, each access brings in its
+ * footprint once per iteration of the loops outside k; data touched again
+ * further out is assumed evicted.  For the main block also the register
+ * tile: the outputs held across the innermost reduction loop (accumulators)
+ * and the bytes its body loads per operation. */
+static void traffic(fctx *c, tir_block *b, const loopinfo *li, double ops)
+{
+	struct accs x = { .c = c, .b = b };
+	expr_visit_loads(b->value, collect_load, &x);
+	add_acc(&x, b->store, b->store_idx, true);
+	int n = li->n;
+	double U[65][MAX_ACC];
+	double F[65];
+	tir_env *env = &c->L.env;
+	for (int k = 0; k <= n; k++) {
+		if (k > 0)
+			env_set(env, li->l[k - 1]->var, 0, 0);
+		F[k] = 0;
+		for (int a = 0; a < x.n; a++)
+			F[k] += U[k][a] = touched(env, &x.a[a]);
+	}
+	for (int k = 0; k < n; k++)
+		env_set(env, li->l[k]->var, 0, li->l[k]->extent - 1);
+
+	double cap[NCACHES];
+	cache_sizes(c->t, cap);
+	for (int ci = 0; ci < NCACHES; ci++) {
+		int k = 0;
+		double outer = 1;
+		while (k < n && F[k] > cap[ci])
+			outer *= (double)li->l[k++]->extent;
+		c->traffic[ci] += F[k] * outer;
+	}
+	if (b != c->main)
+		return;
+	/* the innermost loop the output does not depend on: a reduction loop */
+	const acc *st = &x.a[x.n - 1];
+	int r = -1;
+	for (int k = 0; k < n; k++) {
+		bool uses = false;
+		for (int d = 0; d < st->buf->ndim && !uses; d++)
+			uses = expr_uses_var(st->idx[d], li->l[k]->var);
+		if (!uses && li->l[k]->extent > 1)
+			r = k;
+	}
+	if (r < 0)
+		return;
+	double inner = 1, loads = 0;
+	for (int k = r + 1; k < n; k++)
+		inner *= (double)li->l[k]->extent;
+	for (int a = 0; a + 1 < x.n; a++)
+		loads += U[r + 1][a];
+	c->f[F_ACCUM] = lg(U[r + 1][x.n - 1] / dtype_bytes(st->buf->dtype));
+	c->f[F_MICRO_BYTES] = (float)(loads / (inner * (ops > 0 ? ops : 1)));
+}
+
+/* Cycles per operation of an idealised machine: the slowest of arithmetic
+ * and each cache level's bandwidth, over the processors kept busy. */
+static double roofline(const fctx *c)
+{
+	const tir_target *t = c->t;
+	double compute, bw[NCACHES];
+	if (t->kind == TIR_TARGET_CUDA) {
+		compute = c->flops / 256.0;                 /* 128 FMA lanes per SM */
+		bw[0] = 256; bw[1] = 128; bw[2] = 64; bw[3] = 24;
+	} else {
+		double lanes = t->vector_bytes > 0 ? t->vector_bytes / 4.0 : 4;
+		compute = c->vec_flops / (4 * lanes) + (c->flops - c->vec_flops) / 4;
+		bw[0] = 128; bw[1] = 64; bw[2] = 32; bw[3] = 8;
+	}
+	double worst = compute;
+	for (int i = 0; i < NCACHES; i++)
+		if (c->traffic[i] / bw[i] > worst)
+			worst = c->traffic[i] / bw[i];
+	double par = c->par_eff > 1 ? c->par_eff : 1;
+	return worst / par / (c->flops > 0 ? c->flops : 1);
+}
+
 static void block_features(tir_block *b, void *ctx)
 {
 	fctx *c = ctx;
@@ -236,6 +390,7 @@ static void block_features(tir_block *b, void *ctx)
 	struct loads_ctx lc = { c, b, &li, is_main, 0 };
 	expr_visit_loads(b->value, load_access, &lc);
 	access(c, b, &li, b->store, b->store_idx, true, is_main ? MAIN_ACC - 1 : -1);
+	traffic(c, b, &li, ops);
 	float *f = c->f;
 	if (li.vec)
 		for (int i = 0; i < li.n; i++)
@@ -272,6 +427,7 @@ static void block_features(tir_block *b, void *ctx)
 		int cores = c->t->cores > 0 ? c->t->cores : 1;
 		double rounds = ceil(par / cores);
 		f[F_PAR_BALANCE] = par > 1 ? (float)(par / (rounds * cores)) : 0;
+		c->par_eff = par / rounds;
 		f[F_GRID] = lg(grid);
 		f[F_THREADS] = lg(threads);
 		f[F_VTHREADS] = lg(vthreads);
@@ -310,6 +466,8 @@ static void block_features(tir_block *b, void *ctx)
 			double waves = slots > 0 ? grid / slots : 0;
 			f[F_WAVES] = lg(waves);
 			f[F_WAVE_EFF] = waves > 0 ? (float)(waves / ceil(waves)) : 0;
+			double sms = c->t->sm_count > 0 ? c->t->sm_count : 1;
+			c->par_eff = grid < sms ? grid : sms;
 		}
 	}
 }
@@ -387,6 +545,11 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 		problem += e;
 	}
 	out[F_PROBLEM] = lg(problem);
+	for (int i = 0; i < NCACHES; i++) {
+		out[F_TRAFFIC + i] = lg(c.traffic[i]);
+		out[F_TRAFFIC + NCACHES + i] = (float)log2(1e-9 + c.traffic[i] / (c.flops > 0 ? c.flops : 1));
+	}
+	out[F_ROOFLINE] = (float)log2(1e-9 + roofline(&c));
 	for (int i = 0; i < CM_NFEATURES; i++)
 		if (!isfinite(out[i]))
 			out[i] = 0;

@@ -16,8 +16,9 @@
  *      one already in the pool is dropped;
  *   c. the last generation is scored too, so every candidate in the pool has
  *      a score;
- *   d. the batch: the unmeasured candidates of the pool, best score first,
- *      with SEARCH_EPSILON of the batch drawn at random from the rest;
+ *   d. the batch: the unmeasured candidates of the pool ranked by score;
+ *      1 - SEARCH_EPSILON of the batch drawn at random from the best
+ *      SEARCH_TOP_FRACTION of them, the rest at random from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
  *      GFLOP/s (0 for a failure).
@@ -439,11 +440,24 @@ static int pick_batch(search *S, int max, int *batch)
 	int take = n < max ? n : max;
 	int nrand = (int)floor(take * SEARCH_EPSILON + 0.5);
 	int ntop = take - nrand, k = 0;
-	for (; k < ntop; k++)
-		batch[k] = c[k];
+	/* the model's share: drawn at random from the best-scored fraction of
+	 * the pool, not its ntop best.  A model trained on tens of rows ranks
+	 * regions, not candidates: its very top is a cluster of near-twins
+	 * around what it has seen, which teaches it nothing new, while the top
+	 * fraction keeps its signal and the variety of the pool. */
+	int top = (int)ceil(n * SEARCH_TOP_FRACTION);
+	if (top < ntop)
+		top = ntop;
+	for (int left = top; k < ntop; k++, left--) {
+		int j = k + (int)(search_rand(&S->rng) % (uint64_t)left);
+		int x = c[j];
+		c[j] = c[k];
+		c[k] = x;
+		batch[k] = x;
+	}
 	/* the random share: drawn without replacement from the rest */
-	for (int rest = n - ntop; k < take; k++, rest--) {
-		int j = ntop + (int)(search_rand(&S->rng) % (uint64_t)rest);
+	for (int left = n - ntop; k < take; k++, left--) {
+		int j = k + (int)(search_rand(&S->rng) % (uint64_t)left);
 		int x = c[j];
 		c[j] = c[k];
 		c[k] = x;
