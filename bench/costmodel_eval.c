@@ -12,8 +12,9 @@
  *  - held out by workload: a model trained on the other workloads' records
  *    ranks this workload's records: pairwise accuracy and top-10 recall, and
  *    the same for the analytical roofline feature alone, for comparison;
- *  - transfer: a run of each workload starting from a model trained on the
- *    other workloads, against the cold runs, after the first two batches.
+ *  - warm: runs of each workload (every seed) under a model first trained on
+ *    the other workloads' records, as tird's shared per-target model starts
+ *    a new workload; transfer compares warm and cold after two batches.
  * Prints one table per part; with --svg, writes the curves as an SVG plot;
  * with --save, every measured candidate as a records file in the format of
  * `tirctl export` (tird-records/1).
@@ -511,45 +512,59 @@ int main(int argc, char **argv)
 		}
 		free(json);
 	}
-	static run rr[MAXW][MAXS], rx[MAXW][MAXS];
+	static run rr[MAXW][MAXS], rx[MAXW][MAXS], rw[MAXW][MAXS];
 	printf("# target %s, %d trials, batch 16, %d seeds\n", t.key, trials, ns);
-	printf("%-8s %5s %12s %12s %8s\n", "name", "seed", "random_us", "xgboost_us", "x/r");
+	printf("# random: the random model; cold: XGBoost from nothing; warm: XGBoost first\n"
+	       "# trained on the other workloads' records (as tird's shared model), both\n"
+	       "# retrained online\n");
+	printf("%-8s %5s %12s %12s %12s %8s %8s\n", "name", "seed", "random_us", "cold_us",
+	       "warm_us", "c/r", "w/r");
 	fflush(stdout);
-	for (int i = 0; i < nw; i++) {
-		double rs[MAXS], xs[MAXS];
+	for (int i = 0; i < nw; i++)
 		for (int s = 0; s < ns; s++) {
 			tune(w[i], &t, i, trials, (uint64_t)s + 1, NULL, &all, &rr[i][s]);
 			cm_model *m = cm_model_new();
 			tune(w[i], &t, i, trials, (uint64_t)s + 1, m, &all, &rx[i][s]);
 			cm_model_free(m);
+		}
+	/* warm: the records of the other workloads' random and cold runs */
+	for (int i = 0; i < nw && nw > 1; i++)
+		for (int s = 0; s < ns; s++) {
+			cm_model *m = train_without(&all, i, names);
+			rows scratch = { 0 };
+			tune(w[i], &t, i, trials, (uint64_t)s + 1, m, &scratch, &rw[i][s]);
+			rows_free(&scratch);
+			cm_model_free(m);
+		}
+	for (int i = 0; i < nw; i++) {
+		double rs[MAXS], xs[MAXS], ws[MAXS];
+		for (int s = 0; s < ns; s++) {
 			rs[s] = rr[i][s].best;
 			xs[s] = rx[i][s].best;
-			printf("%-8s %5d %12.1f %12.1f %8.3f\n", names[i], s + 1, rs[s], xs[s], xs[s] / rs[s]);
-			fflush(stdout);
+			ws[s] = nw > 1 ? rw[i][s].best : 0;
+			printf("%-8s %5d %12.1f %12.1f %12.1f %8.3f %8.3f\n", names[i], s + 1, rs[s], xs[s],
+			       ws[s], xs[s] / rs[s], ws[s] / rs[s]);
 		}
-		double mr = median(rs, ns), mx = median(xs, ns);
-		printf("%-8s %5s %12.1f %12.1f %8.3f   (median of seeds)\n", names[i], "med", mr, mx,
-		       mx / mr);
-		fflush(stdout);
+		double mr = median(rs, ns), mx = median(xs, ns), mw = median(ws, ns);
+		printf("%-8s %5s %12.1f %12.1f %12.1f %8.3f %8.3f   (median of seeds)\n", names[i],
+		       "med", mr, mx, mw, mx / mr, mw / mr);
 	}
+	fflush(stdout);
 	if (savepath && save_records(savepath, &all, nw, w, &t) == 0)
 		printf("\n# records: %s\n", savepath);
 	held_out(&all, nw, names);
-	fflush(stdout);
-	printf("\n# transfer: best latency after the first two batches, cold vs trained on the other workloads\n");
+	printf("\n# transfer: best latency after the first two batches, cold vs warm (median of seeds)\n");
 	printf("%-8s %12s %12s %8s\n", "name", "cold_us", "warm_us", "w/c");
 	for (int i = 0; i < nw && nw > 1; i++) {
-		cm_model *m = train_without(&all, i, names);
-		rows scratch = { 0 };
-		run warm;
-		tune(w[i], &t, i, 32, 1, m, &scratch, &warm);
-		double cold = rx[i][0].nb >= 2 ? rx[i][0].curve[1] : rx[i][0].best;
-		double hot = warm.nb >= 2 ? warm.curve[1] : warm.best;
-		printf("%-8s %12.1f %12.1f %8.3f\n", names[i], cold, hot, hot / cold);
-		fflush(stdout);
-		rows_free(&scratch);
-		cm_model_free(m);
+		double c2[MAXS], w2[MAXS];
+		for (int s = 0; s < ns; s++) {
+			c2[s] = rx[i][s].nb >= 2 ? rx[i][s].curve[1] : rx[i][s].best;
+			w2[s] = rw[i][s].nb >= 2 ? rw[i][s].curve[1] : rw[i][s].best;
+		}
+		double mc = median(c2, ns), mw = median(w2, ns);
+		printf("%-8s %12.1f %12.1f %8.3f\n", names[i], mc, mw, mw / mc);
 	}
+	fflush(stdout);
 	if (svgpath) {
 		svg(svgpath, nw, names, rr, rx, ns);
 		printf("\n# curves: %s\n", svgpath);

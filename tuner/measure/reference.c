@@ -187,56 +187,68 @@ REF_HOT static void ref_matmul_rows(const tir_workload *w, const double *A, cons
 	}
 }
 
-typedef struct mm_part {
-	const tir_workload *w;
-	const double *A, *B;
-	double *C;
-	int64_t i0, i1;
-} mm_part;
+/* The operators compute a part [lo, hi) of one output axis (matmul rows,
+ * convolution output channels); large ones split the axis over threads,
+ * joined before returning, so a caller that forks afterwards forks a
+ * single-threaded process. */
+typedef void (*ref_part_fn)(const tir_workload *w, const double *X, const double *W,
+			    double *Y, int64_t lo, int64_t hi);
 
-static void *mm_thread(void *arg)
+typedef struct ref_part {
+	ref_part_fn fn;
+	const tir_workload *w;
+	const double *X, *W;
+	double *Y;
+	int64_t lo, hi;
+} ref_part;
+
+static void *ref_thread(void *arg)
 {
-	mm_part *p = arg;
-	ref_matmul_rows(p->w, p->A, p->B, p->C, p->i0, p->i1);
+	ref_part *p = arg;
+	p->fn(p->w, p->X, p->W, p->Y, p->lo, p->hi);
 	return NULL;
 }
 
-/* Large products split their rows over threads (joined before returning, so
- * a caller that forks afterwards forks a single-threaded process). */
 #define REF_MAX_THREADS 64
-static void ref_matmul(const tir_workload *w, const double *A, const double *B, double *C)
+static void ref_split(ref_part_fn fn, const tir_workload *w, const double *X, const double *W,
+		      double *Y, int64_t n, double macs)
 {
-	double macs = (double)(w->batch > 0 ? w->batch : 1) * (double)w->M * (double)w->N *
-		      (double)w->K;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	int nt = macs < 1e8 || cores < 2 ? 1 : cores > REF_MAX_THREADS ? REF_MAX_THREADS : (int)cores;
-	if (nt > w->M)
-		nt = (int)w->M;
-	mm_part part[REF_MAX_THREADS];
+	if (nt > n)
+		nt = n > 0 ? (int)n : 1;
+	ref_part part[REF_MAX_THREADS];
 	pthread_t tid[REF_MAX_THREADS];
 	bool running[REF_MAX_THREADS] = { false };
 	for (int t = 0; t < nt; t++)
-		part[t] = (mm_part){ w, A, B, C, w->M * t / nt, w->M * (t + 1) / nt };
+		part[t] = (ref_part){ fn, w, X, W, Y, n * t / nt, n * (t + 1) / nt };
 	for (int t = 1; t < nt; t++)
-		running[t] = pthread_create(&tid[t], NULL, mm_thread, &part[t]) == 0;
-	ref_matmul_rows(w, A, B, C, part[0].i0, part[0].i1);
+		running[t] = pthread_create(&tid[t], NULL, ref_thread, &part[t]) == 0;
+	fn(w, X, W, Y, part[0].lo, part[0].hi);
 	for (int t = 1; t < nt; t++) {
 		if (running[t])
 			pthread_join(tid[t], NULL);
 		else       /* no thread: this part here */
-			ref_matmul_rows(w, A, B, C, part[t].i0, part[t].i1);
+			fn(w, X, W, Y, part[t].lo, part[t].hi);
 	}
 }
 
+static void ref_matmul(const tir_workload *w, const double *A, const double *B, double *C)
+{
+	double macs = (double)(w->batch > 0 ? w->batch : 1) * (double)w->M * (double)w->N *
+		      (double)w->K;
+	ref_split(ref_matmul_rows, w, A, B, C, w->M, macs);
+}
+
 /* Forward convolution, grouped or depthwise. */
-REF_HOT static void ref_conv(const tir_workload *w, const double *X, const double *W,
-		     double *Y)
+REF_HOT static void ref_conv_channels(const tir_workload *w, const double *X,
+				      const double *W, double *Y, int64_t k0, int64_t k1)
 {
 	geom g = geom_of(w);
 	bool dw = w->op == TIR_OP_DEPTHWISE_CONV2D;
 	int64_t cg = dw ? 1 : g.c / g.groups, kg = dw ? g.mult : g.k / g.groups;
 	for (int64_t n = 0; n < g.n; n++)
-	for (int64_t k = 0; k < g.k; k++)
+	for (int64_t k = k0; k < k1; k++)
 	for (int64_t o0 = 0; o0 < g.out[0]; o0++)
 	for (int64_t o1 = 0; o1 < g.out[1]; o1++)
 	for (int64_t o2 = 0; o2 < g.out[2]; o2++) {
@@ -266,13 +278,11 @@ REF_HOT static void ref_conv(const tir_workload *w, const double *X, const doubl
 }
 
 /* Transposed convolution, written as the scatter that defines it. */
-REF_HOT static void ref_conv_transpose(const tir_workload *w, const double *X,
-			       const double *W, double *Y, int64_t ny)
+REF_HOT static void ref_conv_transpose_part(const tir_workload *w, const double *X,
+					    const double *W, double *Y, int64_t kk0, int64_t kk1)
 {
 	geom g = geom_of(w);
 	int64_t cg = g.c / g.groups, kg = g.k / g.groups;
-	for (int64_t i = 0; i < ny; i++)
-		Y[i] = 0;
 	for (int64_t n = 0; n < g.n; n++)
 	for (int64_t c = 0; c < g.c; c++)
 	for (int64_t i0 = 0; i0 < g.in[0]; i0++)
@@ -280,7 +290,7 @@ REF_HOT static void ref_conv_transpose(const tir_workload *w, const double *X,
 	for (int64_t i2 = 0; i2 < g.in[2]; i2++) {
 		double x = X[act(&g, g.in, g.c, n, c, i0, i1, i2)];
 		int64_t grp = c / cg;
-		for (int64_t kk = 0; kk < kg; kk++)
+		for (int64_t kk = kk0; kk < kk1; kk++)
 		for (int64_t r0 = 0; r0 < g.ker[0]; r0++)
 		for (int64_t r1 = 0; r1 < g.ker[1]; r1++)
 		for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
@@ -294,6 +304,30 @@ REF_HOT static void ref_conv_transpose(const tir_workload *w, const double *X,
 			Y[act(&g, g.out, g.k, n, grp * kg + kk, o0, o1, o2)] += x * f;
 		}
 	}
+}
+
+static double conv_macs(const tir_workload *w)
+{
+	double m = (double)w->n * (double)w->k *
+		   (double)(w->op == TIR_OP_DEPTHWISE_CONV2D ? 1 : w->c / w->groups);
+	for (int d = 0; d < w->nd; d++)
+		m *= (double)w->out[d] * (double)w->kernel[d];
+	return m;
+}
+
+static void ref_conv(const tir_workload *w, const double *X, const double *W, double *Y)
+{
+	ref_split(ref_conv_channels, w, X, W, Y, w->k, conv_macs(w));
+}
+
+/* Threads take disjoint output channels of each group (the scatter writes
+ * k = group * K/groups + kk), so no two add to one element. */
+static void ref_conv_transpose(const tir_workload *w, const double *X, const double *W,
+			       double *Y, int64_t ny)
+{
+	for (int64_t i = 0; i < ny; i++)
+		Y[i] = 0;
+	ref_split(ref_conv_transpose_part, w, X, W, Y, w->k / w->groups, conv_macs(w));
 }
 
 /* Output channel of flat output index i. */
