@@ -4,7 +4,7 @@
  *
  *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE]
  *                        [--save FILE] NAME...
- *   bench/costmodel_eval --records FILE...
+ *   bench/costmodel_eval --records FILE... [--dump TSV]
  *
  * For each suite workload NAME and seed: tir_tune under the random model and
  * under a cold XGBoost model at the same trial budget; the best latency after
@@ -21,7 +21,8 @@
  *
  * With --records, nothing is tuned: the held-out table is computed from
  * records measured by tird (`tirctl export FILE`) or saved by --save, the
- * features recomputed by this build from the traces.
+ * features recomputed by this build from the traces; --dump writes them,
+ * one row per record, as a table.
  */
 #include <math.h>
 #include <stdio.h>
@@ -342,6 +343,27 @@ static void held_out(const rows *all, int nw, char names[][32])
 		printf("%-8s %6s %10.3f   (mean)\n", "all", "", sum / counted);
 }
 
+/* Every row as a table (workload, GFLOP/s, features by name), for study. */
+static int dump_rows(const char *path, const rows *r, char names[][32])
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		return -1;
+	}
+	fprintf(f, "workload\tgflops");
+	for (int j = 0; j < CM_NFEATURES; j++)
+		fprintf(f, "\t%s", cm_feature_names[j]);
+	fputc('\n', f);
+	for (int i = 0; i < r->n; i++) {
+		fprintf(f, "%s\t%g", names[r->w[i]], r->g[i]);
+		for (int j = 0; j < CM_NFEATURES; j++)
+			fprintf(f, "\t%g", r->f[(size_t)i * CM_NFEATURES + (size_t)j]);
+		fputc('\n', f);
+	}
+	return fclose(f) ? -1 : 0;
+}
+
 /* Writes every row as a records file (tird-records/1, as tirctl export). */
 static int save_records(const char *path, const rows *r, int nw, tir_workload **w,
 			const tir_target *t)
@@ -464,7 +486,7 @@ static int load_records(const char *path, rows *all, tir_workload **w, char name
 int main(int argc, char **argv)
 {
 	int trials = 96, ns = 3, nrecfiles = 0;
-	const char *svgpath = NULL, *savepath = NULL, *recfiles[MAXW];
+	const char *svgpath = NULL, *savepath = NULL, *dumppath = NULL, *recfiles[MAXW];
 	char names[MAXW][32];
 	int nw = 0;
 	for (int i = 1; i < argc; i++) {
@@ -472,6 +494,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) ns = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--svg") && i + 1 < argc) svgpath = argv[++i];
 		else if (!strcmp(argv[i], "--save") && i + 1 < argc) savepath = argv[++i];
+		else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dumppath = argv[++i];
 		else if (!strcmp(argv[i], "--records") && i + 1 < argc && nrecfiles < MAXW)
 			recfiles[nrecfiles++] = argv[++i];
 		else if (!strcmp(argv[i], "--suite") && i + 1 < argc) setenv("TIR_SUITE_JSON", argv[++i], 1);
@@ -494,6 +517,8 @@ int main(int argc, char **argv)
 			if (load_records(recfiles[i], &all, w, names, &nw, &t))
 				return 1;
 		printf("# records of %d workloads on %s: %d\n", nw, t.key, all.n);
+		if (dumppath && dump_rows(dumppath, &all, names))
+			return 1;
 		held_out(&all, nw, names);
 		for (int i = 0; i < nw; i++)
 			tir_workload_free(w[i]);
