@@ -503,6 +503,31 @@ START_TEST(test_too_many_threads)
 }
 END_TEST
 
+/* MM64 (64 x 64 x 64): the k loop unrolled is 64 copies of the block, j too
+ * 4096 > VFY_MAX_UNROLLED; as an auto_unroll_max_step the same, and a
+ * step below the nest's size unrolls nothing. */
+START_TEST(test_unrolled_too_much)
+{
+	prog g = build(MM64);
+	tir_block *c = blk(&g, "compute");
+	bind(loop(c, 0), TIR_BLOCK_X);
+	loop(c, 2)->loop_kind = LOOP_UNROLLED;
+	ok(&g, &t_cuda);
+	loop(c, 1)->loop_kind = LOOP_UNROLLED;
+	ok(&g, &t_cpu);
+	bad(&g, &t_cuda, "unrolls to 4096 block instances, more than 2048");
+	loop(c, 1)->loop_kind = LOOP_SERIAL;
+	loop(c, 2)->loop_kind = LOOP_SERIAL;
+	tir_stmt *j = loop(c, 1);
+	j->ann[j->nann].key = "auto_unroll_max_step";
+	j->ann[j->nann++].value = 4096;
+	bad(&g, &t_cuda, "unrolls to 4096 block instances");
+	j->ann[j->nann - 1].value = 512;     /* j's nest is 4096: only k unrolls */
+	ok(&g, &t_cuda);
+	drop(&g);
+}
+END_TEST
+
 START_TEST(test_thread_extent_limit)
 {
 	prog g = build("{\"op\":\"matmul\",\"M\":128,\"N\":8,\"K\":8}");
@@ -780,6 +805,7 @@ static Suite *make_verify_suite(void)
 	tcase_add_test(tc, test_reduction_bound_to_block);
 	tcase_add_test(tc, test_too_many_threads);
 	tcase_add_test(tc, test_thread_extent_limit);
+	tcase_add_test(tc, test_unrolled_too_much);
 	tcase_add_test(tc, test_blockidx_nested);
 	tcase_add_test(tc, test_shared_memory_limit);
 	tcase_add_test(tc, test_shared_in_two_kernels);

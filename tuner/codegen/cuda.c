@@ -876,10 +876,11 @@ static void cu_hw_loop(cu_gen *g, const tir_stmt *l, int depth)
 	buf_puts(o, "}\n");
 }
 
-/* Body copies of s fully unrolled: extent times the sum over its children. */
+/* Body copies of s fully unrolled: extent times the sum over its children
+ * (a tensorized nest is one call). */
 static int64_t unrolled_size(const tir_stmt *s)
 {
-	if (s->kind == STMT_BLOCK)
+	if (s->kind == STMT_BLOCK || intrin_of_loop(s))
 		return 1;
 	int64_t n = 0;
 	for (int i = 0; i < s->nkids; i++) {

@@ -67,6 +67,7 @@
 #define MAX_VTHREADS 1        /* see the note at draw_tiles */
 #define MAX_REGS 64          /* accumulators per thread: S1 * S3 * S4 */
 #define MAX_RTILE 64         /* reduction steps staged per R0 iteration: R1 * R2 */
+#define MAX_R2 8             /* unrolled reduction steps: the product of the R2 */
 #define DRAWS 256
 
 /* Cross-thread reduction: used when the spatial extent is below
@@ -181,17 +182,21 @@ static void draw_tiles(tir_sched *s, const sketch_nest *n,
 			memcpy(sf, cur, sizeof(int64_t) * NS_LEVELS * (size_t)n->ns);
 		}
 	}
+	/* R2 loops are unrolled inside the register tile: their product over
+	 * every reduction loop stays at most MAX_R2 (a convolution has three) */
+	int64_t r2 = 1;
 	for (int i = 0; i < n->nr; i++) {
 		int64_t r[NR_LEVELS];
 		for (int k = 0; k < DRAWS; k++) {
 			sched_draw_factors(s, n->rext[i], NR_LEVELS, r);
-			if (r[1] * r[2] <= MAX_RTILE && r[2] <= 8)
+			if (r[1] * r[2] <= MAX_RTILE && r2 * r[2] <= MAX_R2)
 				break;
 		}
-		if (r[1] * r[2] > MAX_RTILE) {      /* keep the staged tile small */
+		if (r[1] * r[2] > MAX_RTILE || r2 * r[2] > MAX_R2) {   /* keep the tiles small */
 			r[0] = n->rext[i];
 			r[1] = r[2] = 1;
 		}
+		r2 *= r[2];
 		memcpy(rf[i], r, sizeof r);
 	}
 }
@@ -447,8 +452,8 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 	/* the accumulator in registers, written back per thread; registers need
 	 * indices known at compile time, so every loop over the accumulator
 	 * tile is unrolled: the write-back's, the init's (decomposed out of the
-	 * reduction) and the update's S3 R2 S4 (at most MAX_REGS * MAX_RTILE
-	 * copies).  A rolled one would put the whole tile in local memory. */
+	 * reduction) and the update's S3 R2 S4 (at most MAX_REGS * MAX_R2
+	 * copies as drawn; validation refuses mutants that unroll too much).  A rolled one would put the whole tile in local memory. */
 	int wb;
 	TRY(wb = tir_cache_write(s, b, 0, "local", err), "cache_write");
 	TRY(tir_reverse_compute_at(s, wb, tx, err), "reverse_compute_at");

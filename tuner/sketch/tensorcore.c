@@ -280,6 +280,11 @@ static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_erro
 	TRY(n = loops_under(s, block, at, l, err), "loops");
 	if (n < 2)
 		return tir_fail(err, "%s: %d loops under the warp", intrin, n);
+	/* the loops over fragments are unrolled: a fragment array indexed at
+	 * run time would live in local memory */
+	for (int i = 0; i < n - 2; i++)
+		if (s->rv[l[i]].loop->loop_kind == LOOP_SERIAL)
+			TRY(tir_unroll(s, l[i], err), "unroll the fragment loops");
 	if (s->rv[l[n - 2]].loop->extent == 16 && s->rv[l[n - 1]].loop->extent == 16) {
 		TRY(tir_tensorize(s, l[n - 2], intrin, err), "tensorize");
 		return 0;
@@ -289,6 +294,8 @@ static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_erro
 	TRY(tir_split(s, l[n - 1], 2, f16, c, err), "split columns");
 	int ord[4] = { r[0], c[0], r[1], c[1] };
 	TRY(tir_reorder(s, 4, ord, err), "reorder tiles");
+	TRY(tir_unroll(s, r[0], err), "unroll the fragment rows");
+	TRY(tir_unroll(s, c[0], err), "unroll the fragment columns");
 	TRY(tir_tensorize(s, r[1], intrin, err), "tensorize");
 	return 0;
 }
@@ -379,6 +386,8 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		  warps, err), "stage a");
 	TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc), K[0], K[1],
 		  warps, err), "stage b");
+	TRY(tir_unroll(s, I[2], err), "unroll the fragments' rows");
+	TRY(tir_unroll(s, J[2], err), "unroll the fragments' columns");
 	TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
 	for (int c = 0; c < ncons; c++) {
 		int e, cl[TIR_MAX_IO], nc, fu, o[2];

@@ -25,6 +25,10 @@
 #include "../ir/ir.h"
 
 #define VFY_MAX_DEPTH 64   /* loops around one block */
+/* Block instances one CUDA kernel may hold once its unrolled loops are
+ * unrolled: past a few thousand NVRTC takes tens of seconds (measured: a
+ * 4,100-instance convolution kernel ran past NVRTC's 30 s limit). */
+#define VFY_MAX_UNROLLED 2048
 
 /* ---- verify.c: shared context and helpers ------------------------------- */
 
