@@ -871,6 +871,106 @@ static void *tuning_thread(void *arg)
 
 static const char *const kind_names[2] = { "cpu", "cuda" };
 
+/* Records of one target kind, copied out of the store (its callback holds
+ * the store's lock, so no other store call can run in it). */
+typedef struct rec_copy {
+	char *wk, *target, *trace;
+	bool ok;
+	double us;
+} rec_copy;
+
+typedef struct rec_list {
+	const char *prefix;        /* "cpu:" / "cuda:" */
+	rec_copy *r;
+	int n, cap;
+} rec_list;
+
+static void *must(void *p)
+{
+	if (!p)
+		abort();   /* out of memory at start-up */
+	return p;
+}
+
+static void copy_record(void *ctx, const store_record *r)
+{
+	rec_list *l = ctx;
+	if (!r->target || !r->trace || strncmp(r->target, l->prefix, strlen(l->prefix)))
+		return;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 256;
+		l->r = must(realloc(l->r, sizeof *l->r * (size_t)l->cap));
+	}
+	l->r[l->n++] = (rec_copy){ must(strdup(r->workload_key)), must(strdup(r->target)),
+				   must(strdup(r->trace)), r->status && !strcmp(r->status, "ok"),
+				   r->latency_us };
+}
+
+static int by_workload(const void *a, const void *b)
+{
+	return strcmp(((const rec_copy *)a)->wk, ((const rec_copy *)b)->wk);
+}
+
+/* The rows of one workload's records: features recomputed by this build. */
+static int rebuild_rows(tird *d, const rec_copy *r, int n, float *f, double *g, int *skipped)
+{
+	char *canon = NULL;
+	store_error err;
+	tir_error terr;
+	int k = 0;
+	tir_workload *w = NULL;
+	if (store_workload_get(d->db, r[0].wk, &canon, NULL, NULL, &err) == 1)
+		w = tir_workload_parse(canon, strlen(canon), NULL, &terr);
+	free(canon);
+	for (int i = 0; i < n && w; i++) {
+		tir_target t;
+		tir_sched *s = NULL;
+		if (tir_target_parse(r[i].target, &t, &terr) == 0 &&
+		    (s = tir_sched_new(w, 1, &terr)) && tir_sched_replay(s, r[i].trace, &terr) == 0 &&
+		    cm_features(tir_sched_program(s), &t, &f[(size_t)k * CM_NFEATURES], &terr) == 0) {
+			g[k++] = r[i].ok && r[i].us > 0 ? tir_workload_flops(w) / (r[i].us * 1e3) : 0;
+		}
+		tir_sched_free(s);
+	}
+	*skipped += n - k;
+	tir_workload_free(w);
+	return k;
+}
+
+/* A model of kind k rebuilt from every stored record of that kind, for when
+ * the saved one cannot be loaded (saved by a build with other features):
+ * the records are the truth, the model only a summary of them. */
+static cm_model *model_rebuild(tird *d, int k, int *rows, int *skipped)
+{
+	rec_list l = { k ? "cuda:" : "cpu:", NULL, 0, 0 };
+	store_error err;
+	cm_model *m = cm_model_new();
+	*rows = *skipped = 0;
+	if (store_records_each(d->db, NULL, NULL, copy_record, &l, &err) < 0)
+		log_warn("cost model for %s: reading records: %s", kind_names[k], err.msg);
+	qsort(l.r, (size_t)l.n, sizeof *l.r, by_workload);
+	for (int i = 0, j; i < l.n; i = j) {
+		for (j = i + 1; j < l.n && !strcmp(l.r[j].wk, l.r[i].wk); j++)
+			;
+		float *f = must(malloc(sizeof(float) * (size_t)(j - i) * CM_NFEATURES));
+		double *g = must(malloc(sizeof(double) * (size_t)(j - i)));
+		int n = rebuild_rows(d, &l.r[i], j - i, f, g, skipped);
+		tir_error terr;
+		if (n > 0 && cm_model_add(m, l.r[i].wk, n, f, g, &terr))
+			log_warn("cost model for %s: %s", kind_names[k], terr.msg);
+		*rows += n;
+		free(f);
+		free(g);
+	}
+	for (int i = 0; i < l.n; i++) {
+		free(l.r[i].wk);
+		free(l.r[i].target);
+		free(l.r[i].trace);
+	}
+	free(l.r);
+	return m;
+}
+
 void jobs_models_load(tird *d)
 {
 	for (int k = 0; k < 2; k++) {
@@ -879,9 +979,16 @@ void jobs_models_load(tird *d)
 		store_error err;
 		tir_error terr = { "" };
 		int rc = store_model_get(d->db, kind_names[k], &blob, &len, &err);
-		if (rc == 1 && !(d->models[k] = cm_model_load(blob, len, &terr)))
-			log_warn("cost model for %s not loaded (starting afresh): %s",
-				 kind_names[k], terr.msg);
+		if (rc == 1 && !(d->models[k] = cm_model_load(blob, len, &terr))) {
+			int rows, skipped;
+			d->models[k] = model_rebuild(d, k, &rows, &skipped);
+			log_warn("cost model for %s not loaded (%s): rebuilt from %d stored records "
+				 "(%d skipped)", kind_names[k], terr.msg, rows, skipped);
+			free(blob);
+			if (rows > 0)
+				jobs_model_save(d, (tir_target_kind)(k ? TIR_TARGET_CUDA : TIR_TARGET_CPU));
+			continue;
+		}
 		if (rc < 0)
 			log_warn("cost model for %s: %s", kind_names[k], err.msg);
 		if (d->models[k])

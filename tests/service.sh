@@ -13,7 +13,8 @@
 #   field); export / import into a second tird, twice
 #   (idempotent); tird killed with SIGKILL mid-job, restarted on the same
 #   database: the job resumes and finishes, no stored record lost; SIGTERM
-#   stops it cleanly.
+#   stops it cleanly; a cost model it cannot load (another build's) is rebuilt
+#   from the stored records.
 # Workloads are tiny and trial counts small: the test shares two cores.
 set -u
 top=$(pwd)
@@ -213,6 +214,19 @@ if kill -0 $tird_pid 2>/dev/null; then fail "SIGTERM: tird still running"; else
 	wait $tird_pid; rc=$?
 	[ $rc -eq 0 ] && grep -q 'stopped' "$tmp/tird.log" && pass "SIGTERM: clean stop" || fail "SIGTERM: exit $rc"
 fi
+
+# ---- a cost model saved by another build: rebuilt from the stored records ---------------------
+nrec=$(sqlite3 "$tmp/a.db" "SELECT count(*) FROM records WHERE target LIKE 'cpu:%'")
+sqlite3 "$tmp/a.db" "UPDATE cost_models SET model = x'0001020304' WHERE target_kind = 'cpu'"
+start_tird "$tmp/a.db" "$tmp/tird2.log"
+wait_up "$url" || fail "tird did not restart"
+rebuilt=$(sed -n 's/.*cost model for cpu not loaded .*: rebuilt from \([0-9]*\) stored records.*/\1/p' "$tmp/tird2.log")
+[ -n "$rebuilt" ] && [ "$rebuilt" -gt 0 ] && [ "$rebuilt" -le "$nrec" ] \
+	&& pass "unloadable cost model rebuilt from $rebuilt of $nrec records" \
+	|| fail "cost model not rebuilt: $(grep 'cost model' "$tmp/tird2.log")"
+[ "$(sqlite3 "$tmp/a.db" "SELECT length(model) > 5 FROM cost_models WHERE target_kind = 'cpu'")" = 1 ] \
+	&& pass "rebuilt model saved" || fail "rebuilt model not saved"
+kill -TERM $tird_pid; wait $tird_pid 2>/dev/null
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]
