@@ -12,7 +12,10 @@
 # replay, as the shared workloads README).  BINDIR holds tird, tird-worker
 # and tirctl.  Prints one line per task:
 #   name dtype trials errors tuning_s cand_per_s tird_us torch_us torch/tird
-# and the geometric mean of torch/tird per dtype.  With --deadline, no task
+# and the geometric mean of torch/tird per dtype.  On a GPU machine without
+# the build's libraries, carry the binaries with the Debian libraries ldd
+# lists (never libc, libstdc++, libjq: a carried libjq breaks the machine's
+# jq) and run with LD_LIBRARY_PATH=CARRIED_LIB:/usr/local/nvidia/lib64.  With --deadline, no task
 # starts tuning after SECONDS (the peer still measures those done); each
 # tuned task is also printed as it ends ("tuned: ...").  With --logs, the
 # logs of tird and the worker are copied to DIR at the end.  Needs jq and python3
