@@ -327,3 +327,8 @@ void expr_visit_loads(tir_expr *e, void (*fn)(tir_expr *load, void *ctx),
 	if (e->kind == E_LOAD)
 		fn(e, ctx);
 }
+
+const tir_expr *expr_uncast(const tir_expr *e, tir_dtype t)
+{
+	return e && e->kind == E_CAST && e->dtype == t ? e->a : e;
+}

@@ -134,12 +134,6 @@ static bool is_zero(const tir_expr *e)
 	return e && ((e->kind == E_FLOAT && e->fval == 0) || (e->kind == E_INT && e->ival == 0));
 }
 
-/* x, or x without a cast to the accumulator's dtype. */
-static const tir_expr *uncast(const tir_expr *e, tir_dtype acc)
-{
-	return e && e->kind == E_CAST && e->dtype == acc ? e->a : e;
-}
-
 static int check_memory(mctx *c, const tir_buffer *buf, tir_dtype want)
 {
 	if (buf->scope != TIR_SCOPE_GLOBAL && buf->scope != TIR_SCOPE_SHARED)
@@ -176,52 +170,34 @@ static int match_fill(mctx *c, tir_intrin_match *m)
 	return 0;
 }
 
-/* LOAD_A / LOAD_B: frag[r, c] = src[r, c], src in shared or global memory
- * with the tile's columns contiguous (its last dimension). */
-static int match_load(mctx *c, tir_intrin_match *m, tir_scope sc)
+/* A copy between a fragment and memory (shared or global), the tile in the
+ * same order on both sides: LOAD_A / LOAD_B frag[r, c] = src[r, c], the
+ * tile's columns the memory's last dimension (the fragment's layout is the
+ * product's); STORE dst[r, c] = acc[r, c], either tile dimension the
+ * memory's last (row- or column-major store). */
+static int match_copy(mctx *c, tir_intrin_match *m, tir_scope sc, tir_dtype dt, bool load)
 {
 	const tir_block *b = c->b;
 	const tir_expr *v = b->value;
-	int d[3], s[3];
 	if (b->reduce != REDUCE_NONE || !v || v->kind != E_LOAD)
 		return mismatch(c, "it is not a copy", NULL);
-	if (check_fragment(c, b->store, sc, c->in->in) || check_memory(c, v->buf, c->in->in) ||
-	    access_of(c, b->store, b->store_idx, &m->dst, d) ||
-	    fragment_tile(c, &m->dst, d[0], d[1], false) ||
-	    access_of(c, v->buf, v->idx, &m->src[0], s))
+	const tir_buffer *fb = load ? b->store : v->buf, *mb = load ? v->buf : b->store;
+	tir_expr *const *fidx = load ? b->store_idx : v->idx, *const *midx = load ? v->idx
+										 : b->store_idx;
+	tir_intrin_access *fa = load ? &m->dst : &m->src[0], *ma = load ? &m->src[0] : &m->dst;
+	int f[3], e[3];
+	if (check_fragment(c, fb, sc, dt) || check_memory(c, mb, dt) ||
+	    access_of(c, fb, fidx, fa, f) || fragment_tile(c, fa, f[0], f[1], false) ||
+	    access_of(c, mb, midx, ma, e))
 		return -1;
-	if (s[0] < 0 || s[1] < 0 || s[1] != v->buf->ndim - 1)
-		return mismatch(c, "the tile's columns are not the last dimension of ", v->buf->name);
-	m->dst.row = d[0];
-	m->dst.col = d[1];
-	m->src[0].row = s[0];
-	m->src[0].col = s[1];
-	m->nsrc = 1;
-	return 0;
-}
-
-/* STORE: dst[r, c] = acc[r, c], dst in shared or global memory, either of
- * the tile's dimensions its last. */
-static int match_store(mctx *c, tir_intrin_match *m)
-{
-	const tir_block *b = c->b;
-	const tir_expr *v = b->value;
-	int d[3], s[3];
-	if (b->reduce != REDUCE_NONE || !v || v->kind != E_LOAD)
-		return mismatch(c, "it is not a copy", NULL);
-	if (check_fragment(c, v->buf, TIR_SCOPE_FRAG_ACC, c->in->acc) ||
-	    check_memory(c, b->store, c->in->acc) ||
-	    access_of(c, v->buf, v->idx, &m->src[0], s) ||
-	    fragment_tile(c, &m->src[0], s[0], s[1], false) ||
-	    access_of(c, b->store, b->store_idx, &m->dst, d))
-		return -1;
-	int last = b->store->ndim - 1;
-	if (d[0] < 0 || d[1] < 0 || (d[0] != last && d[1] != last))
-		return mismatch(c, "neither tile dimension is the last of ", b->store->name);
-	m->dst.row = d[0];
-	m->dst.col = d[1];
-	m->src[0].row = s[0];
-	m->src[0].col = s[1];
+	int last = mb->ndim - 1;
+	if (e[0] < 0 || e[1] < 0 || (e[1] != last && (load || e[0] != last)))
+		return mismatch(c, load ? "the tile's columns are not the last dimension of "
+				: "neither tile dimension is the last of ", mb->name);
+	fa->row = f[0];
+	fa->col = f[1];
+	ma->row = e[0];
+	ma->col = e[1];
 	m->nsrc = 1;
 	return 0;
 }
@@ -239,7 +215,7 @@ static int match_mma(mctx *c, tir_intrin_match *m)
 		return mismatch(c, "it still has its init (decompose the reduction first)", NULL);
 	if (!v || v->kind != E_MUL)
 		return mismatch(c, "it does not accumulate a product", NULL);
-	const tir_expr *x = uncast(v->a, c->in->acc), *y = uncast(v->b, c->in->acc);
+	const tir_expr *x = expr_uncast(v->a, c->in->acc), *y = expr_uncast(v->b, c->in->acc);
 	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD)
 		return mismatch(c, "its product is not of two loads", NULL);
 	if (y->buf->scope == TIR_SCOPE_FRAG_A) {
@@ -335,9 +311,9 @@ int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
 	int rc;
 	switch (in->kind) {
 	case INTRIN_FILL:   rc = match_fill(&c, m); break;
-	case INTRIN_LOAD_A: rc = match_load(&c, m, TIR_SCOPE_FRAG_A); break;
-	case INTRIN_LOAD_B: rc = match_load(&c, m, TIR_SCOPE_FRAG_B); break;
-	case INTRIN_STORE:  rc = match_store(&c, m); break;
+	case INTRIN_LOAD_A: rc = match_copy(&c, m, TIR_SCOPE_FRAG_A, in->in, true); break;
+	case INTRIN_LOAD_B: rc = match_copy(&c, m, TIR_SCOPE_FRAG_B, in->in, true); break;
+	case INTRIN_STORE:  rc = match_copy(&c, m, TIR_SCOPE_FRAG_ACC, in->acc, false); break;
 	default:            rc = match_mma(&c, m); break;
 	}
 	env_free(&c.env);

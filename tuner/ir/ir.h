@@ -181,6 +181,8 @@ tir_expr *expr_subst(tir_arena *a, tir_expr *e, const tir_subst *s);
 tir_expr *expr_replace_buffer(tir_arena *a, tir_expr *e, tir_buffer *from,
 			      tir_buffer *to);
 bool expr_uses_var(const tir_expr *e, const tir_var *v);
+/* e without an outer cast to dtype t (e itself if it has none). */
+const tir_expr *expr_uncast(const tir_expr *e, tir_dtype t);
 bool expr_equal(const tir_expr *x, const tir_expr *y);
 /* TVMScript-like text of an expression (printer.c); malloc'd. */
 char *tir_expr_print(const tir_expr *e);

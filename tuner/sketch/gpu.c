@@ -244,8 +244,6 @@ static int inline_producers(tir_sched *s, const gpu_blocks *g, tir_error *err)
 	return 0;
 }
 
-static const int64_t unroll_steps[] = { 0, 16, 64, 512 };   /* more: NVRTC takes seconds */
-#define N_UNROLL (int)(sizeof unroll_steps / sizeof *unroll_steps)
 
 /* The index of the read region of block `b` that reads buffer `name`. */
 static int read_index(tir_sched *s, int block, const char *name, tir_error *err)
@@ -355,17 +353,14 @@ static int autocopy(tir_sched *s, int block, const char *buf, const gpu_blocks *
 
 /* ---- multi-level tiling ------------------------------------------------------------ */
 
-/* Unrolls every loop of `block` strictly under loop `at`. */
+/* Unrolls every serial loop of `block` strictly under loop `at`. */
 static int unroll_under(tir_sched *s, int block, int at, tir_error *err)
 {
 	int l[TIR_MAX_IO], n;
-	TRY(n = tir_get_loops(s, block, l, TIR_MAX_IO, err), "loops");
-	const tir_stmt *a = s->rv[at].loop;
-	for (int i = 0; i < n; i++) {
-		const tir_stmt *x = s->rv[l[i]].loop;
-		if (x != a && stmt_is_ancestor(a, x) && x->loop_kind == LOOP_SERIAL)
+	TRY(n = sketch_loops_under(s, block, at, l, err), "loops");
+	for (int i = 0; i < n; i++)
+		if (s->rv[l[i]].loop->loop_kind == LOOP_SERIAL)
 			TRY(tir_unroll(s, l[i], err), "unroll");
-	}
 	return 0;
 }
 
@@ -482,7 +477,8 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 		TRY(tir_reverse_compute_inline(s, e, err), "inline consumer");
 	}
 	int unroll;
-	TRY(unroll = tir_sample_categorical(s, N_UNROLL, unroll_steps, NULL, err), "unroll");
+	TRY(unroll = tir_sample_categorical(s, SKETCH_GPU_NUNROLL, sketch_gpu_unroll_steps, NULL,
+					    err), "unroll");
 	TRY(sketch_annotate_rv(s, bx, "auto_unroll_max_step", unroll, err), "annotate unroll");
 	return 0;
 }
@@ -607,7 +603,8 @@ static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
 	TRY(tir_bind(s, r[1], "threadIdx.x", err), "bind threadIdx.x");
 	TRY(tir_annotate(s, b, "cross_thread_reduction", 1, err), "annotate");
 	int unroll;
-	TRY(unroll = tir_sample_categorical(s, N_UNROLL, unroll_steps, NULL, err), "unroll");
+	TRY(unroll = tir_sample_categorical(s, SKETCH_GPU_NUNROLL, sketch_gpu_unroll_steps, NULL,
+					    err), "unroll");
 	TRY(sketch_annotate_rv(s, bx, "auto_unroll_max_step", unroll, err), "annotate unroll");
 	for (int i = 0; i < ncons; i++)
 		TRY(spread_spatial(s, cons[i], err), "epilogue kernel");

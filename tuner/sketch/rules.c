@@ -181,3 +181,17 @@ uint64_t sketch_derive_seed(uint64_t seed, uint64_t a, uint64_t b)
 {
 	return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ (b * 0xD6E8FEB86659FD93ull));
 }
+
+int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err)
+{
+	int l[TIR_MAX_IO], n;
+	SKETCH_TRY(n = tir_get_loops(s, block, l, TIR_MAX_IO, err), "loops");
+	const tir_stmt *a = s->rv[at].loop;
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		if (s->rv[l[i]].loop != a && stmt_is_ancestor(a, s->rv[l[i]].loop))
+			out[k++] = l[i];
+	return k;
+}
+
+const int64_t sketch_gpu_unroll_steps[SKETCH_GPU_NUNROLL] = { 0, 16, 64, 512 };

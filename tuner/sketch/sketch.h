@@ -94,6 +94,13 @@ void sketch_draw_factors(tir_sched *s, int64_t extent, int levels, int64_t *f);
 int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 		       tir_error *err);
 
+/* The loops of `block` strictly under loop `at` (RVs), outermost first;
+ * returns how many (at most TIR_MAX_IO), or -1. */
+int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err);
+/* The GPU sketches' candidates for "auto_unroll_max_step" (more: NVRTC takes
+ * seconds per kernel). */
+#define SKETCH_GPU_NUNROLL 4
+extern const int64_t sketch_gpu_unroll_steps[SKETCH_GPU_NUNROLL];
 /* Vector lanes of the target's widest register for elements of dtype (a
  * tir_dtype); at least 1. */
 int sketch_vector_lanes(const tir_target *t, int dtype);

@@ -42,10 +42,8 @@
 typedef struct mm_form {
 	const tir_block *b;
 	const tir_intrin *mma;
-	const tir_buffer *a, *bb;
-	int ia, ib;                  /* read indices of a and b in b->reads */
+	const tir_buffer *a, *bb;    /* the operands */
 	int i, j, k;                 /* iterator index of I, J, K */
-	int nbatch;
 } mm_form;
 
 static bool uses(const tir_expr *load, const tir_var *v)
@@ -64,11 +62,6 @@ static bool plain_indices(const tir_expr *const *idx, int n)
 	return true;
 }
 
-static const tir_expr *strip_cast(const tir_expr *e, tir_dtype acc)
-{
-	return e && e->kind == E_CAST && e->dtype == acc ? e->a : e;
-}
-
 static const tir_block *reduction_block(const tir_program *p)
 {
 	for (int i = 0; i < p->nblocks; i++)
@@ -85,7 +78,7 @@ static bool mm_form_of(const tir_program *p, mm_form *f)
 	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
 		return false;
 	tir_dtype acc = b->store->dtype;
-	const tir_expr *x = strip_cast(b->value->a, acc), *y = strip_cast(b->value->b, acc);
+	const tir_expr *x = expr_uncast(b->value->a, acc), *y = expr_uncast(b->value->b, acc);
 	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD || x->buf == y->buf ||
 	    x->buf->dtype != y->buf->dtype)
 		return false;
@@ -107,18 +100,17 @@ static bool mm_form_of(const tir_program *p, mm_form *f)
 		const tir_var *v = b->iters[it].var;
 		bool ia = uses(x, v), ib = uses(y, v), ic = uses(&store, v);
 		int *slot = NULL;
-		if (b->iters[it].kind == ITER_REDUCE && ia && ib && !ic)
+		if (b->iters[it].kind == ITER_REDUCE) {
+			if (!ia || !ib || ic)
+				return false;
 			slot = &f->k;
-		else if (b->iters[it].kind == ITER_REDUCE)
-			return false;
-		else if (ia && ib && ic)
-			f->nbatch++;
-		else if (ia && ic && !ib)
+		} else if (ia && ic && !ib) {
 			slot = &f->i;
-		else if (ib && ic && !ia)
+		} else if (ib && ic && !ia) {
 			slot = &f->j;
-		else if (b->iters[it].extent > 1)
-			return false;
+		} else if (!(ia && ib && ic) && b->iters[it].extent > 1) {
+			return false;        /* neither a batch nor a matrix axis */
+		}
 		if (slot && *slot >= 0)
 			return false;
 		if (slot)
@@ -130,18 +122,8 @@ static bool mm_form_of(const tir_program *p, mm_form *f)
 	    (!expr_uses_var(x->idx[x->nidx - 1], b->iters[f->k].var) ||
 	     !expr_uses_var(y->idx[y->nidx - 1], b->iters[f->k].var)))
 		return false;
-	if (f->i < 0 || f->j < 0 || f->k < 0 ||
-	    b->iters[f->i].extent % f->mma->m || b->iters[f->j].extent % f->mma->n ||
-	    b->iters[f->k].extent % f->mma->k)
-		return false;
-	f->ia = f->ib = -1;
-	for (int r = 0; r < b->nreads; r++) {
-		if (b->reads[r].buf == f->a)
-			f->ia = r;
-		if (b->reads[r].buf == f->bb)
-			f->ib = r;
-	}
-	return f->ia >= 0 && f->ib >= 0;
+	return f->i >= 0 && f->j >= 0 && f->k >= 0 && b->iters[f->i].extent % f->mma->m == 0 &&
+	       b->iters[f->j].extent % f->mma->n == 0 && b->iters[f->k].extent % f->mma->k == 0;
 }
 
 bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
@@ -215,19 +197,6 @@ static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *er
 	return tir_fail(err, "block \"%s\" does not read \"%s\"", b->name, buf->name);
 }
 
-/* The loops of `block` under loop `at` (an RV), outermost first. */
-static int loops_under(tir_sched *s, int block, int at, int *out, tir_error *err)
-{
-	int l[TIR_MAX_IO], n;
-	TRY(n = tir_get_loops(s, block, l, TIR_MAX_IO, err), "loops");
-	const tir_stmt *a = s->rv[at].loop;
-	int k = 0;
-	for (int i = 0; i < n; i++)
-		if (s->rv[l[i]].loop != a && stmt_is_ancestor(a, s->rv[l[i]].loop))
-			out[k++] = l[i];
-	return k;
-}
-
 static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err);
 
 /* The stage of operand `buf`: shared memory at k0 with a cooperative fetch,
@@ -251,7 +220,7 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 	while (nv < 4 && vc[nv] * ebytes <= 16)
 		nv++;
 	TRY(vrv = tir_sample_categorical(s, nv, vc, NULL, err), "vector width");
-	TRY(n = loops_under(s, sh, k0, l, err), "fetch loops");
+	TRY(n = sketch_loops_under(s, sh, k0, l, err), "fetch loops");
 	TRY(f = tir_fuse(s, n, l, err), "fuse fetch");
 	tir_int fac[4] = { TIR_LIT(0), TIR_LIT(warps), TIR_LIT(32), TIR_RV(vrv) };
 	TRY(tir_split(s, f, 4, fac, o, err), "split fetch");
@@ -277,7 +246,7 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err)
 {
 	int l[TIR_MAX_IO], n, r[2], c[2];
-	TRY(n = loops_under(s, block, at, l, err), "loops");
+	TRY(n = sketch_loops_under(s, block, at, l, err), "loops");
 	if (n < 2)
 		return tir_fail(err, "%s: %d loops under the warp", intrin, n);
 	/* the loops over fragments are unrolled: a fragment array indexed at
@@ -308,8 +277,6 @@ static const char *intrin_name(tir_intrin_kind kind, tir_dtype in, tir_dtype acc
 			return tir_intrins[i].name;
 	return NULL;
 }
-
-static const int64_t unroll_steps[] = { 0, 16, 64, 512 };
 
 int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 {
@@ -400,7 +367,8 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind consumer threads");
 	}
 	int unroll;
-	TRY(unroll = tir_sample_categorical(s, 4, unroll_steps, NULL, err), "unroll");
+	TRY(unroll = tir_sample_categorical(s, SKETCH_GPU_NUNROLL, sketch_gpu_unroll_steps, NULL,
+					    err), "unroll");
 	TRY(sketch_annotate_rv(s, bx, "auto_unroll_max_step", unroll, err), "annotate unroll");
 	return 0;
 }
