@@ -18,7 +18,7 @@
 # jq) and run with LD_LIBRARY_PATH=CARRIED_LIB:/usr/local/nvidia/lib64.  With --deadline, no task
 # starts tuning after SECONDS (the peer still measures those done); each
 # tuned task is also printed as it ends ("tuned: ...").  With --logs, the
-# logs of tird and the worker are copied to DIR at the end.  Needs jq and python3
+# logs of tird and the worker and tird's database are copied to DIR at the end.  Needs jq and python3
 # with torch.
 set -u
 bin=$1 suite=$2 trials=$3
@@ -46,7 +46,7 @@ for i in $(seq 1 100); do curl -sf "$url/healthz" >/dev/null 2>&1 && break; slee
 "$bin/tird-worker" --server "$url" --target cuda --name gpu0 >"$tmp/worker.log" 2>&1 &
 wpid=$!
 trap 'kill $wpid $tpid 2>/dev/null; wait 2>/dev/null
-      [ -n "$logs" ] && cp "$tmp/tird.log" "$tmp/worker.log" "$logs/" 2>/dev/null
+      [ -n "$logs" ] && cp "$tmp"/tird.log "$tmp"/worker.log "$tmp"/tird.db* "$logs/" 2>/dev/null
       rm -rf "$tmp"' EXIT
 
 tasks=()

@@ -46,6 +46,15 @@ static const char *const products[][2] = {
 	{ "f16-bias-relu", "{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":16,\"dtype\":\"float16\",\"epilogue\":[\"bias\",\"relu\"]}" },
 	{ "int8-NT",   "{\"op\":\"matmul\",\"M\":32,\"N\":32,\"K\":64,\"dtype\":\"int8\",\"layout\":\"NT\"}" },
 	{ "f16-large", "{\"op\":\"matmul\",\"M\":1024,\"N\":1024,\"K\":1024,\"dtype\":\"float16\"}" },
+	/* normalized first: padded to whole tiles, iterators fused, reindexed */
+	{ "f16-odd",   "{\"op\":\"matmul\",\"M\":40,\"N\":24,\"K\":20,\"dtype\":\"float16\"}" },
+	{ "conv2d",    "{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
+	{ "conv2d-s2-dil-bf16", "{\"op\":\"conv2d\",\"N\":2,\"C\":16,\"H\":9,\"W\":9,\"K\":24,\"R\":3,\"S\":3,\"stride\":2,\"dilation\":2,\"pad\":2,\"layout\":\"NHWC\",\"dtype\":\"bfloat16\"}" },
+	{ "conv2d-NCHW-bias-relu", "{\"op\":\"conv2d\",\"N\":1,\"C\":16,\"H\":5,\"W\":7,\"K\":32,\"R\":3,\"S\":1,\"pad\":1,\"layout\":\"NCHW\",\"dtype\":\"float16\",\"epilogue\":[\"bias\",\"relu\"]}" },
+	{ "conv1d",    "{\"op\":\"conv1d\",\"N\":2,\"C\":16,\"W\":10,\"K\":32,\"S\":3,\"pad\":1,\"layout\":\"NWC\",\"dtype\":\"float16\"}" },
+	{ "conv3d",    "{\"op\":\"conv3d\",\"N\":1,\"C\":4,\"D\":3,\"H\":4,\"W\":4,\"K\":16,\"T\":3,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NDHWC\",\"dtype\":\"float16\"}" },
+	{ "conv2d_transpose", "{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":16,\"H\":4,\"W\":4,\"K\":3,\"R\":4,\"S\":4,\"stride\":2,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
+	{ "conv2d-C2D-2", "{\"op\":\"conv2d\",\"N\":1,\"C\":256,\"H\":14,\"W\":14,\"K\":256,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
 };
 #define NPRODUCTS (int)(sizeof products / sizeof *products)
 #define NCAND 6

@@ -170,6 +170,23 @@ int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value,
 int tir_tensorize(tir_sched *s, int loop, const char *intrin, tir_error *err);
 int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 		    tir_error *err);
+/* Fuses groups of the block's iterators into one iterator each; groups is
+ * "0,1,2;3;4,5,6" (iterator indices, outermost first), the new loop order.
+ * The block needs a fresh nest (one loop per iterator). */
+int tir_transform_block_layout(tir_sched *s, int block, const char *groups,
+			       tir_error *err);
+/* Gives read `index` (write: is_write, index 0) of the block a buffer of its
+ * own indexed by the iterators the access uses (in the order they appear in
+ * it, or with iter_order in the block's order), with a stage block copying
+ * into or out of it.  Returns the stage block. */
+int tir_reindex(tir_sched *s, int block, int is_write, int index, int iter_order,
+		tir_error *err);
+/* Rounds iterator i's extent up to a multiple of factors[i] (literals or
+ * integer RVs; n = the block's iterator count) with zero-padded inputs and a
+ * cropped output.  Returns the cropping block, or 0 if the output needs none
+ * (nothing changes when every extent is a multiple already). */
+int tir_pad_einsum(tir_sched *s, int block, int n, const tir_int *factors,
+		   tir_error *err);
 /* A loop drawn among the places where `block` can be computed: the loops
  * enclosing every consumer of its output (compute_at), or, for a block whose
  * output nothing reads, the loops enclosing every producer of its input that

@@ -183,7 +183,9 @@ int prim_compute_inline(tir_sched *s, tir_inst *in, tir_error *err)
 /* reverse_compute_inline(block): a spatial consumer that reads exactly one
  * intermediate buffer, at exactly its iterators, is merged into that buffer's
  * producer: the producer computes the consumer's value from its own and
- * stores it where the consumer stored.  The consumer, its empty loops and the
+ * stores it where the consumer stored.  A consumer that reads only the start
+ * of the buffer (a crop) leaves the producer a predicate: it computes only
+ * that part.  The consumer, its empty loops and the
  * buffer go away.  Requires: the consumer is not a reduction; the buffer has
  * one writer, which is not a reduction, and no other reader; no block between
  * the two touches the consumer's output or writes what it reads. */
@@ -220,11 +222,9 @@ int prim_reverse_compute_inline(tir_sched *s, tir_inst *in, tir_error *err)
 	if (!unit || !index_is_iters(c, buf->ndim, src->min, dim_iter))
 		return tir_fail(err, "block \"%s\" does not read \"%s\" at exactly its iterators",
 				c->name, buf->name);
+	bool partial = false;
 	for (int d = 0; d < buf->ndim; d++)
-		if (c->iters[dim_iter[d]].extent != buf->shape[d])
-			return tir_fail(err, "block \"%s\" reads only part of \"%s\" (iterator \"%s\" covers %lld of %lld)",
-					c->name, buf->name, c->iters[dim_iter[d]].var->name,
-					(long long)c->iters[dim_iter[d]].extent, (long long)buf->shape[d]);
+		partial = partial || c->iters[dim_iter[d]].extent < buf->shape[d];
 	if (block_reads(c, c->store))
 		return tir_fail(err, "block \"%s\" reads its own output \"%s\"", c->name, c->store->name);
 	tir_block *prod = NULL;
@@ -271,6 +271,40 @@ int prim_reverse_compute_inline(tir_sched *s, tir_inst *in, tir_error *err)
 
 	/* c's iterator of dimension d is prod's store index d */
 	tir_arena *a = &p->arena;
+	for (int d = 0; partial && d < buf->ndim; d++) {
+		const tir_expr *x = prod->store_idx[d];
+		if (c->iters[dim_iter[d]].extent < buf->shape[d] &&
+		    (x->kind != E_VAR || block_iter_of(prod, x->var) < 0))
+			return tir_fail(err, "block \"%s\" reads only part of \"%s\" (iterator \"%s\" covers %lld of %lld) and its producer \"%s\" does not write that dimension at one iterator",
+					c->name, buf->name, c->iters[dim_iter[d]].var->name,
+					(long long)c->iters[dim_iter[d]].extent, (long long)buf->shape[d],
+					prod->name);
+	}
+	if (partial) {
+		/* prod computes only what c reads: the iterators that write the
+		 * dimensions c's domain cuts short get c's extents, and a
+		 * predicate in prod's loop variables keeps their bindings there */
+		tir_subst bind = { p->nvars, xcalloc((size_t)p->nvars + 1, sizeof(tir_expr *)) };
+		for (int i = 0; i < prod->niters; i++)
+			bind.map[prod->iters[i].var->id] = prod->iters[i].binding;
+		for (int d = 0; d < buf->ndim; d++) {
+			int64_t ext = c->iters[dim_iter[d]].extent;
+			if (ext >= buf->shape[d])
+				continue;
+			int it = block_iter_of(prod, prod->store_idx[d]->var);
+			if (prod->iters[it].extent > ext)
+				prod->iters[it].extent = ext;
+			prod->predicate = mk_and(a, prod->predicate,
+				mk_bin(a, E_LT, expr_subst(a, prod->store_idx[d], &bind),
+				       mk_int(a, ext)));
+		}
+		free(bind.map);
+		tir_env lenv = sched_loop_env(p);
+		prod->predicate = expr_simplify(a, prod->predicate, &lenv);
+		if (prod->predicate->kind == E_INT && prod->predicate->ival)
+			prod->predicate = NULL;
+		env_free(&lenv);
+	}
 	tir_subst sub = { p->nvars, xcalloc((size_t)p->nvars + 1, sizeof(tir_expr *)) };
 	for (int d = 0; d < buf->ndim; d++)
 		sub.map[c->iters[dim_iter[d]].var->id] = prod->store_idx[d];

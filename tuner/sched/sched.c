@@ -393,6 +393,34 @@ int tir_tensorize(tir_sched *s, int loop, const char *intrin, tir_error *err)
 	return first_out(s, &in, err);
 }
 
+int tir_transform_block_layout(tir_sched *s, int block, const char *groups, tir_error *err)
+{
+	return one_rv(s, PRIM_TRANSFORM_BLOCK_LAYOUT, block, groups, err);
+}
+
+int tir_reindex(tir_sched *s, int block, int is_write, int index, int iter_order,
+		tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_REINDEX);
+	in.in[in.nin++] = TIR_RV(block);
+	in.attr[0] = is_write ? 1 : 0;
+	in.attr[1] = index;
+	in.attr[2] = iter_order ? 1 : 0;
+	in.nattr = 3;
+	return first_out(s, &in, err);
+}
+
+int tir_pad_einsum(tir_sched *s, int block, int n, const tir_int *factors, tir_error *err)
+{
+	if (n < 1 || n >= TIR_MAX_IO)
+		return tir_fail(err, "pad_einsum: %d factors, expected 1 to %d", n, TIR_MAX_IO - 1);
+	tir_inst in = inst_of(PRIM_PAD_EINSUM);
+	in.in[in.nin++] = TIR_RV(block);
+	for (int i = 0; i < n; i++)
+		in.in[in.nin++] = factors[i];
+	return first_out(s, &in, err);
+}
+
 int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv, tir_error *err)
 {
 	tir_inst in = inst_of(PRIM_ANNOTATE);

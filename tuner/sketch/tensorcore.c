@@ -8,8 +8,17 @@
  * and iterators that are, each, in all three accesses (batch), in a and the
  * output (I), in b and the output (J), or a reduction in a and b (K) — one
  * each of I, J and K, with extents that are whole 16-element tiles.  That is
- * a matmul, batched or not, in any operand layout; convolutions need their
- * iterators folded into that form first, which no sketch does yet.
+ * a matmul, batched or not, in any operand layout.
+ *
+ * Other reductions of the same product form with several iterators per role
+ * (einsum_of: a convolution's n,h,w are I, its r,s,ci are K) or extents that
+ * are not whole tiles are first normalized (normalize): transform_block_layout
+ * fuses each role's iterators into one, reindex gives every access that is
+ * then not a plain [i][k] / [k][j] / [i][j] matrix a buffer of its own (the
+ * input's im2col matrix), pad_einsum rounds the extents up to the tile.  The
+ * input stages this leaves are inlined into the shared-memory fetch (the
+ * im2col matrix is never stored), the output stages become one write-back
+ * kernel into which the epilogues are inlined.
  *
  * The schedule, per thread block of W warps (blockDim = 32 x W):
  *   I split [I0 blockIdx, I1 warp, I2 fragments per warp, 16]
@@ -29,6 +38,7 @@
  * warp, staged bytes) and recorded as sample_perfect_tile decisions, so the
  * search mutates them; validation filters what breaks hard limits.
  */
+#include <stdlib.h>
 #include <string.h>
 #include "sketch.h"
 
@@ -37,7 +47,9 @@
 #define MAX_FRAGS 16          /* accumulator fragments per warp: 8 registers each */
 #define MAX_KTILE 4           /* K1: 16-element steps staged per K0 iteration */
 #define MAX_STAGED (48 * 1024)
+#define MAX_SHARED (96 * 1024)   /* operands and a staged output tile */
 #define DRAWS 256
+#define PAD_CHOICES 3  /* pad to 1, 2 or 4 tiles: at most a third more work */
 
 typedef struct mm_form {
 	const tir_block *b;
@@ -126,13 +138,154 @@ static bool mm_form_of(const tir_program *p, mm_form *f)
 	       b->iters[f->j].extent % f->mma->n == 0 && b->iters[f->k].extent % f->mma->k == 0;
 }
 
+/* The roles of a product-form reduction's iterators: batch (in a, b and the
+ * output), I (a and output), J (b and output), K (reduction in a and b), any
+ * number of each; an iterator of extent 1 goes where its kind allows. */
+enum { ROLE_BATCH, ROLE_I, ROLE_J, ROLE_K, NROLES };
+typedef struct einsum_form {
+	const tir_block *b;
+	const tir_intrin *mma;
+	const tir_buffer *a, *bb;
+	int n[NROLES];
+	int it[NROLES][TIR_MAX_ITERS];
+} einsum_form;
+
+static bool einsum_of(const tir_program *p, einsum_form *e)
+{
+	memset(e, 0, sizeof *e);
+	const tir_block *b = reduction_block(p);
+	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
+		return false;
+	tir_dtype acc = b->store->dtype;
+	const tir_expr *x = expr_uncast(b->value->a, acc), *y = expr_uncast(b->value->b, acc);
+	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD || x->buf == y->buf ||
+	    x->buf->dtype != y->buf->dtype)
+		return false;
+	for (int i = 0; i < tir_nintrins && !e->mma; i++)
+		if (tir_intrins[i].kind == INTRIN_MMA && tir_intrins[i].in == x->buf->dtype &&
+		    tir_intrins[i].acc == acc)
+			e->mma = &tir_intrins[i];
+	if (!e->mma)
+		return false;
+	tir_expr store = { .kind = E_LOAD, .nidx = b->store->ndim,
+			   .idx = (tir_expr **)b->store_idx };
+	for (int it = 0; it < b->niters; it++) {
+		const tir_var *v = b->iters[it].var;
+		bool ia = uses(x, v), ib = uses(y, v), ic = uses(&store, v);
+		bool one = b->iters[it].extent == 1;
+		int role;
+		if (b->iters[it].kind == ITER_REDUCE) {
+			if ((!ia || !ib || ic) && !one)
+				return false;
+			role = ROLE_K;
+		} else if (ia && ib && ic) {
+			role = ROLE_BATCH;
+		} else if (ia && ic && !ib) {
+			role = ROLE_I;
+		} else if (ib && ic && !ia) {
+			role = ROLE_J;
+		} else if (one) {
+			role = ROLE_I;
+		} else {
+			return false;
+		}
+		e->it[role][e->n[role]++] = it;
+	}
+	e->b = b;
+	e->a = x->buf;
+	e->bb = y->buf;
+	return e->n[ROLE_I] && e->n[ROLE_J] && e->n[ROLE_K];
+}
+
 bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
 {
 	mm_form f;
-	if (t->kind != TIR_TARGET_CUDA || !mm_form_of(p, &f))
+	einsum_form e;
+	const tir_intrin *mma;
+	if (t->kind != TIR_TARGET_CUDA)
 		return false;
-	int need = f.mma->in == TIR_I8 ? 72 : f.mma->in == TIR_BF16 ? 80 : 70;
+	if (mm_form_of(p, &f))
+		mma = f.mma;
+	else if (einsum_of(p, &e) && e.mma->in != TIR_I8)
+		mma = e.mma;    /* one-byte operands: reindexed b is [k][j], see mm_form_of */
+	else
+		return false;
+	int need = mma->in == TIR_I8 ? 72 : mma->in == TIR_BF16 ? 80 : 70;
 	return t->sm == 0 || t->sm >= need;
+}
+
+static bool plain_load(const tir_block *b, const tir_expr *const *idx, int n)
+{
+	bool seen[TIR_MAX_ITERS] = { false };
+	for (int d = 0; d < n; d++) {
+		int it = idx[d]->kind == E_VAR ? block_iter_of(b, idx[d]->var) : -1;
+		if (it < 0 || seen[it])
+			return false;
+		seen[it] = true;
+	}
+	return true;
+}
+
+static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *err);
+
+/* The load of buf in b's product (the operand's access). */
+static const tir_expr *operand(const tir_block *b, const tir_buffer *buf)
+{
+	const tir_expr *x = expr_uncast(b->value->a, b->store->dtype);
+	return x && x->kind == E_LOAD && x->buf == buf ? x
+	       : expr_uncast(b->value->b, b->store->dtype);
+}
+
+/* Puts the block of e into matrix-multiply form (see the top of the file). */
+static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
+{
+	int b;
+	TRY(b = tir_get_block(s, e->b->name, err), "get block");
+	tir_buf g = { 0 };
+	for (int r = 0; r < NROLES; r++) {
+		for (int j = 0; j < e->n[r]; j++)
+			buf_printf(&g, "%s%d", j ? "," : g.len ? ";" : "", e->it[r][j]);
+	}
+	char *groups = buf_take(&g);
+	int rc = tir_transform_block_layout(s, b, groups, err);
+	free(groups);
+	if (rc < 0)
+		return -1;
+	const tir_block *blk = sched_block(s, TIR_RV(b), err);
+	const tir_buffer *ops[2] = { e->a, e->bb };
+	for (int o = 0; o < 2; o++) {
+		const tir_expr *x = operand(blk, ops[o]);
+		if (plain_load(blk, (const tir_expr *const *)x->idx, x->nidx))
+			continue;
+		int ri;
+		TRY(ri = read_of(s, b, ops[o], err), "operand");
+		TRY(tir_reindex(s, b, 0, ri, 0, err), "reindex operand");
+	}
+	/* the accumulator's tiles are row-major [batch][I][J] */
+	if (!plain_load(blk, (const tir_expr *const *)blk->store_idx, blk->store->ndim))
+		TRY(tir_reindex(s, b, 1, 0, 1, err), "reindex output");
+	/* iterators: [batch] I J K, each padded to a multiple of a sampled
+	 * number of whole tiles: a few more rows can buy an extent with
+	 * factors to tile by (196 = 4 x 49 rows, 208 = 13 x 16, 256 = 16 x 16) */
+	tir_int fac[4];
+	int n = 0;
+	if (e->n[ROLE_BATCH])
+		fac[n++] = TIR_LIT(1);
+	const int tile[3] = { e->mma->m, e->mma->n, e->mma->k };
+	for (int r = 0; r < 3; r++, n++) {
+		int64_t ext = blk->iters[n].extent, c[PAD_CHOICES];
+		int nc = 0;
+		for (int64_t m = tile[r]; nc < PAD_CHOICES; m *= 2)
+			if (nc == 0 || (ext + m - 1) / m * m * 3 <= ext * 4)
+				c[nc++] = m;
+			else
+				break;
+		int rv;
+		TRY(rv = tir_sample_categorical(s, nc, c, NULL, err), "padding");
+		fac[n] = TIR_RV(rv);
+	}
+	TRY(tir_pad_einsum(s, b, n, fac, err), "pad_einsum");
+	return 0;
 }
 
 /* ---- decisions ------------------------------------------------------------------ */
@@ -141,7 +294,7 @@ typedef struct tc_tiles {
 	int64_t i[3], j[3], k[2];    /* of the extents / 16 */
 } tc_tiles;
 
-static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes)
+static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes, int64_t out_bytes)
 {
 	/* 16 one-byte columns are 16 bytes: a second staged step along K would
 	 * start a tile off WMMA's 32-byte alignment */
@@ -162,10 +315,14 @@ static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes)
 		pen += 100 * x->k[1];
 	if (staged > MAX_STAGED)
 		pen += staged / 1024;
+	/* the output tile staged in shared memory, next to the operands */
+	int64_t out = (x->i[1] * x->i[2]) * (x->j[1] * x->j[2]) * 256 * out_bytes;
+	if (staged + out > MAX_SHARED)
+		pen += (staged + out) / 1024;
 	return pen;
 }
 
-static void draw_tiles(tir_sched *s, const mm_form *f, tc_tiles *best)
+static void draw_tiles(tir_sched *s, const mm_form *f, int64_t out_bytes, tc_tiles *best)
 {
 	const tir_block *b = f->b;
 	int64_t ei = b->iters[f->i].extent / 16, ej = b->iters[f->j].extent / 16;
@@ -176,7 +333,7 @@ static void draw_tiles(tir_sched *s, const mm_form *f, tc_tiles *best)
 		sketch_draw_factors(s, ei, 3, x.i);
 		sketch_draw_factors(s, ej, 3, x.j);
 		sketch_draw_factors(s, ek, 2, x.k);
-		int64_t pen = tiles_penalty(&x, eb);
+		int64_t pen = tiles_penalty(&x, eb, out_bytes);
 		if (bp < 0 || pen < bp) {
 			bp = pen;
 			*best = x;
@@ -199,6 +356,28 @@ static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *er
 
 static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err);
 
+/* Inlines into block the spatial blocks that compute what it reads (the
+ * reindex, padding and pad stages of an operand), transitively. */
+static int inline_into(tir_sched *s, int block, tir_error *err)
+{
+	for (;;) {
+		const tir_block *b = sched_block(s, TIR_RV(block), err);
+		const tir_program *p = s->p;
+		const tir_block *prod = NULL;
+		for (int r = 0; r < b->nreads && !prod; r++)
+			for (int i = 0; i < p->nblocks && !prod; i++)
+				if (p->blocks[i]->stmt && p->blocks[i] != b &&
+				    p->blocks[i]->store == b->reads[r].buf &&
+				    !block_is_reduction(p->blocks[i]))
+					prod = p->blocks[i];
+		if (!prod)
+			return 0;
+		int pb;
+		TRY(pb = tir_get_block(s, prod->name, err), "get stage");
+		TRY(tir_compute_inline(s, pb, err), "compute_inline");
+	}
+}
+
 /* The stage of operand `buf`: shared memory at k0 with a cooperative fetch,
  * then fragments at k1 in 16-row tiles, tensorized. */
 static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *frag_scope,
@@ -207,6 +386,7 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 	int ri, sh, fr, l[TIR_MAX_IO], n;
 	TRY(ri = read_of(s, block, buf, err), "stage");
 	TRY(sh = tir_cache_read(s, block, ri, "shared", err), "cache_read shared");
+	TRY(inline_into(s, sh, err), "inline the operand's stages");
 	const tir_buffer *shbuf = sched_block(s, TIR_RV(sh), err)->store;
 	TRY(ri = read_of(s, block, shbuf, err), "stage");
 	TRY(fr = tir_cache_read(s, block, ri, frag_scope, err), "cache_read fragment");
@@ -278,21 +458,67 @@ static const char *intrin_name(tir_intrin_kind kind, tir_dtype in, tir_dtype acc
 	return NULL;
 }
 
+/* Whether the producer of every intermediate block `name` reads is one of
+ * names[0..n) (never the tensorized write-back). */
+static bool producer_among(const tir_program *p, const char *name, const char *const *names,
+			   int n)
+{
+	const tir_block *c = program_find_block(p, name);
+	bool found = false;
+	for (int r = 0; c && r < c->nreads; r++) {
+		if (c->reads[r].buf->role != BUF_TEMP)
+			continue;
+		for (int i = 0; i < p->nblocks; i++) {
+			const tir_block *w = p->blocks[i];
+			if (!w->stmt || w->store != c->reads[r].buf)
+				continue;
+			bool in = false;
+			for (int k = 0; k < n; k++)
+				in = in || (names[k] && !strcmp(names[k], w->name));
+			if (!in)
+				return false;
+			found = true;
+		}
+	}
+	return found;
+}
+
 int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 {
 	(void)t;
 	mm_form f;
-	if (!mm_form_of(s->p, &f))
-		return tir_fail(err, "gpu-tensorcore: no reduction block of matrix-multiply form");
+	einsum_form ef;
+	bool normal = mm_form_of(s->p, &f);
+	if (!normal) {
+		if (!einsum_of(s->p, &ef))
+			return tir_fail(err, "gpu-tensorcore: no reduction block of product form");
+		TRY(normalize(s, &ef, err), "normalize");
+		if (!mm_form_of(s->p, &f))
+			return tir_fail(err, "gpu-tensorcore: block \"%s\" is not of matrix-multiply form after normalization",
+					ef.b->name);
+	}
 	const tir_dtype in = f.mma->in, acc = f.mma->acc;
-	const char *consumers[SKETCH_MAX_STAGES];
-	sketch_blocks sb;
-	sketch_find_blocks(s->p, &sb);
-	int ncons = sb.nconsumers;
-	for (int i = 0; i < ncons; i++)
-		consumers[i] = sb.consumer[i];
-	if (sketch_inline_producers(s, &sb, err) < 0)
-		return -1;
+	const char *after[TIR_MAX_IO + 1];
+	int nafter = 0;
+	{
+		/* the blocks in top-level nests after the product's: output
+		 * stages and epilogues */
+		const tir_stmt *top = f.b->stmt;
+		while (top->parent->parent)
+			top = top->parent;
+		tir_block *bl[TIR_MAX_IO];
+		for (int k = stmt_index(top) + 1; k < s->p->root->nkids; k++) {
+			int nb = stmt_blocks(s->p->root->kids[k], bl, TIR_MAX_IO);
+			for (int q = 0; q < nb && nafter < TIR_MAX_IO; q++)
+				after[nafter++] = bl[q]->name;
+		}
+	}
+	if (normal) {
+		sketch_blocks sb;
+		sketch_find_blocks(s->p, &sb);
+		if (sketch_inline_producers(s, &sb, err) < 0)
+			return -1;
+	}
 	int b, l[TIR_MAX_IO], n;
 	TRY(b = tir_get_block(s, f.b->name, err), "get block");
 	TRY(n = tir_get_loops(s, b, l, TIR_MAX_IO, err), "loops");
@@ -313,7 +539,7 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		return tir_fail(err, "gpu-tensorcore: the I, J and K loops of \"%s\" not found",
 				f.b->name);
 	tc_tiles x;
-	draw_tiles(s, &f, &x);
+	draw_tiles(s, &f, normal ? 0 : dtype_bytes(acc), &x);
 	int si[2], sj[2], sk[2], I[3], J[3], K[2];
 	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
 	TRY(tir_split(s, li, 2, f16, si, err), "split I");
@@ -343,10 +569,27 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 	int64_t warps = x.i[1] * x.j[1];
 
 	/* the accumulator in fragments, written back per warp */
-	int wb, init;
+	int wb, init, cs = -1;
+	if (!normal)    /* through shared memory, see the top of the file */
+		TRY(cs = tir_cache_write(s, b, 0, "shared", err), "cache_write shared");
 	TRY(wb = tir_cache_write(s, b, 0, "wmma.accumulator", err), "cache_write");
 	TRY(tir_reverse_compute_at(s, wb, ty, err), "write-back at the warp");
 	TRY(tile_2d(s, wb, ty, intrin_name(INTRIN_STORE, in, acc), err), "store");
+	if (cs >= 0) {
+		/* the block's tile, copied out by all its threads along the rows */
+		int cl[TIR_MAX_IO], nc, fu, o[3];
+		TRY(tir_reverse_compute_at(s, cs, bx, err), "output tile at the block");
+		TRY(nc = sketch_loops_under(s, cs, bx, cl, err), "output loops");
+		TRY(fu = tir_fuse(s, nc, cl, err), "fuse output");
+		tir_int lanes[3] = { TIR_LIT(0), TIR_LIT(warps), TIR_LIT(32) };
+		TRY(tir_split(s, fu, 3, lanes, o, err), "split output");
+		TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind output warps");
+		TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind output lanes");
+		const tir_block *cb = sched_block(s, TIR_RV(cs), err);
+		memmove(after + 1, after, sizeof(*after) * (size_t)nafter);
+		after[0] = cb->name;
+		nafter++;
+	}
 	TRY(init = tir_decompose_reduction(s, b, K[0], err), "decompose_reduction");
 	TRY(tile_2d(s, init, ty, intrin_name(INTRIN_FILL, in, acc), err), "fill");
 	TRY(stage(s, b, f.a, "wmma.matrix_a", intrin_name(INTRIN_LOAD_A, in, acc), K[0], K[1],
@@ -356,9 +599,30 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 	TRY(tir_unroll(s, I[2], err), "unroll the fragments' rows");
 	TRY(tir_unroll(s, J[2], err), "unroll the fragments' columns");
 	TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
-	for (int c = 0; c < ncons; c++) {
+	/* the output stages and epilogues: merged where they can be (a crop
+	 * into the write-back, an epilogue into what it reads), then one
+	 * kernel each */
+	for (int c = cs >= 0 ? 1 : 0; c < nafter; c++) {
+		tir_error ignored;
+		int cb;
+		TRY(cb = tir_get_block(s, after[c], err), "get consumer");
+		if (tir_compute_inline(s, cb, &ignored) == 0)
+			after[c] = NULL;
+	}
+	for (int c = 1; c < nafter; c++) {
+		tir_error ignored;
+		int cb;
+		if (!after[c] || !producer_among(s->p, after[c], after, c))
+			continue;
+		TRY(cb = tir_get_block(s, after[c], err), "get consumer");
+		if (tir_reverse_compute_inline(s, cb, &ignored) == 0)
+			after[c] = NULL;
+	}
+	for (int c = cs >= 0 ? 1 : 0; c < nafter; c++) {
 		int e, cl[TIR_MAX_IO], nc, fu, o[2];
-		TRY(e = tir_get_block(s, consumers[c], err), "get consumer");
+		if (!after[c])
+			continue;
+		TRY(e = tir_get_block(s, after[c], err), "get consumer");
 		TRY(nc = tir_get_loops(s, e, cl, TIR_MAX_IO, err), "consumer loops");
 		TRY(fu = tir_fuse(s, nc, cl, err), "fuse consumer");
 		tir_int cf[2] = { TIR_LIT(0), TIR_LIT(128) };

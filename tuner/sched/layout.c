@@ -1,0 +1,609 @@
+/*
+ * layout.c — putting a block into the form of a tensor intrinsic:
+ * transform_block_layout, reindex and pad_einsum.
+ *
+ * A convolution computes Y[n,h,w,co] += X[n, h*st + r*d, w*st + s*d, ci] *
+ * W[r,s,ci,co] with seven iterators; a 16x16x16 matrix-multiply intrinsic has
+ * three.  The three primitives bridge the two, as in TensorIR:
+ *  - transform_block_layout fuses groups of the block's iterators into one
+ *    iterator each (n,h,w -> m; co -> n; r,s,ci -> k): the block's accesses
+ *    become expressions of the fused iterators (floordiv/floormod);
+ *  - reindex gives one access of the block a buffer of its own indexed by the
+ *    iterators it uses (X_reindex[m][k], the im2col matrix), filled (read) or
+ *    written back (write) by a stage block, so the block reads and writes
+ *    plain [m][k], [k][n], [m][n] matrices;
+ *  - pad_einsum rounds iterator extents up to multiples of the intrinsic's
+ *    tile, with zero-filled padded inputs and a cropping stage for the
+ *    output.
+ * The stages are ordinary blocks: the sketch inlines the input stages into
+ * its shared-memory fetch (so the im2col matrix is never materialized) and
+ * runs the output stage as the write-back.
+ *
+ * All three want a fresh nest: one loop per iterator, bound one to one, with
+ * nothing else inside (what the compute definition builds).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "sched.h"
+
+/* The loops of a fresh nest around b, loop[i] binding iterator i; returns
+ * the outermost of them or NULL with a message. */
+static tir_stmt *fresh_nest(const tir_block *b, tir_stmt **loop, tir_error *err)
+{
+	tir_stmt *l[TIR_MAX_IO];
+	int n = stmt_loops(b->stmt, l, TIR_MAX_IO);
+	if (b->predicate) {
+		tir_fail(err, "block \"%s\" has a predicate; it needs a fresh loop nest", b->name);
+		return NULL;
+	}
+	if (n < b->niters) {
+		tir_fail(err, "block \"%s\" has %d iterators but %d loops; it needs a fresh loop nest",
+			 b->name, b->niters, n);
+		return NULL;
+	}
+	/* the innermost niters loops, perfectly nested, each binding one iterator */
+	tir_stmt *const *in = l + (n - b->niters);
+	for (int i = 0; i < b->niters; i++)
+		loop[i] = NULL;
+	for (int j = 0; j < b->niters; j++) {
+		const tir_stmt *q = in[j];
+		if (q->nkids != 1 || q->loop_kind != LOOP_SERIAL) {
+			tir_fail(err, "loop \"%s\" around block \"%s\" is %s; it needs a fresh loop nest",
+				 q->var->name, b->name, q->nkids != 1 ? "not a perfect nest" : "not serial");
+			return NULL;
+		}
+		int it = -1;
+		for (int i = 0; i < b->niters; i++)
+			if (b->iters[i].binding->kind == E_VAR && b->iters[i].binding->var == q->var)
+				it = i;
+		if (it < 0 || loop[it] || q->extent != b->iters[it].extent) {
+			tir_fail(err, "loop \"%s\" does not bind one iterator of block \"%s\" over its domain; it needs a fresh loop nest",
+				 q->var->name, b->name);
+			return NULL;
+		}
+		loop[it] = (tir_stmt *)q;
+	}
+	return in[0];
+}
+
+/* Replaces the fresh nest of b (outermost loop `outer`) by a new one over
+ * b's current iterators, at the same place. */
+static void renest(tir_program *p, tir_block *b, tir_stmt *outer)
+{
+	tir_stmt *parent = outer->parent;
+	int pos = stmt_index(outer);
+	stmt_remove(outer);
+	for (tir_stmt *q = outer; q && q->kind == STMT_FOR; q = q->nkids ? q->kids[0] : NULL)
+		q->dead = true;
+	b->stmt->dead = true;
+	stmt_insert(parent, pos, program_nest(p, b, NULL));
+}
+
+/* The statement directly under the root that holds s. */
+static tir_stmt *top_of(tir_stmt *s)
+{
+	while (s->parent && s->parent->parent)
+		s = s->parent;
+	return s;
+}
+
+static tir_env iters_env(const tir_program *p, const tir_block *b)
+{
+	tir_env e = env_new(p->nvars);
+	for (int i = 0; i < b->niters; i++)
+		env_set(&e, b->iters[i].var, 0, b->iters[i].extent - 1);
+	return e;
+}
+
+/* ---- transform_block_layout ------------------------------------------------- */
+
+/* Parses "0,1,2;3;4,5,6" into groups of iterator indices, each index once. */
+static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gsize,
+			int groups[][TIR_MAX_ITERS], tir_error *err)
+{
+	bool seen[TIR_MAX_ITERS] = { false };
+	int ng = 0, total = 0;
+	const char *c = s;
+	if (!s || !*s)
+		return tir_fail(err, "no iterator groups");
+	gsize[0] = 0;
+	while (*c) {
+		char *end;
+		long v = strtol(c, &end, 10);
+		if (end == c || v < 0 || v >= b->niters)
+			return tir_fail(err, "groups \"%s\": expected iterator indices 0..%d of block \"%s\"",
+					s, b->niters - 1, b->name);
+		if (seen[v])
+			return tir_fail(err, "groups \"%s\": iterator %ld appears twice", s, v);
+		seen[v] = true;
+		groups[ng][gsize[ng]++] = (int)v;
+		total++;
+		c = end;
+		if (*c == ',') {
+			c++;
+		} else if (*c == ';') {
+			c++;
+			if (++ng >= TIR_MAX_ITERS)
+				return tir_fail(err, "groups \"%s\": too many groups", s);
+			gsize[ng] = 0;
+		} else if (*c) {
+			return tir_fail(err, "groups \"%s\": unexpected '%c'", s, *c);
+		}
+	}
+	ng++;
+	for (int g = 0; g < ng; g++)
+		if (!gsize[g])
+			return tir_fail(err, "groups \"%s\": group %d is empty", s, g);
+	if (total != b->niters)
+		return tir_fail(err, "groups \"%s\": %d of the %d iterators of block \"%s\" are in no group",
+				s, b->niters - total, b->niters, b->name);
+	*ngroups = ng;
+	return 0;
+}
+
+/* transform_block_layout(block, "groups"): each group of iterators (indices,
+ * comma-separated; groups separated by ';'; outermost first) becomes one
+ * iterator ranging over the product of their extents, row-major within the
+ * group; the old iterators are recovered from it by floordiv and floormod.
+ * The groups are the new loop order.  Requires a fresh nest, and the
+ * iterators of a group of one kind. */
+int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	tir_program *p = s->p;
+	if (in->nin != 1)
+		return tir_fail(err, "takes one block");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int ng = 0, gsize[TIR_MAX_ITERS], groups[TIR_MAX_ITERS][TIR_MAX_ITERS];
+	if (parse_groups(b, in->str, &ng, gsize, groups, err))
+		return -1;
+	tir_stmt *loop[TIR_MAX_ITERS], *outer = fresh_nest(b, loop, err);
+	if (!outer)
+		return -1;
+	tir_iter old[TIR_MAX_ITERS];
+	memcpy(old, b->iters, sizeof old);
+	int64_t ext[TIR_MAX_ITERS];
+	for (int g = 0; g < ng; g++) {
+		ext[g] = 1;
+		for (int j = 0; j < gsize[g]; j++) {
+			const tir_iter *it = &old[groups[g][j]];
+			if (it->kind != old[groups[g][0]].kind)
+				return tir_fail(err, "group %d mixes spatial and reduction iterators (\"%s\", \"%s\")",
+						g, old[groups[g][0]].var->name, it->var->name);
+			if (ext[g] > INT64_MAX / it->extent)
+				return tir_fail(err, "group %d: the fused extent overflows", g);
+			ext[g] *= it->extent;
+		}
+	}
+
+	tir_arena *a = &p->arena;
+	tir_subst sub = { p->nvars + ng, xcalloc((size_t)(p->nvars + ng) + 1, sizeof(tir_expr *)) };
+	b->niters = 0;
+	for (int g = 0; g < ng; g++) {
+		tir_buf name = { 0 };
+		for (int j = 0; j < gsize[g]; j++)
+			buf_printf(&name, "%s%s", j ? "_" : "", old[groups[g][j]].var->name);
+		char *nm = buf_take(&name);
+		tir_var *u = program_var(p, nm);
+		free(nm);
+		block_add_iter(b, u, ext[g], old[groups[g][0]].kind, NULL);
+		int64_t stride = ext[g];
+		for (int j = 0; j < gsize[g]; j++) {
+			const tir_iter *it = &old[groups[g][j]];
+			stride /= it->extent;
+			tir_expr *v = mk_var(a, u);
+			if (j > 0)
+				v = mk_floormod(a, mk_floordiv(a, v, mk_int(a, stride)),
+						mk_int(a, it->extent));
+			else
+				v = mk_floordiv(a, v, mk_int(a, stride));
+			sub.map[it->var->id] = v;
+		}
+	}
+	tir_env env = iters_env(p, b);
+	for (int d = 0; d < b->store->ndim; d++)
+		b->store_idx[d] = expr_simplify(a, expr_subst(a, b->store_idx[d], &sub), &env);
+	b->value = expr_simplify(a, expr_subst(a, b->value, &sub), &env);
+	if (b->init)
+		b->init = expr_simplify(a, expr_subst(a, b->init, &sub), &env);
+	env_free(&env);
+	free(sub.map);
+	renest(p, b, outer);
+	block_update_regions(p, b);
+	return 0;
+}
+
+/* ---- stages at the top level ---------------------------------------------------- */
+
+/* Where a stage feeding block b from buffer buf goes: at the top level after
+ * the last writer of buf and before b's nest. */
+static int input_stage_pos(const tir_program *p, const tir_block *b, const tir_buffer *buf,
+			   tir_error *err)
+{
+	tir_stmt *top = top_of(b->stmt);
+	int pos = stmt_index(top);
+	for (int i = 0; i < p->nblocks; i++) {
+		const tir_block *w = p->blocks[i];
+		if (!w->stmt || w == b || w->store != buf)
+			continue;
+		tir_stmt *wt = top_of(w->stmt);
+		if (wt == top || stmt_index(wt) > stmt_index(top))
+			return tir_fail(err, "block \"%s\" writes \"%s\" in or after the loop nest of block \"%s\"",
+					w->name, buf->name, b->name);
+	}
+	return pos;
+}
+
+/* Whether another block writes buf or reads it in or before b's nest. */
+static int check_output_stage(const tir_program *p, const tir_block *b, tir_error *err)
+{
+	const tir_buffer *buf = b->store;
+	int t = stmt_index(top_of(b->stmt));
+	for (int i = 0; i < p->nblocks; i++) {
+		const tir_block *c = p->blocks[i];
+		if (!c->stmt || c == b)
+			continue;
+		if (c->store == buf)
+			return tir_fail(err, "block \"%s\" also writes \"%s\"; block \"%s\" must be its only producer",
+					c->name, buf->name, b->name);
+		for (int r = 0; r < c->nreads; r++)
+			if (c->reads[r].buf == buf && stmt_index(top_of(c->stmt)) <= t)
+				return tir_fail(err, "block \"%s\" reads \"%s\" in or before the loop nest of block \"%s\"",
+						c->name, buf->name, b->name);
+	}
+	return 0;
+}
+
+/* A spatial block `name` storing dst[w0..] over `ext`, with the value given
+ * in its own iterators, nested fresh at the top level at pos. */
+static tir_block *stage_block(tir_program *p, const char *name, tir_buffer *dst, int n,
+			      const int64_t *ext, tir_var **w, tir_expr *const *store_idx,
+			      tir_expr *value, int pos)
+{
+	tir_block *c = block_new(p, name);
+	for (int d = 0; d < n; d++)
+		block_add_iter(c, w[d], ext[d], ITER_SPATIAL, NULL);
+	c->store = dst;
+	memcpy(c->store_idx, store_idx, sizeof(tir_expr *) * (size_t)dst->ndim);
+	c->value = value;
+	c->reduce = REDUCE_NONE;
+	block_update_regions(p, c);
+	stmt_insert(p->root, pos, program_nest(p, c, NULL));
+	return c;
+}
+
+/* Replaces every load of buf in e by `with`. */
+static tir_expr *replace_loads(tir_arena *a, tir_expr *e, const tir_buffer *buf, tir_expr *with)
+{
+	if (!e || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
+		return e;
+	if (e->kind == E_LOAD && e->buf == buf)
+		return with;
+	tir_expr *n = arena_alloc(a, sizeof *n);
+	*n = *e;
+	n->a = replace_loads(a, e->a, buf, with);
+	n->b = replace_loads(a, e->b, buf, with);
+	n->c = replace_loads(a, e->c, buf, with);
+	if (e->nidx) {
+		n->idx = arena_alloc(a, sizeof(tir_expr *) * (size_t)e->nidx);
+		for (int d = 0; d < e->nidx; d++)
+			n->idx[d] = replace_loads(a, e->idx[d], buf, with);
+	}
+	return n;
+}
+
+/* The one index list with which e loads buf: NULL if e never loads it, or
+ * with *mixed set when it loads it at different indices. */
+struct one_load {
+	const tir_buffer *buf;
+	tir_expr *load;
+	bool mixed;
+};
+
+static void find_load(tir_expr *load, void *ctx)
+{
+	struct one_load *o = ctx;
+	if (load->buf != o->buf)
+		return;
+	if (o->load && !expr_equal(o->load, load))
+		o->mixed = true;
+	else
+		o->load = load;
+}
+
+static tir_expr *the_load(tir_expr *value, const tir_buffer *buf, const tir_block *b,
+			  tir_error *err)
+{
+	struct one_load o = { buf, NULL, false };
+	expr_visit_loads(value, find_load, &o);
+	if (o.mixed) {
+		tir_fail(err, "block \"%s\" reads \"%s\" at more than one index", b->name, buf->name);
+		return NULL;
+	}
+	if (!o.load)
+		tir_fail(err, "block \"%s\" does not load \"%s\"", b->name, buf->name);
+	return o.load;
+}
+
+/* ---- reindex ---------------------------------------------------------------------- */
+
+/* reindex(block, kind, index, order): kind 0 reindexes read `index` of the
+ * block, kind 1 its write (index 0).  The access gets a buffer
+ * `<buf>_reindex` of its own, with one dimension per block iterator the
+ * access uses (order 0: in the order they first appear in its indices, which
+ * keeps the innermost dimension's contiguity; order 1: in the block's
+ * iterator order), over their domains, indexed by those iterators; a stage block copies the original buffer into it (read:
+ * before the block, at the top level) or out of it (write: after).  A
+ * reduction accumulates in the new buffer.  Returns the stage block. */
+int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	tir_program *p = s->p;
+	tir_arena *a = &p->arena;
+	if (in->nin != 1 || in->nattr != 3)
+		return tir_fail(err, "takes a block, a kind (0 read, 1 write), an index and an order (0 access, 1 iterators)");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int64_t kind = in->attr[0], index = in->attr[1], order = in->attr[2];
+	if (kind != 0 && kind != 1)
+		return tir_fail(err, "kind %lld: expected 0 (read) or 1 (write)", (long long)kind);
+	if (order != 0 && order != 1)
+		return tir_fail(err, "order %lld: expected 0 (access) or 1 (iterators)", (long long)order);
+	tir_buffer *buf;
+	tir_expr *const *idx;
+	int nidx;
+	if (kind == 0) {
+		if (index < 0 || index >= b->nreads)
+			return tir_fail(err, "block \"%s\" has %d read regions; read index %lld is out of range",
+					b->name, b->nreads, (long long)index);
+		buf = b->reads[index].buf;
+		if (buf == b->store)
+			return tir_fail(err, "read %lld of block \"%s\" is its own output \"%s\"; reindex the write",
+					(long long)index, b->name, buf->name);
+		tir_expr *load = the_load(b->value, buf, b, err);
+		if (!load)
+			return -1;
+		idx = load->idx;
+		nidx = load->nidx;
+	} else {
+		if (index != 0)
+			return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
+					b->name, (long long)index);
+		buf = b->store;
+		idx = b->store_idx;
+		nidx = buf->ndim;
+		if (check_output_stage(p, b, err))
+			return -1;
+	}
+	/* the iterators the access uses, in order of first appearance or
+	 * in the block's order */
+	int used[TIR_MAX_ITERS], nu = 0;
+	bool is_used[TIR_MAX_ITERS] = { false };
+	for (int d = 0; d < nidx; d++)
+		for (int i = 0; i < b->niters; i++)
+			if (!is_used[i] && expr_uses_var(idx[d], b->iters[i].var)) {
+				is_used[i] = true;
+				used[nu++] = i;
+			}
+	if (order == 1)
+		for (int i = 0, k = 0; i < b->niters; i++)
+			if (is_used[i])
+				used[k++] = i;
+	if (nu == 0 || nu > TIR_MAX_DIMS)
+		return tir_fail(err, "the access of \"%s\" in block \"%s\" uses %d iterators; reindex needs 1 to %d",
+				buf->name, b->name, nu, TIR_MAX_DIMS);
+	for (int j = 0; kind == 1 && j < nu; j++)
+		if (b->iters[used[j]].kind != ITER_SPATIAL)
+			return tir_fail(err, "block \"%s\" writes \"%s\" at reduction iterator \"%s\"",
+					b->name, buf->name, b->iters[used[j]].var->name);
+	int pos;
+	if (kind == 0 && (pos = input_stage_pos(p, b, buf, err)) < 0)
+		return -1;
+	if (kind == 1)
+		pos = stmt_index(top_of(b->stmt)) + 1;
+
+	int64_t shape[TIR_MAX_DIMS];
+	tir_var *w[TIR_MAX_DIMS];
+	tir_expr *wv[TIR_MAX_DIMS], *uv[TIR_MAX_DIMS];
+	tir_subst sub = { p->nvars + nu, xcalloc((size_t)(p->nvars + nu) + 1, sizeof(tir_expr *)) };
+	for (int j = 0; j < nu; j++) {
+		const tir_iter *it = &b->iters[used[j]];
+		shape[j] = it->extent;
+		w[j] = program_var(p, arena_printf(a, "v%d", j));
+		wv[j] = mk_var(a, w[j]);
+		uv[j] = mk_var(a, it->var);
+		sub.map[it->var->id] = wv[j];
+	}
+	const char *name = program_fresh_name(p, arena_printf(a, "%s_reindex", buf->name));
+	tir_buffer *rb = program_buffer(p, name, buf->dtype, nu, shape, TIR_SCOPE_GLOBAL, BUF_TEMP);
+	/* the access in the stage's iterators */
+	tir_expr *orig[TIR_MAX_DIMS];
+	for (int d = 0; d < nidx; d++)
+		orig[d] = expr_subst(a, idx[d], &sub);
+	free(sub.map);
+	tir_block *stage;
+	if (kind == 0) {
+		stage = stage_block(p, name, rb, nu, shape, w, wv, mk_load(a, buf, nidx, orig), pos);
+		b->value = replace_loads(a, b->value, buf, mk_load(a, rb, nu, uv));
+	} else {
+		stage = stage_block(p, name, buf, nu, shape, w, orig, mk_load(a, rb, nu, wv), pos);
+		b->store = rb;
+		memcpy(b->store_idx, uv, sizeof(tir_expr *) * (size_t)nu);
+	}
+	stage->name = name;
+	block_update_regions(p, b);
+	int rv = sched_new_rv(s, RV_BLOCK);
+	s->rv[rv].block = stage;
+	in->out[in->nout++] = rv;
+	return 0;
+}
+
+/* ---- pad_einsum ------------------------------------------------------------------- */
+
+/* The iterator of each dimension of an access whose every index is one
+ * iterator variable, each at most once; false if it is not such an access. */
+static bool plain_access(const tir_block *b, int n, tir_expr *const *idx, int *dim_iter)
+{
+	bool seen[TIR_MAX_ITERS] = { false };
+	for (int d = 0; d < n; d++) {
+		int it = idx[d]->kind == E_VAR ? block_iter_of(b, idx[d]->var) : -1;
+		if (it < 0 || seen[it])
+			return false;
+		seen[it] = true;
+		dim_iter[d] = it;
+	}
+	return true;
+}
+
+struct pad_ctx {
+	const tir_block *b;
+	bool ok;
+	const tir_buffer *bad;
+};
+
+static void check_plain(tir_expr *load, void *ctx)
+{
+	struct pad_ctx *c = ctx;
+	int dim_iter[TIR_MAX_DIMS];
+	if (!plain_access(c->b, load->nidx, load->idx, dim_iter) && c->ok) {
+		c->ok = false;
+		c->bad = load->buf;
+	}
+}
+
+/* pad_einsum(block, f0, f1, ...): rounds the extent of iterator i up to a
+ * multiple of f_i (1: unchanged).  Every input the padded iterators index
+ * is read through a zero-padded copy `<buf>_pad` (a stage block before the
+ * block); the output is written to `<buf>_pad` and cropped back by a stage
+ * block after it.  Requires a fresh nest and an einsum: every access indexes
+ * each dimension with one iterator.  Returns the cropping stage; when every
+ * extent is a multiple of its factor already, it changes nothing. */
+int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	tir_program *p = s->p;
+	tir_arena *a = &p->arena;
+	if (in->nin < 2)
+		return tir_fail(err, "takes a block and one factor per iterator");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	if (in->nin - 1 != b->niters)
+		return tir_fail(err, "block \"%s\" has %d iterators; %d factors given",
+				b->name, b->niters, in->nin - 1);
+	int64_t ext[TIR_MAX_ITERS];
+	bool any = false;
+	for (int i = 0; i < b->niters; i++) {
+		int64_t f;
+		if (sched_value(s, in->in[1 + i], &f, err))
+			return -1;
+		if (f < 1 || f > (1 << 20))
+			return tir_fail(err, "factor %lld for iterator \"%s\" is not in 1..%d",
+					(long long)f, b->iters[i].var->name, 1 << 20);
+		ext[i] = (b->iters[i].extent + f - 1) / f * f;
+		any = any || ext[i] != b->iters[i].extent;
+	}
+	if (!any)
+		return 0;       /* every extent is a multiple of its factor already */
+	tir_stmt *loop[TIR_MAX_ITERS];
+	if (!fresh_nest(b, loop, err))
+		return -1;
+	int store_dims[TIR_MAX_DIMS];
+	struct pad_ctx pc = { b, true, NULL };
+	expr_visit_loads(b->value, check_plain, &pc);
+	if (!pc.ok || !plain_access(b, b->store->ndim, b->store_idx, store_dims))
+		return tir_fail(err, "block \"%s\" is not an einsum: it accesses \"%s\" at other than one iterator per dimension",
+				b->name, pc.ok ? b->store->name : pc.bad->name);
+	if (b->init && b->init->kind != E_INT && b->init->kind != E_FLOAT)
+		return tir_fail(err, "block \"%s\" has an init that is not a constant", b->name);
+	for (int r = 0; r < b->nreads; r++)
+		if (b->reads[r].buf != b->store && input_stage_pos(p, b, b->reads[r].buf, err) < 0)
+			return -1;
+	if (check_output_stage(p, b, err))
+		return -1;
+
+	/* the inputs: a zero-padded copy of each buffer a padded iterator indexes */
+	int nreads = b->nreads;
+	tir_buffer *reads[TIR_MAX_IO];
+	for (int r = 0; r < nreads && r < TIR_MAX_IO; r++)
+		reads[r] = b->reads[r].buf;
+	for (int r = 0; r < nreads && r < TIR_MAX_IO; r++) {
+		tir_buffer *x = reads[r];
+		if (x == b->store)
+			continue;
+		tir_expr *load = the_load(b->value, x, b, err);
+		if (!load)
+			return -1;        /* not reached: checked above */
+		int dim_iter[TIR_MAX_DIMS];
+		plain_access(b, load->nidx, load->idx, dim_iter);
+		int64_t shape[TIR_MAX_DIMS];
+		bool padded = false;
+		for (int d = 0; d < x->ndim; d++) {
+			shape[d] = x->shape[d];
+			if (ext[dim_iter[d]] > shape[d]) {
+				shape[d] = ext[dim_iter[d]];
+				padded = true;
+			}
+		}
+		if (!padded)
+			continue;
+		const char *name = program_fresh_name(p, arena_printf(a, "%s_pad", x->name));
+		tir_buffer *xp = program_buffer(p, name, x->dtype, x->ndim, shape, TIR_SCOPE_GLOBAL,
+						BUF_TEMP);
+		tir_var *w[TIR_MAX_DIMS];
+		tir_expr *wv[TIR_MAX_DIMS], *in_bounds = NULL;
+		for (int d = 0; d < x->ndim; d++) {
+			w[d] = program_var(p, arena_printf(a, "v%d", d));
+			wv[d] = mk_var(a, w[d]);
+			if (shape[d] > x->shape[d])
+				in_bounds = mk_and(a, in_bounds,
+						   mk_bin(a, E_LT, wv[d], mk_int(a, x->shape[d])));
+		}
+		tir_expr *zero = dtype_is_float(x->dtype) ? mk_float(a, 0.0, x->dtype)
+							   : mk_cast(a, x->dtype, mk_int(a, 0));
+		tir_expr *v = mk_select(a, in_bounds, mk_load(a, x, x->ndim, wv), zero);
+		int pos = input_stage_pos(p, b, x, err);
+		tir_block *st = stage_block(p, name, xp, x->ndim, shape, w, wv, v, pos);
+		st->name = name;
+		b->value = expr_replace_buffer(a, b->value, x, xp);
+	}
+
+	/* the output: computed padded, cropped after */
+	tir_buffer *y = b->store;
+	int64_t shape[TIR_MAX_DIMS];
+	bool padded = false;
+	for (int d = 0; d < y->ndim; d++) {
+		shape[d] = y->shape[d];
+		if (ext[store_dims[d]] > shape[d]) {
+			shape[d] = ext[store_dims[d]];
+			padded = true;
+		}
+	}
+	tir_block *crop = NULL;
+	if (padded) {
+		const char *name = program_fresh_name(p, arena_printf(a, "%s_pad", y->name));
+		tir_buffer *yp = program_buffer(p, name, y->dtype, y->ndim, shape, TIR_SCOPE_GLOBAL,
+						BUF_TEMP);
+		tir_var *w[TIR_MAX_DIMS];
+		tir_expr *wv[TIR_MAX_DIMS];
+		for (int d = 0; d < y->ndim; d++) {
+			w[d] = program_var(p, arena_printf(a, "v%d", d));
+			wv[d] = mk_var(a, w[d]);
+		}
+		int pos = stmt_index(top_of(b->stmt)) + 1;
+		crop = stage_block(p, arena_printf(a, "%s_crop", y->name), y, y->ndim, y->shape, w,
+				   wv, mk_load(a, yp, y->ndim, wv), pos);
+		b->store = yp;
+	}
+	for (int i = 0; i < b->niters; i++) {
+		b->iters[i].extent = ext[i];
+		loop[i]->extent = ext[i];
+	}
+	block_update_regions(p, b);
+	if (crop) {
+		int rv = sched_new_rv(s, RV_BLOCK);
+		s->rv[rv].block = crop;
+		in->out[in->nout++] = rv;
+	}
+	return 0;
+}
