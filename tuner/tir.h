@@ -177,10 +177,15 @@ int tir_transform_block_layout(tir_sched *s, int block, const char *groups,
 			       tir_error *err);
 /* Gives read `index` (write: is_write, index 0) of the block a buffer of its
  * own indexed by the iterators the access uses (in the order they appear in
- * it, or with iter_order in the block's order), with a stage block copying
- * into or out of it.  Returns the stage block. */
-int tir_reindex(tir_sched *s, int block, int is_write, int index, int iter_order,
+ * it, or in the order dims lists them, e.g. "0,2,3"), with a stage block
+ * copying into or out of it.  Returns the stage block. */
+int tir_reindex(tir_sched *s, int block, int is_write, int index, const char *dims,
 		tir_error *err);
+/* Splits the reduction over iterator `iterator` into `factor` partial
+ * reductions written to a new buffer with a leading dimension, summed by a
+ * new block after it (split-K).  Returns the summing block, or 0 if factor
+ * is 1 (nothing changes). */
+int tir_rfactor(tir_sched *s, int block, int iterator, tir_int factor, tir_error *err);
 /* Rounds iterator i's extent up to a multiple of factors[i] (literals or
  * integer RVs; n = the block's iterator count) with zero-padded inputs and a
  * cropped output.  Returns the cropping block, or 0 if the output needs none

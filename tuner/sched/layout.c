@@ -97,9 +97,10 @@ static tir_env iters_env(const tir_program *p, const tir_block *b)
 
 /* ---- transform_block_layout ------------------------------------------------- */
 
-/* Parses "0,1,2;3;4,5,6" into groups of iterator indices, each index once. */
+/* Parses "0,1,2;3;4,5,6" into groups of iterator indices, each index once
+ * (with `all`, every iterator of b). */
 static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gsize,
-			int groups[][TIR_MAX_ITERS], tir_error *err)
+			int groups[][TIR_MAX_ITERS], bool all, tir_error *err)
 {
 	bool seen[TIR_MAX_ITERS] = { false };
 	int ng = 0, total = 0;
@@ -134,7 +135,7 @@ static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gs
 	for (int g = 0; g < ng; g++)
 		if (!gsize[g])
 			return tir_fail(err, "groups \"%s\": group %d is empty", s, g);
-	if (total != b->niters)
+	if (all && total != b->niters)
 		return tir_fail(err, "groups \"%s\": %d of the %d iterators of block \"%s\" are in no group",
 				s, b->niters - total, b->niters, b->name);
 	*ngroups = ng;
@@ -156,7 +157,7 @@ int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 	if (!b)
 		return -1;
 	int ng = 0, gsize[TIR_MAX_ITERS], groups[TIR_MAX_ITERS][TIR_MAX_ITERS];
-	if (parse_groups(b, in->str, &ng, gsize, groups, err))
+	if (parse_groups(b, in->str, &ng, gsize, groups, true, err))
 		return -1;
 	tir_stmt *loop[TIR_MAX_ITERS], *outer = fresh_nest(b, loop, err);
 	if (!outer)
@@ -328,28 +329,27 @@ static tir_expr *the_load(tir_expr *value, const tir_buffer *buf, const tir_bloc
 
 /* ---- reindex ---------------------------------------------------------------------- */
 
-/* reindex(block, kind, index, order): kind 0 reindexes read `index` of the
- * block, kind 1 its write (index 0).  The access gets a buffer
+/* reindex(block, kind, index[, "dims"]): kind 0 reindexes read `index` of
+ * the block, kind 1 its write (index 0).  The access gets a buffer
  * `<buf>_reindex` of its own, with one dimension per block iterator the
- * access uses (order 0: in the order they first appear in its indices, which
- * keeps the innermost dimension's contiguity; order 1: in the block's
- * iterator order), over their domains, indexed by those iterators; a stage block copies the original buffer into it (read:
+ * access uses, over their domains, indexed by those iterators: in the order
+ * they first appear in its indices (which keeps the innermost dimension's
+ * contiguity), or in the order "dims" lists them (iterator indices,
+ * comma-separated); a stage block copies the original buffer into it (read:
  * before the block, at the top level) or out of it (write: after).  A
  * reduction accumulates in the new buffer.  Returns the stage block. */
 int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
 	tir_arena *a = &p->arena;
-	if (in->nin != 1 || in->nattr != 3)
-		return tir_fail(err, "takes a block, a kind (0 read, 1 write), an index and an order (0 access, 1 iterators)");
+	if (in->nin != 1 || in->nattr != 2)
+		return tir_fail(err, "takes a block, a kind (0 read, 1 write) and an index");
 	tir_block *b = sched_block(s, in->in[0], err);
 	if (!b)
 		return -1;
-	int64_t kind = in->attr[0], index = in->attr[1], order = in->attr[2];
+	int64_t kind = in->attr[0], index = in->attr[1];
 	if (kind != 0 && kind != 1)
 		return tir_fail(err, "kind %lld: expected 0 (read) or 1 (write)", (long long)kind);
-	if (order != 0 && order != 1)
-		return tir_fail(err, "order %lld: expected 0 (access) or 1 (iterators)", (long long)order);
 	tir_buffer *buf;
 	tir_expr *const *idx;
 	int nidx;
@@ -386,10 +386,20 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 				is_used[i] = true;
 				used[nu++] = i;
 			}
-	if (order == 1)
-		for (int i = 0, k = 0; i < b->niters; i++)
-			if (is_used[i])
-				used[k++] = i;
+	if (in->str && *in->str) {
+		int ng = 0, gsize[TIR_MAX_ITERS], g[TIR_MAX_ITERS][TIR_MAX_ITERS];
+		if (parse_groups(b, in->str, &ng, gsize, g, false, err))
+			return -1;
+		if (ng != 1 || gsize[0] != nu)
+			return tir_fail(err, "dims \"%s\": the access of \"%s\" uses %d iterators",
+					in->str, buf->name, nu);
+		for (int j = 0; j < nu; j++) {
+			if (!is_used[g[0][j]])
+				return tir_fail(err, "dims \"%s\": the access of \"%s\" does not use iterator %d",
+						in->str, buf->name, g[0][j]);
+			used[j] = g[0][j];
+		}
+	}
 	if (nu == 0 || nu > TIR_MAX_DIMS)
 		return tir_fail(err, "the access of \"%s\" in block \"%s\" uses %d iterators; reindex needs 1 to %d",
 				buf->name, b->name, nu, TIR_MAX_DIMS);
@@ -605,5 +615,103 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 		s->rv[rv].block = crop;
 		in->out[in->nout++] = rv;
 	}
+	return 0;
+}
+
+/* ---- rfactor ---------------------------------------------------------------------- */
+
+/* rfactor(block, iterator, factor): splits the reduction over `iterator`
+ * (extent E) into `factor` independent partial reductions over E / factor
+ * consecutive values each: the block gets a spatial iterator in front (the
+ * partial's index) and writes `<out>_rf[partial, ...]`; a new reduction block
+ * `<out>_rf_sum` after it sums the partials into the output.  The partials
+ * can then run in parallel (split-K).  Factor 1 changes nothing.  Requires a
+ * fresh nest, a summing reduction that still has its init, and E a multiple
+ * of factor.  Returns the summing block. */
+int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	tir_program *p = s->p;
+	tir_arena *a = &p->arena;
+	if (in->nin != 2 || in->nattr != 1)
+		return tir_fail(err, "takes a block, an iterator index and a factor");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int64_t it = in->attr[0], f;
+	if (sched_value(s, in->in[1], &f, err))
+		return -1;
+	if (it < 0 || it >= b->niters)
+		return tir_fail(err, "block \"%s\" has %d iterators; iterator %lld is out of range",
+				b->name, b->niters, (long long)it);
+	tir_iter *k = &b->iters[it];
+	if (k->kind != ITER_REDUCE)
+		return tir_fail(err, "iterator \"%s\" of block \"%s\" is not a reduction", k->var->name,
+				b->name);
+	if (b->reduce != REDUCE_SUM || !b->init)
+		return tir_fail(err, "block \"%s\" is not a summing reduction with its init", b->name);
+	if (f < 1 || k->extent % f)
+		return tir_fail(err, "factor %lld does not divide the extent %lld of iterator \"%s\"",
+				(long long)f, (long long)k->extent, k->var->name);
+	if (f == 1)
+		return 0;
+	if (b->niters >= TIR_MAX_ITERS || b->store->ndim >= TIR_MAX_DIMS)
+		return tir_fail(err, "block \"%s\" has no room for another iterator or dimension",
+				b->name);
+	tir_stmt *loop[TIR_MAX_ITERS], *outer = fresh_nest(b, loop, err);
+	if (!outer || check_output_stage(p, b, err))
+		return -1;
+
+	tir_buffer *out = b->store;
+	int64_t shape[TIR_MAX_DIMS];
+	shape[0] = f;
+	memcpy(shape + 1, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+	const char *name = program_fresh_name(p, arena_printf(a, "%s_rf", out->name));
+	tir_buffer *rf = program_buffer(p, name, out->dtype, out->ndim + 1, shape,
+					TIR_SCOPE_GLOBAL, BUF_TEMP);
+	/* k = part * (E / f) + k', the part a new outermost spatial iterator */
+	int64_t chunk = k->extent / f;
+	tir_var *part = program_var(p, arena_printf(a, "%s_rf", k->var->name));
+	tir_subst sub = { p->nvars, xcalloc((size_t)p->nvars + 1, sizeof(tir_expr *)) };
+	sub.map[k->var->id] = mk_add(a, mk_mul(a, mk_var(a, part), mk_int(a, chunk)),
+				     mk_var(a, k->var));
+	b->value = expr_subst(a, b->value, &sub);
+	free(sub.map);
+	k->extent = chunk;
+	memmove(&b->iters[1], &b->iters[0], sizeof(tir_iter) * (size_t)b->niters);
+	b->niters++;
+	b->iters[0] = (tir_iter){ part, f, ITER_SPATIAL, NULL };
+	tir_expr *idx[TIR_MAX_DIMS];
+	idx[0] = mk_var(a, part);
+	memcpy(idx + 1, b->store_idx, sizeof(tir_expr *) * (size_t)out->ndim);
+	b->store = rf;
+	memcpy(b->store_idx, idx, sizeof(tir_expr *) * (size_t)rf->ndim);
+	int pos = stmt_index(top_of(b->stmt)) + 1;
+	renest(p, b, outer);
+	tir_env env = iters_env(p, b);
+	b->value = expr_simplify(a, b->value, &env);
+	env_free(&env);
+	block_update_regions(p, b);
+
+	/* out[v] = sum over parts of rf[part, v] */
+	tir_block *sum = block_new(p, arena_printf(a, "%s_sum", name));
+	tir_expr *v[TIR_MAX_DIMS], *ridx[TIR_MAX_DIMS];
+	for (int d = 0; d < out->ndim; d++) {
+		tir_var *w = program_var(p, arena_printf(a, "v%d", d));
+		block_add_iter(sum, w, out->shape[d], ITER_SPATIAL, NULL);
+		v[d] = ridx[d + 1] = mk_var(a, w);
+	}
+	tir_var *r = program_var(p, "vpart");
+	block_add_iter(sum, r, f, ITER_REDUCE, NULL);
+	ridx[0] = mk_var(a, r);
+	sum->store = out;
+	memcpy(sum->store_idx, v, sizeof(tir_expr *) * (size_t)out->ndim);
+	sum->value = mk_load(a, rf, rf->ndim, ridx);
+	sum->reduce = REDUCE_SUM;
+	sum->init = b->init;
+	block_update_regions(p, sum);
+	stmt_insert(p->root, pos, program_nest(p, sum, NULL));
+	int rv = sched_new_rv(s, RV_BLOCK);
+	s->rv[rv].block = sum;
+	in->out[in->nout++] = rv;
 	return 0;
 }

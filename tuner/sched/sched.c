@@ -398,15 +398,15 @@ int tir_transform_block_layout(tir_sched *s, int block, const char *groups, tir_
 	return one_rv(s, PRIM_TRANSFORM_BLOCK_LAYOUT, block, groups, err);
 }
 
-int tir_reindex(tir_sched *s, int block, int is_write, int index, int iter_order,
+int tir_reindex(tir_sched *s, int block, int is_write, int index, const char *dims,
 		tir_error *err)
 {
 	tir_inst in = inst_of(PRIM_REINDEX);
 	in.in[in.nin++] = TIR_RV(block);
 	in.attr[0] = is_write ? 1 : 0;
 	in.attr[1] = index;
-	in.attr[2] = iter_order ? 1 : 0;
-	in.nattr = 3;
+	in.nattr = 2;
+	in.str = dims;
 	return first_out(s, &in, err);
 }
 
@@ -418,6 +418,16 @@ int tir_pad_einsum(tir_sched *s, int block, int n, const tir_int *factors, tir_e
 	in.in[in.nin++] = TIR_RV(block);
 	for (int i = 0; i < n; i++)
 		in.in[in.nin++] = factors[i];
+	return first_out(s, &in, err);
+}
+
+int tir_rfactor(tir_sched *s, int block, int iterator, tir_int factor, tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_RFACTOR);
+	in.in[in.nin++] = TIR_RV(block);
+	in.in[in.nin++] = factor;
+	in.attr[0] = iterator;
+	in.nattr = 1;
 	return first_out(s, &in, err);
 }
 

@@ -45,10 +45,12 @@
 #define TRY SKETCH_TRY
 #define MAX_WARPS 8
 #define MAX_FRAGS 16          /* accumulator fragments per warp: 8 registers each */
-#define MAX_KTILE 4           /* K1: 16-element steps staged per K0 iteration */
+#define MAX_KTILE 8           /* K1: 16-element steps staged per K0 iteration */
 #define MAX_STAGED (48 * 1024)
 #define MAX_SHARED (96 * 1024)   /* operands and a staged output tile */
 #define DRAWS 256
+#define MAX_PARTS 5      /* split-K into 1, 2, 4, 8 or 16 parts */
+#define MAX_PARTS_K 16
 #define PAD_CHOICES 3  /* pad to 1, 2 or 4 tiles: at most a third more work */
 
 typedef struct mm_form {
@@ -236,6 +238,26 @@ static const tir_expr *operand(const tir_block *b, const tir_buffer *buf)
 	       : expr_uncast(b->value->b, b->store->dtype);
 }
 
+/* The dimensions of an operand's reindexed buffer: its first nb iterators
+ * (the part and batch, which every access uses) first, the others in the
+ * order they appear in its indices (the innermost stays contiguous). */
+static char *operand_dims(const tir_block *b, const tir_expr *x, int nb)
+{
+	tir_buf d = { 0 };
+	bool done[TIR_MAX_ITERS] = { false };
+	for (int i = 0; i < nb; i++) {
+		buf_printf(&d, "%s%d", d.len ? "," : "", i);
+		done[i] = true;
+	}
+	for (int k = 0; k < x->nidx; k++)
+		for (int i = 0; i < b->niters; i++)
+			if (!done[i] && expr_uses_var(x->idx[k], b->iters[i].var)) {
+				buf_printf(&d, "%s%d", d.len ? "," : "", i);
+				done[i] = true;
+			}
+	return buf_take(&d);
+}
+
 /* Puts the block of e into matrix-multiply form (see the top of the file). */
 static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 {
@@ -251,25 +273,50 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 	free(groups);
 	if (rc < 0)
 		return -1;
+	/* split-K: a sampled number of partial sums over consecutive parts
+	 * of K (at least 64 each), run in parallel and summed after */
+	int nb = e->n[ROLE_BATCH] ? 1 : 0, kit = nb + 2;
 	const tir_block *blk = sched_block(s, TIR_RV(b), err);
+	int64_t kext = blk->iters[kit].extent, parts[MAX_PARTS];
+	int np = 0;
+	for (int64_t f = 1; f <= MAX_PARTS_K && np < MAX_PARTS; f *= 2)
+		if (kext % f == 0 && (f == 1 || kext / f >= 64))
+			parts[np++] = f;
+	int prv;
+	TRY(prv = tir_sample_categorical(s, np, parts, NULL, err), "parts of K");
+	TRY(tir_rfactor(s, b, kit, TIR_RV(prv), err), "rfactor");
+	if (tir_sched_int(s, prv) > 1)
+		nb++;                   /* the part: a batch iterator in front */
 	const tir_buffer *ops[2] = { e->a, e->bb };
 	for (int o = 0; o < 2; o++) {
 		const tir_expr *x = operand(blk, ops[o]);
 		if (plain_load(blk, (const tir_expr *const *)x->idx, x->nidx))
 			continue;
 		int ri;
+		char *dims = operand_dims(blk, x, nb);
 		TRY(ri = read_of(s, b, ops[o], err), "operand");
-		TRY(tir_reindex(s, b, 0, ri, 0, err), "reindex operand");
+		int rc2 = tir_reindex(s, b, 0, ri, dims, err);
+		free(dims);
+		if (rc2 < 0)
+			return -1;
 	}
 	/* the accumulator's tiles are row-major [batch][I][J] */
-	if (!plain_load(blk, (const tir_expr *const *)blk->store_idx, blk->store->ndim))
-		TRY(tir_reindex(s, b, 1, 0, 1, err), "reindex output");
-	/* iterators: [batch] I J K, each padded to a multiple of a sampled
-	 * number of whole tiles: a few more rows can buy an extent with
-	 * factors to tile by (196 = 4 x 49 rows, 208 = 13 x 16, 256 = 16 x 16) */
-	tir_int fac[4];
+	if (!plain_load(blk, (const tir_expr *const *)blk->store_idx, blk->store->ndim)) {
+		tir_buf d = { 0 };
+		for (int i = 0; i < nb + 2; i++)
+			buf_printf(&d, "%s%d", i ? "," : "", i);
+		char *dims = buf_take(&d);
+		int rc2 = tir_reindex(s, b, 1, 0, dims, err);
+		free(dims);
+		if (rc2 < 0)
+			return -1;
+	}
+	/* iterators: [part] [batch] I J K, I J K each padded to a multiple of
+	 * a sampled number of whole tiles: a few more rows can buy an extent
+	 * with factors to tile by (196 = 4 x 49 rows, 208 = 13 x 16, 256) */
+	tir_int fac[5];
 	int n = 0;
-	if (e->n[ROLE_BATCH])
+	while (n < nb)
 		fac[n++] = TIR_LIT(1);
 	const int tile[3] = { e->mma->m, e->mma->n, e->mma->k };
 	for (int r = 0; r < 3; r++, n++) {
@@ -622,8 +669,13 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		int e, cl[TIR_MAX_IO], nc, fu, o[2];
 		if (!after[c])
 			continue;
+		sketch_nest nn;
 		TRY(e = tir_get_block(s, after[c], err), "get consumer");
-		TRY(nc = tir_get_loops(s, e, cl, TIR_MAX_IO, err), "consumer loops");
+		/* the spatial loops (outermost: a reduction, the sum of
+		 * split-K's parts, keeps its loop inside each thread) */
+		TRY(sketch_nest_of(s, e, &nn, err), "consumer loops");
+		nc = nn.ns;
+		memcpy(cl, nn.spatial, sizeof(int) * (size_t)nc);
 		TRY(fu = tir_fuse(s, nc, cl, err), "fuse consumer");
 		tir_int cf[2] = { TIR_LIT(0), TIR_LIT(128) };
 		TRY(tir_split(s, fu, 2, cf, o, err), "split consumer");
