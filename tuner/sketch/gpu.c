@@ -13,7 +13,10 @@
  *                       S2 threadIdx, S3, S4), every reduction loop in 3
  *                       (R0, R1, R2), ordered S0 S1 S2 R0 R1 S3 R2 S4, the
  *                       levels S0/S1/S2 fused and bound to blockIdx.x /
- *                       vthread.x / threadIdx.x; the accumulator in registers
+ *                       vthread.x / threadIdx.x (first, a sampled split-K:
+ *                       rfactor of the longest reduction iterator into 1-16
+ *                       parts, a spatial loop bound to blocks whole, summed by
+ *                       a kernel after); the accumulator in registers
  *                       (cache_write "local" + reverse_compute_at at the
  *                       threadIdx loop, the reduction's init decomposed out
  *                       of R0, every loop over the tile unrolled so its
@@ -69,6 +72,7 @@
 #define MAX_RTILE 64         /* reduction steps staged per R0 iteration: R1 * R2 */
 #define MAX_R2 8             /* unrolled reduction steps: the product of the R2 */
 #define DRAWS 256
+#define SPLIT_K_MIN_CHUNK 32 /* reduction steps per part of a split-K */
 
 /* Cross-thread reduction: used when the spatial extent is below
  * XTHREAD_OUTPUTS_PER_SM outputs per SM (a GPU of S SMs keeps ~2048 threads
@@ -380,6 +384,23 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 	const char *rname = g.red->name;
 	int b;
 	TRY(b = tir_get_block(s, rname, err), "get reduction block");
+	/* split-K along the longest reduction iterator: the parts become a
+	 * spatial loop tiled like the others, their sum a kernel after */
+	const char *sum = NULL;
+	int longest = -1;
+	for (int i = 0; i < g.red->niters; i++)
+		if (g.red->iters[i].kind == ITER_REDUCE &&
+		    (longest < 0 || g.red->iters[i].extent > g.red->iters[longest].extent))
+			longest = i;
+	if (longest >= 0 && g.red->init) {
+		int parts;
+		TRY(parts = sketch_split_k(s, b, longest, SPLIT_K_MIN_CHUNK, err), "split-K");
+		for (int i = 0; parts > 1 && i < s->p->nblocks; i++) {
+			const tir_block *q = s->p->blocks[i];
+			if (q->stmt && q != g.red && block_is_reduction(q) && reads_buf(q, g.red->store))
+				sum = q->name;
+		}
+	}
 	sketch_nest n;
 	TRY(sketch_nest_of(s, b, &n, err), "loops");
 	if (n.ns == 0)
@@ -387,6 +408,13 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 
 	int64_t sf[TIR_MAX_IO][NS_LEVELS], rf[TIR_MAX_IO][NR_LEVELS];
 	draw_tiles(s, &n, sf, rf);
+	if (sum) {
+		/* the parts (the outermost loop) go to blocks whole: a part
+		 * inside a thread's tile would stage every part's inputs */
+		sf[0][0] = n.sext[0];
+		for (int k = 1; k < NS_LEVELS; k++)
+			sf[0][k] = 1;
+	}
 	int sl[NS_LEVELS][TIR_MAX_IO], rl[NR_LEVELS][TIR_MAX_IO];
 	for (int i = 0; i < n.ns; i++) {
 		int v[NS_LEVELS], o[NS_LEVELS];
@@ -471,8 +499,14 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 		for (int i = 0; i < nin; i++)
 			TRY(autocopy(s, b, inputs[i], &g, 2, at, threads, err), "autocopy");
 	}
+	if (sum)
+		TRY(sketch_kernelize(s, sum, err), "the parts' sum");
 	for (int i = 0; i < g.ncons; i++) {
 		int e;
+		if (sum) {      /* after the sum: kernels of their own */
+			TRY(sketch_kernelize(s, g.cons[i]->name, err), "consumer");
+			continue;
+		}
 		TRY(e = tir_get_block(s, g.cons[i]->name, err), "get consumer");
 		TRY(tir_reverse_compute_inline(s, e, err), "inline consumer");
 	}

@@ -195,3 +195,42 @@ int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err
 }
 
 const int64_t sketch_gpu_unroll_steps[SKETCH_GPU_NUNROLL] = { 0, 16, 64, 512 };
+
+int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk, tir_error *err)
+{
+	const tir_block *b = sched_block(s, TIR_RV(block), err);
+	if (!b)
+		return -1;
+	int64_t ext = b->iters[iterator].extent, parts[8], outputs = 1;
+	for (int i = 0; i < b->niters; i++)
+		if (b->iters[i].kind == ITER_SPATIAL)
+			outputs *= b->iters[i].extent;
+	int np = 0;
+	for (int64_t f = 1; f <= SKETCH_MAX_PARTS && np < 8; f *= 2)
+		if (ext % f == 0 && (f == 1 || (ext / f >= min_chunk &&
+						outputs < SKETCH_SPLIT_K_OUTPUTS)))
+			parts[np++] = f;
+	/* half the draws keep the reduction whole */
+	double probs[8];
+	for (int i = 0; i < np; i++)
+		probs[i] = i == 0 ? (np > 1 ? 0.5 : 1.0) : 0.5 / (np - 1);
+	int rv;
+	SKETCH_TRY(rv = tir_sample_categorical(s, np, parts, probs, err), "parts of the reduction");
+	SKETCH_TRY(tir_rfactor(s, block, iterator, TIR_RV(rv), err), "rfactor");
+	return (int)tir_sched_int(s, rv);
+}
+
+int sketch_kernelize(tir_sched *s, const char *name, tir_error *err)
+{
+	int b, l[TIR_MAX_IO], fu, o[2];
+	sketch_nest n;
+	SKETCH_TRY(b = tir_get_block(s, name, err), "get block");
+	SKETCH_TRY(sketch_nest_of(s, b, &n, err), "loops");
+	memcpy(l, n.spatial, sizeof(int) * (size_t)n.ns);
+	SKETCH_TRY(fu = tir_fuse(s, n.ns, l, err), "fuse");
+	tir_int f[2] = { TIR_LIT(0), TIR_LIT(128) };
+	SKETCH_TRY(tir_split(s, fu, 2, f, o, err), "split");
+	SKETCH_TRY(tir_bind(s, o[0], "blockIdx.x", err), "bind blocks");
+	SKETCH_TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind threads");
+	return 0;
+}

@@ -97,6 +97,19 @@ int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 /* The loops of `block` strictly under loop `at` (RVs), outermost first;
  * returns how many (at most TIR_MAX_IO), or -1. */
 int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err);
+/* Split-K: rfactor of `iterator` of `block` (a fresh nest) into a sampled
+ * number of parts, 1 (half the draws), 2, 4, ... up to SKETCH_MAX_PARTS,
+ * each at least min_chunk long, offered only for blocks of fewer than
+ * SKETCH_SPLIT_K_OUTPUTS outputs (about two waves of one thread per output
+ * on an H200's 132 SMs; more outputs fill the GPU without it).  Returns the
+ * number of parts (1: nothing changed) or -1. */
+#define SKETCH_MAX_PARTS 16
+#define SKETCH_SPLIT_K_OUTPUTS (1 << 18)
+int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk, tir_error *err);
+/* Block `name` as a kernel of its own: its spatial loops (the outer ones)
+ * fused and split over blockIdx.x and 128 threads; a reduction loop stays
+ * inside each thread. */
+int sketch_kernelize(tir_sched *s, const char *name, tir_error *err);
 /* The GPU sketches' candidates for "auto_unroll_max_step" (more: NVRTC takes
  * seconds per kernel). */
 #define SKETCH_GPU_NUNROLL 4

@@ -10,15 +10,20 @@
  * each of I, J and K, with extents that are whole 16-element tiles.  That is
  * a matmul, batched or not, in any operand layout.
  *
- * Other reductions of the same product form with several iterators per role
- * (einsum_of: a convolution's n,h,w are I, its r,s,ci are K) or extents that
- * are not whole tiles are first normalized (normalize): transform_block_layout
- * fuses each role's iterators into one, reindex gives every access that is
- * then not a plain [i][k] / [k][j] / [i][j] matrix a buffer of its own (the
- * input's im2col matrix), pad_einsum rounds the extents up to the tile.  The
- * input stages this leaves are inlined into the shared-memory fetch (the
- * im2col matrix is never stored), the output stages become one write-back
- * kernel into which the epilogues are inlined.
+ * Every reduction of that product form, also with several iterators per
+ * role (einsum_of: a convolution's n,h,w are I, its r,s,ci are K) or
+ * extents that are not whole tiles, is first normalized (normalize):
+ * transform_block_layout fuses each role's iterators into one; a sampled
+ * split-K (rfactor into 1-16 parts, which become a batch iterator, summed by
+ * a kernel after) for outputs too few to fill the GPU; reindex gives every
+ * access that is then not a plain [i][k] / [k][j] / [i][j] matrix a buffer
+ * of its own (the input's im2col matrix); pad_einsum rounds the extents up
+ * to a sampled multiple of the tile.  The input stages this leaves are
+ * inlined into the shared-memory fetch (the im2col matrix is never stored).
+ * A block left writing its own output stores its fragments there directly;
+ * otherwise the accumulator goes through a shared-memory tile that all
+ * threads copy out, with the crop, the reindex and the epilogues inlined
+ * into that copy (the parts' sum and what follows it: kernels of their own).
  *
  * The schedule, per thread block of W warps (blockDim = 32 x W):
  *   I split [I0 blockIdx, I1 warp, I2 fragments per warp, 16]
@@ -49,8 +54,6 @@
 #define MAX_STAGED (48 * 1024)
 #define MAX_SHARED (96 * 1024)   /* operands and a staged output tile */
 #define DRAWS 256
-#define MAX_PARTS 5      /* split-K into 1, 2, 4, 8 or 16 parts */
-#define MAX_PARTS_K 16
 #define PAD_CHOICES 3  /* pad to 1, 2 or 4 tiles: at most a third more work */
 
 typedef struct mm_form {
@@ -275,18 +278,12 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 		return -1;
 	/* split-K: a sampled number of partial sums over consecutive parts
 	 * of K (at least 64 each), run in parallel and summed after */
-	int nb = e->n[ROLE_BATCH] ? 1 : 0, kit = nb + 2;
-	const tir_block *blk = sched_block(s, TIR_RV(b), err);
-	int64_t kext = blk->iters[kit].extent, parts[MAX_PARTS];
-	int np = 0;
-	for (int64_t f = 1; f <= MAX_PARTS_K && np < MAX_PARTS; f *= 2)
-		if (kext % f == 0 && (f == 1 || kext / f >= 64))
-			parts[np++] = f;
-	int prv;
-	TRY(prv = tir_sample_categorical(s, np, parts, NULL, err), "parts of K");
-	TRY(tir_rfactor(s, b, kit, TIR_RV(prv), err), "rfactor");
-	if (tir_sched_int(s, prv) > 1)
+	int nb = e->n[ROLE_BATCH] ? 1 : 0, parts = 1;
+	if (dtype_bytes(e->mma->in) > 1)   /* one-byte K stays whole: see mm_form_of */
+		TRY(parts = sketch_split_k(s, b, nb + 2, 64, err), "split-K");
+	if (parts > 1)
 		nb++;                   /* the part: a batch iterator in front */
+	const tir_block *blk = sched_block(s, TIR_RV(b), err);
 	const tir_buffer *ops[2] = { e->a, e->bb };
 	for (int o = 0; o < 2; o++) {
 		const tir_expr *x = operand(blk, ops[o]);
@@ -535,15 +532,16 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 	(void)t;
 	mm_form f;
 	einsum_form ef;
-	bool normal = mm_form_of(s->p, &f);
-	if (!normal) {
-		if (!einsum_of(s->p, &ef))
-			return tir_fail(err, "gpu-tensorcore: no reduction block of product form");
-		TRY(normalize(s, &ef, err), "normalize");
-		if (!mm_form_of(s->p, &f))
-			return tir_fail(err, "gpu-tensorcore: block \"%s\" is not of matrix-multiply form after normalization",
-					ef.b->name);
-	}
+	if (!einsum_of(s->p, &ef))
+		return tir_fail(err, "gpu-tensorcore: no reduction block of product form");
+	const tir_buffer *out = ef.b->store;
+	TRY(normalize(s, &ef, err), "normalize");
+	if (!mm_form_of(s->p, &f))
+		return tir_fail(err, "gpu-tensorcore: block \"%s\" is not of matrix-multiply form after normalization",
+				ef.b->name);
+	/* a matmul left as it was (no reindex, padding or split) stores its
+	 * fragments straight into its output */
+	bool direct = f.b->store == out;
 	const tir_dtype in = f.mma->in, acc = f.mma->acc;
 	const char *after[TIR_MAX_IO + 1];
 	int nafter = 0;
@@ -559,12 +557,6 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 			for (int q = 0; q < nb && nafter < TIR_MAX_IO; q++)
 				after[nafter++] = bl[q]->name;
 		}
-	}
-	if (normal) {
-		sketch_blocks sb;
-		sketch_find_blocks(s->p, &sb);
-		if (sketch_inline_producers(s, &sb, err) < 0)
-			return -1;
 	}
 	int b, l[TIR_MAX_IO], n;
 	TRY(b = tir_get_block(s, f.b->name, err), "get block");
@@ -586,7 +578,7 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		return tir_fail(err, "gpu-tensorcore: the I, J and K loops of \"%s\" not found",
 				f.b->name);
 	tc_tiles x;
-	draw_tiles(s, &f, normal ? 0 : dtype_bytes(acc), &x);
+	draw_tiles(s, &f, direct ? 0 : dtype_bytes(acc), &x);
 	int si[2], sj[2], sk[2], I[3], J[3], K[2];
 	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
 	TRY(tir_split(s, li, 2, f16, si, err), "split I");
@@ -617,7 +609,7 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 
 	/* the accumulator in fragments, written back per warp */
 	int wb, init, cs = -1;
-	if (!normal)    /* through shared memory, see the top of the file */
+	if (!direct)    /* through shared memory, see the top of the file */
 		TRY(cs = tir_cache_write(s, b, 0, "shared", err), "cache_write shared");
 	TRY(wb = tir_cache_write(s, b, 0, "wmma.accumulator", err), "cache_write");
 	TRY(tir_reverse_compute_at(s, wb, ty, err), "write-back at the warp");
@@ -665,23 +657,9 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		if (tir_reverse_compute_inline(s, cb, &ignored) == 0)
 			after[c] = NULL;
 	}
-	for (int c = cs >= 0 ? 1 : 0; c < nafter; c++) {
-		int e, cl[TIR_MAX_IO], nc, fu, o[2];
-		if (!after[c])
-			continue;
-		sketch_nest nn;
-		TRY(e = tir_get_block(s, after[c], err), "get consumer");
-		/* the spatial loops (outermost: a reduction, the sum of
-		 * split-K's parts, keeps its loop inside each thread) */
-		TRY(sketch_nest_of(s, e, &nn, err), "consumer loops");
-		nc = nn.ns;
-		memcpy(cl, nn.spatial, sizeof(int) * (size_t)nc);
-		TRY(fu = tir_fuse(s, nc, cl, err), "fuse consumer");
-		tir_int cf[2] = { TIR_LIT(0), TIR_LIT(128) };
-		TRY(tir_split(s, fu, 2, cf, o, err), "split consumer");
-		TRY(tir_bind(s, o[0], "blockIdx.x", err), "bind consumer blocks");
-		TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind consumer threads");
-	}
+	for (int c = cs >= 0 ? 1 : 0; c < nafter; c++)
+		if (after[c])
+			TRY(sketch_kernelize(s, after[c], err), "kernel of its own");
 	int unroll;
 	TRY(unroll = tir_sample_categorical(s, SKETCH_GPU_NUNROLL, sketch_gpu_unroll_steps, NULL,
 					    err), "unroll");
