@@ -40,9 +40,11 @@
  * is unrolled fully (a loop holding several stages, e.g. a reduction step
  * with its shared-memory copies and barriers, stays a loop: code size).
  *
- * A vectorized loop whose body is a plain copy of contiguous, provably
- * aligned elements becomes one 4-, 8- or 16-byte load and store; otherwise it
- * is an unrolled scalar loop.  float16 / bfloat16 are __half /
+ * A vectorized loop whose body is a copy of contiguous, provably aligned
+ * elements (a plain one, or a padded one: select(c, load, 0) with conditions
+ * the same for every lane, as an im2col fetch along the channels) becomes
+ * one 4-, 8- or 16-byte load and store; otherwise it is an unrolled scalar
+ * loop.  float16 / bfloat16 are __half /
  * __nv_bfloat16 in memory and float in arithmetic.
  */
 #include <stdarg.h>
@@ -516,19 +518,22 @@ static bool lane_split(tir_lowered *L, const tir_expr *x, const tir_var *v,
  * [0, n) and n divides c: what a fused index split into lanes looks like. */
 static tir_expr *split_lanes(tir_lowered *L, tir_expr *e, const tir_var *v, int64_t n)
 {
-	if (!e || e->kind == E_INT || e->kind == E_VAR || e->kind == E_FLOAT)
+	if (!e || e->kind == E_INT || e->kind == E_VAR || e->kind == E_FLOAT ||
+	    e->kind == E_LOAD || e->kind == E_CALL || e->kind == E_CAST || e->kind == E_SELECT)
 		return e;
 	tir_arena *ar = &L->arena;
-	tir_expr *y;
-	if ((e->kind == E_FLOORDIV || e->kind == E_FLOORMOD) && e->b->kind == E_INT &&
-	    e->b->ival > 0 && e->b->ival % n == 0 && lane_split(L, e->a, v, n, &y)) {
+	if (e->kind == E_NOT)
+		return mk_not(ar, split_lanes(L, e->a, v, n));
+	/* innermost first: floormod(floordiv(y + v, 256), 3) */
+	tir_expr *a = lower_simplify(L, split_lanes(L, e->a, v, n));
+	tir_expr *b = split_lanes(L, e->b, v, n), *y;
+	if ((e->kind == E_FLOORDIV || e->kind == E_FLOORMOD) && b->kind == E_INT &&
+	    b->ival > 0 && b->ival % n == 0 && lane_split(L, a, v, n, &y)) {
 		if (e->kind == E_FLOORDIV)
-			return mk_floordiv(ar, y, e->b);
-		return mk_add(ar, mk_floormod(ar, y, e->b), mk_var(ar, (tir_var *)v));
+			return mk_floordiv(ar, y, b);
+		return mk_add(ar, mk_floormod(ar, y, b), mk_var(ar, (tir_var *)v));
 	}
-	if (e->kind == E_ADD || e->kind == E_SUB || e->kind == E_MUL)
-		return mk_bin(ar, e->kind, split_lanes(L, e->a, v, n), split_lanes(L, e->b, v, n));
-	return e;
+	return mk_bin(ar, e->kind, a, b);
 }
 
 /* Whether offset `off` of block b is base + v with base a multiple of n,
@@ -542,14 +547,27 @@ static bool aligned_lanes(tir_lowered *L, const tir_block *b, tir_expr *off,
 	return lane_split(L, off, v, n, &y);
 }
 
-/* A vectorized loop whose body is one plain copy of n contiguous aligned
- * elements: prints one vector load/store and returns true. */
+static bool is_zero(const tir_expr *e)
+{
+	return (e->kind == E_FLOAT && e->fval == 0.0) || (e->kind == E_INT && e->ival == 0) ||
+	       (e->kind == E_CAST && is_zero(e->a));
+}
+
+/* A vectorized loop whose body is one copy of n contiguous aligned
+ * elements, each loaded or zero by conditions that hold for all lanes alike
+ * (padding: select(c, load, 0), nested): prints one vector load/store, the
+ * conditions evaluated at lane 0, and returns true. */
 static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 {
 	if (l->nkids != 1 || l->kids[0]->kind != STMT_BLOCK)
 		return false;
 	const tir_block *b = l->kids[0]->block;
-	const tir_expr *v = b->value;
+	const tir_expr *v = b->value, *conds[4];
+	int nconds = 0;
+	while (v->kind == E_SELECT && is_zero(v->b) && nconds < 4) {
+		conds[nconds++] = v->c;
+		v = v->a;
+	}
 	if (b->reduce != REDUCE_NONE || v->kind != E_LOAD ||
 	    v->buf->dtype != b->store->dtype)
 		return false;
@@ -565,6 +583,11 @@ static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 	if (!aligned_lanes(L, b, doff, l->var, l->extent) ||
 	    !aligned_lanes(L, b, soff, l->var, l->extent))
 		return false;
+	for (int i = 0; i < nconds; i++) {
+		tir_expr *c = lower_simplify(L, lower_bind(L, b, (tir_expr *)conds[i]));
+		if (expr_uses_var(lower_simplify(L, split_lanes(L, c, l->var, l->extent)), l->var))
+			return false;
+	}
 
 	tir_buf *o = g->c.out;
 	buf_indent(o, depth);
@@ -587,9 +610,18 @@ static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 	buf_indent(o, d + (b->predicate ? 2 : 1));
 	buf_printf(o, "*(%s *)(%s + ", vt, g->c.bufname[b->store->id]);
 	cg_expr(&g->c, doff);
-	buf_printf(o, ") = *(const %s *)(%s + ", vt, g->c.bufname[v->buf->id]);
+	buf_puts(o, ") = ");
+	for (int i = 0; i < nconds; i++) {
+		buf_puts(o, i ? " && (" : "(");
+		cg_expr(&g->c, conds[i]);
+		buf_puts(o, ")");
+	}
+	buf_printf(o, "%s*(const %s *)(%s + ", nconds ? " ? " : "", vt, g->c.bufname[v->buf->id]);
 	cg_expr(&g->c, soff);
-	buf_puts(o, ");\n");
+	buf_puts(o, ")");
+	if (nconds)
+		buf_printf(o, " : %s{}", vt);
+	buf_puts(o, ";\n");
 	buf_indent(o, d);
 	buf_puts(o, "}\n");
 	buf_indent(o, depth);
