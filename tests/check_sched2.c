@@ -1,7 +1,9 @@
 /*
  * check_sched2.c — the primitives that move computation and data: cache_read,
  * cache_write, storage_align, compute_at, reverse_compute_at, compute_inline,
- * reverse_compute_inline and decompose_reduction.
+ * reverse_compute_inline and decompose_reduction, and those that put a block
+ * into an intrinsic's form: transform_block_layout, reindex, pad_einsum and
+ * rfactor.
  *
  * Each schedule is checked three ways: the shape of the resulting tree (which
  * blocks, loops and extents), the program's meaning (a small interpreter runs
@@ -598,6 +600,95 @@ START_TEST(reverse_compute_inline_cache)
 }
 END_TEST
 
+/* ---- transform_block_layout, reindex, pad_einsum, rfactor -------------------- */
+
+static int read_idx(fix *f, int b, const char *buf)
+{
+	const tir_block *blk = block_ptr(f, b);
+	for (int i = 0; i < blk->nreads; i++)
+		if (!strcmp(blk->reads[i].buf->name, buf))
+			return i;
+	ck_abort_msg("block %s does not read %s", blk->name, buf);
+	return -1;
+}
+
+/* A strided convolution in matrix-multiply form: n,h,w fused (I, 36), k (J,
+ * 4), r,s,c (K, 27); K split in 3 parts; the input, the weights and the
+ * output reindexed into plain matrices; everything padded to 8.  Then the
+ * crop and the reindex stage inlined into a write-back, which keeps a
+ * predicate. */
+START_TEST(layout_conv_gemm)
+{
+	fix f = make(CONV_S2);
+	int c = block(&f, "compute");
+	tir_block *cb = block_ptr(&f, c);
+	OK(tir_transform_block_layout(f.s, c, "0,1,2;3;4,5,6", E));
+	ck_assert_int_eq(cb->niters, 3);
+	ck_assert_int_eq(cb->iters[0].extent, 36);
+	ck_assert_int_eq(cb->iters[2].extent, 27);
+	ck_assert_int_eq(cb->iters[2].kind, ITER_REDUCE);
+	check_all(&f);
+	int sum;
+	OK(sum = tir_rfactor(f.s, c, 2, TIR_LIT(3), E));
+	ck_assert_int_eq(cb->niters, 4);
+	ck_assert_int_eq(cb->iters[0].extent, 3);
+	ck_assert_int_eq(cb->iters[3].extent, 9);
+	ck_assert_str_eq(cb->store->name, "Y_rf");
+	ck_assert(block_is_reduction(block_ptr(&f, sum)));
+	check_all(&f);
+	OK(tir_reindex(f.s, c, 0, read_idx(&f, c, "X_pad"), "0,1,3", E));
+	OK(tir_reindex(f.s, c, 0, read_idx(&f, c, "W"), NULL, E));
+	OK(tir_reindex(f.s, c, 1, 0, "0,1,2", E));
+	ck_assert_str_eq(cb->store->name, "Y_rf_reindex");
+	ck_assert_int_eq(find(&f, "X_pad_reindex")->store->ndim, 3);
+	check_all(&f);
+	int64_t fac8[4] = { 1, 8, 8, 8 };
+	tir_int fac[4];
+	for (int i = 0; i < 4; i++)
+		fac[i] = TIR_LIT(fac8[i]);
+	int crop;
+	OK(crop = tir_pad_einsum(f.s, c, 4, fac, E));
+	ck_assert_int_gt(crop, 0);
+	ck_assert_int_eq(cb->iters[1].extent, 40);
+	ck_assert_int_eq(cb->iters[2].extent, 8);
+	ck_assert_int_eq(cb->iters[3].extent, 16);
+	check_all(&f);
+	/* nothing left to pad: a no-op */
+	OK(tir_pad_einsum(f.s, c, 4, fac, E));
+	/* the accumulator in a local cache, the crop merged into its
+	 * write-back (a predicate), then the reindex stage */
+	int wb;
+	OK(wb = tir_cache_write(f.s, c, 0, "local", E));
+	OK(tir_reverse_compute_inline(f.s, crop, E));
+	ck_assert_ptr_nonnull(block_ptr(&f, wb)->predicate);
+	OK(tir_reverse_compute_inline(f.s, block(&f, "Y_rf_reindex"), E));
+	ck_assert_str_eq(block_ptr(&f, wb)->store->name, "Y_rf");
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
+/* rfactor of a matmul into 4 parts of 4, computed and summed. */
+START_TEST(rfactor_matmul)
+{
+	fix f = make(MM);
+	int c = block(&f, "compute"), sum;
+	OK(sum = tir_rfactor(f.s, c, 2, TIR_LIT(4), E));
+	ck_assert_int_eq(find(&f, "compute")->store->shape[0], 4);
+	ck_assert_str_eq(block_ptr(&f, sum)->store->name, "C");
+	ck_assert_int_eq(prog(&f)->root->nkids, 2);
+	check_all(&f);
+	/* factor 1: nothing changes */
+	char *before = tir_program_print(prog(&f));
+	OK(tir_rfactor(f.s, c, 3, TIR_LIT(1), E));
+	char *after = tir_program_print(prog(&f));
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	done(&f);
+}
+END_TEST
+
 /* ---- decompose_reduction ----------------------------------------------------- */
 
 START_TEST(decompose_outer)
@@ -785,7 +876,52 @@ static void setup_epi_moved(fix *f, int *rv)
 }
 static int ap_cw_reader_before(fix *f, int *rv, tir_error *e) { return tir_cache_write(f->s, rv[0], 0, "local", e); }
 
+static int ap_tbl_twice(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0,0;1;2", e); }
+static int ap_tbl_mixed(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0,2;1", e); }
+static int ap_tbl_missing(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1", e); }
+static int ap_tbl_syntax(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1;x", e); }
+static int ap_tbl_fused(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1;2", e); }
+static int ap_reindex_self(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 2, NULL, e); }
+static int ap_reindex_dims(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 0, "0", e); }
+static int ap_reindex_unused(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 0, "0,1", e); }
+static int ap_reindex_index(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 5, NULL, e); }
+static int ap_pad_count(fix *f, int *rv, tir_error *e)
+{
+	tir_int fac[2] = { TIR_LIT(8), TIR_LIT(8) };
+	return tir_pad_einsum(f->s, rv[0], 2, fac, e);
+}
+static int ap_pad_not_einsum(fix *f, int *rv, tir_error *e)
+{
+	tir_int fac[7];
+	for (int i = 0; i < 7; i++)
+		fac[i] = TIR_LIT(8);
+	return tir_pad_einsum(f->s, rv[0], 7, fac, e);
+}
+static int ap_pad_factor(fix *f, int *rv, tir_error *e)
+{
+	tir_int fac[3] = { TIR_LIT(0), TIR_LIT(8), TIR_LIT(8) };
+	return tir_pad_einsum(f->s, rv[0], 3, fac, e);
+}
+static int ap_rf_divide(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 2, TIR_LIT(3), e); }
+static int ap_rf_spatial(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 0, TIR_LIT(2), e); }
+static int ap_rf_decomposed(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 2, TIR_LIT(2), e); }
+
 static const bad bad_cases[] = {
+	{ "MM", setup_none, ap_tbl_twice, "iterator 0 appears twice" },
+	{ "MM", setup_none, ap_tbl_mixed, "mixes spatial and reduction iterators" },
+	{ "MM", setup_none, ap_tbl_missing, "1 of the 3 iterators of block \"compute\" are in no group" },
+	{ "MM", setup_none, ap_tbl_syntax, "expected iterator indices 0..2" },
+	{ "MM", setup_fused, ap_tbl_fused, "it needs a fresh loop nest" },
+	{ "MM", setup_none, ap_reindex_self, "is its own output \"C\"; reindex the write" },
+	{ "MM", setup_none, ap_reindex_dims, "uses 2 iterators" },
+	{ "MM", setup_none, ap_reindex_unused, "does not use iterator 1" },
+	{ "MM", setup_none, ap_reindex_index, "read index 5 is out of range" },
+	{ "MM", setup_none, ap_pad_count, "has 3 iterators; 2 factors given" },
+	{ "CONV", setup_none, ap_pad_not_einsum, "is not an einsum" },
+	{ "MM", setup_none, ap_pad_factor, "factor 0 for iterator" },
+	{ "MM", setup_none, ap_rf_divide, "factor 3 does not divide the extent 16" },
+	{ "MM", setup_none, ap_rf_spatial, "is not a reduction" },
+	{ "MM", setup_decomposed, ap_rf_decomposed, "is not a summing reduction with its init" },
 	{ "MM", setup_none, ap_read_index, "read index 3 is out of range" },
 	{ "MM", setup_none, ap_read_self, "is its own output \"C\"" },
 	{ "MM", setup_none, ap_read_scope, "unknown storage scope \"texture\"" },
@@ -854,6 +990,8 @@ Suite *make_sched2_suite(void)
 	tcase_add_test(tc, compute_inline_cache);
 	tcase_add_test(tc, reverse_compute_inline_epilogue);
 	tcase_add_test(tc, reverse_compute_inline_cache);
+	tcase_add_test(tc, layout_conv_gemm);
+	tcase_add_test(tc, rfactor_matmul);
 	tcase_add_test(tc, decompose_outer);
 	tcase_add_test(tc, decompose_tiled);
 	tcase_add_test(tc, decompose_inner);
