@@ -408,6 +408,10 @@ void block_update_regions(tir_program *p, tir_block *b);
 bool block_is_reduction(const tir_block *b);
 /* The iterator whose var is v, or -1. */
 int block_iter_of(const tir_block *b, const tir_var *v);
+/* Whether an access indexes each of its n dimensions with one iterator
+ * variable of b, each at most once; fills dim_iter[d] (if not NULL) with the
+ * iterator of dimension d. */
+bool block_plain_access(const tir_block *b, int n, tir_expr *const *idx, int *dim_iter);
 
 /* A loop nest with one loop per iterator of b, bound one to one, wrapping b;
  * returns the outermost loop.  Used by compute definitions. */

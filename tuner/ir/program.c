@@ -366,6 +366,20 @@ void block_update_regions(tir_program *p, tir_block *b)
 	}
 }
 
+bool block_plain_access(const tir_block *b, int n, tir_expr *const *idx, int *dim_iter)
+{
+	bool seen[TIR_MAX_ITERS] = { false };
+	for (int d = 0; d < n; d++) {
+		int it = idx[d]->kind == E_VAR ? block_iter_of(b, idx[d]->var) : -1;
+		if (it < 0 || seen[it])
+			return false;
+		seen[it] = true;
+		if (dim_iter)
+			dim_iter[d] = it;
+	}
+	return true;
+}
+
 tir_stmt *program_nest(tir_program *p, tir_block *b, const char *const *loop_names)
 {
 	tir_stmt *inner = stmt_new_block(p, b), *outer = inner;

@@ -451,21 +451,6 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 
 /* ---- pad_einsum ------------------------------------------------------------------- */
 
-/* The iterator of each dimension of an access whose every index is one
- * iterator variable, each at most once; false if it is not such an access. */
-static bool plain_access(const tir_block *b, int n, tir_expr *const *idx, int *dim_iter)
-{
-	bool seen[TIR_MAX_ITERS] = { false };
-	for (int d = 0; d < n; d++) {
-		int it = idx[d]->kind == E_VAR ? block_iter_of(b, idx[d]->var) : -1;
-		if (it < 0 || seen[it])
-			return false;
-		seen[it] = true;
-		dim_iter[d] = it;
-	}
-	return true;
-}
-
 struct pad_ctx {
 	const tir_block *b;
 	bool ok;
@@ -476,7 +461,7 @@ static void check_plain(tir_expr *load, void *ctx)
 {
 	struct pad_ctx *c = ctx;
 	int dim_iter[TIR_MAX_DIMS];
-	if (!plain_access(c->b, load->nidx, load->idx, dim_iter) && c->ok) {
+	if (!block_plain_access(c->b, load->nidx, load->idx, dim_iter) && c->ok) {
 		c->ok = false;
 		c->bad = load->buf;
 	}
@@ -521,7 +506,7 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 	int store_dims[TIR_MAX_DIMS];
 	struct pad_ctx pc = { b, true, NULL };
 	expr_visit_loads(b->value, check_plain, &pc);
-	if (!pc.ok || !plain_access(b, b->store->ndim, b->store_idx, store_dims))
+	if (!pc.ok || !block_plain_access(b, b->store->ndim, b->store_idx, store_dims))
 		return tir_fail(err, "block \"%s\" is not an einsum: it accesses \"%s\" at other than one iterator per dimension",
 				b->name, pc.ok ? b->store->name : pc.bad->name);
 	if (b->init && b->init->kind != E_INT && b->init->kind != E_FLOAT)
@@ -545,7 +530,7 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 		if (!load)
 			return -1;        /* not reached: checked above */
 		int dim_iter[TIR_MAX_DIMS];
-		plain_access(b, load->nidx, load->idx, dim_iter);
+		block_plain_access(b, load->nidx, load->idx, dim_iter);
 		int64_t shape[TIR_MAX_DIMS];
 		bool padded = false;
 		for (int d = 0; d < x->ndim; d++) {

@@ -87,23 +87,36 @@ static const tir_block *reduction_block(const tir_program *p)
 	return NULL;
 }
 
+/* The first reduction block of p if it computes acc += cast(x) * cast(y)
+ * with x and y loads of two buffers of one dtype and an MMA intrinsic for
+ * those dtypes (*mma), else NULL. */
+static const tir_block *product_of(const tir_program *p, const tir_expr **x,
+				   const tir_expr **y, const tir_intrin **mma)
+{
+	const tir_block *b = reduction_block(p);
+	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
+		return NULL;
+	tir_dtype acc = b->store->dtype;
+	*x = expr_uncast(b->value->a, acc);
+	*y = expr_uncast(b->value->b, acc);
+	if (!*x || !*y || (*x)->kind != E_LOAD || (*y)->kind != E_LOAD || (*x)->buf == (*y)->buf ||
+	    (*x)->buf->dtype != (*y)->buf->dtype)
+		return NULL;
+	*mma = NULL;
+	for (int i = 0; i < tir_nintrins && !*mma; i++)
+		if (tir_intrins[i].kind == INTRIN_MMA && tir_intrins[i].in == (*x)->buf->dtype &&
+		    tir_intrins[i].acc == acc)
+			*mma = &tir_intrins[i];
+	return *mma ? b : NULL;
+}
+
 /* Whether the first reduction block of p has matrix-multiply form. */
 static bool mm_form_of(const tir_program *p, mm_form *f)
 {
 	memset(f, 0, sizeof *f);
-	const tir_block *b = reduction_block(p);
-	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
-		return false;
-	tir_dtype acc = b->store->dtype;
-	const tir_expr *x = expr_uncast(b->value->a, acc), *y = expr_uncast(b->value->b, acc);
-	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD || x->buf == y->buf ||
-	    x->buf->dtype != y->buf->dtype)
-		return false;
-	for (int i = 0; i < tir_nintrins && !f->mma; i++)
-		if (tir_intrins[i].kind == INTRIN_MMA && tir_intrins[i].in == x->buf->dtype &&
-		    tir_intrins[i].acc == acc)
-			f->mma = &tir_intrins[i];
-	if (!f->mma || !plain_indices((const tir_expr *const *)x->idx, x->nidx) ||
+	const tir_expr *x, *y;
+	const tir_block *b = product_of(p, &x, &y, &f->mma);
+	if (!b || !plain_indices((const tir_expr *const *)x->idx, x->nidx) ||
 	    !plain_indices((const tir_expr *const *)y->idx, y->nidx) ||
 	    !plain_indices((const tir_expr *const *)b->store_idx, b->store->ndim))
 		return false;
@@ -158,19 +171,9 @@ typedef struct einsum_form {
 static bool einsum_of(const tir_program *p, einsum_form *e)
 {
 	memset(e, 0, sizeof *e);
-	const tir_block *b = reduction_block(p);
-	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
-		return false;
-	tir_dtype acc = b->store->dtype;
-	const tir_expr *x = expr_uncast(b->value->a, acc), *y = expr_uncast(b->value->b, acc);
-	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD || x->buf == y->buf ||
-	    x->buf->dtype != y->buf->dtype)
-		return false;
-	for (int i = 0; i < tir_nintrins && !e->mma; i++)
-		if (tir_intrins[i].kind == INTRIN_MMA && tir_intrins[i].in == x->buf->dtype &&
-		    tir_intrins[i].acc == acc)
-			e->mma = &tir_intrins[i];
-	if (!e->mma)
+	const tir_expr *x, *y;
+	const tir_block *b = product_of(p, &x, &y, &e->mma);
+	if (!b)
 		return false;
 	tir_expr store = { .kind = E_LOAD, .nidx = b->store->ndim,
 			   .idx = (tir_expr **)b->store_idx };
@@ -219,17 +222,6 @@ bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
 	return t->sm == 0 || t->sm >= need;
 }
 
-static bool plain_load(const tir_block *b, const tir_expr *const *idx, int n)
-{
-	bool seen[TIR_MAX_ITERS] = { false };
-	for (int d = 0; d < n; d++) {
-		int it = idx[d]->kind == E_VAR ? block_iter_of(b, idx[d]->var) : -1;
-		if (it < 0 || seen[it])
-			return false;
-		seen[it] = true;
-	}
-	return true;
-}
 
 static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *err);
 
@@ -287,7 +279,7 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 	const tir_buffer *ops[2] = { e->a, e->bb };
 	for (int o = 0; o < 2; o++) {
 		const tir_expr *x = operand(blk, ops[o]);
-		if (plain_load(blk, (const tir_expr *const *)x->idx, x->nidx))
+		if (block_plain_access(blk, x->nidx, x->idx, NULL))
 			continue;
 		int ri;
 		char *dims = operand_dims(blk, x, nb);
@@ -298,7 +290,7 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 			return -1;
 	}
 	/* the accumulator's tiles are row-major [batch][I][J] */
-	if (!plain_load(blk, (const tir_expr *const *)blk->store_idx, blk->store->ndim)) {
+	if (!block_plain_access(blk, blk->store->ndim, blk->store_idx, NULL)) {
 		tir_buf d = { 0 };
 		for (int i = 0; i < nb + 2; i++)
 			buf_printf(&d, "%s%d", i ? "," : "", i);
