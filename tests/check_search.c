@@ -201,6 +201,8 @@ static tir_tune_opts fake_opts(log_ *l, uint64_t seed, int trials)
 	return o;
 }
 
+static int fake_threads;    /* the search's threads in run_fake (0: a core each) */
+
 static int run_fake(const char *json, uint64_t seed, int trials, log_ *l,
 		    tir_tune_result *res, search_stats *st)
 {
@@ -210,6 +212,7 @@ static int run_fake(const char *json, uint64_t seed, int trials, log_ *l,
 	l->w = w;
 	l->t = &t;
 	tir_tune_opts o = fake_opts(l, seed, trials);
+	o.threads = fake_threads;
 	tir_error err = { "" };
 	int rc = search_run(w, &t, &o, &sp, res, st, &err);
 	ck_assert_msg(rc == 0, "%s", err.msg);
@@ -224,8 +227,13 @@ START_TEST(test_deterministic)
 {
 	log_ a = { 0 }, b = { 0 }, c = { 0 };
 	tir_tune_result ra, rb, rc;
+	/* the same with one thread and with five: candidates are made in
+	 * parallel but taken in order */
+	fake_threads = 1;
 	run_fake(mm_json, 7, 32, &a, &ra, NULL);
+	fake_threads = 5;
 	run_fake(mm_json, 7, 32, &b, &rb, NULL);
+	fake_threads = 0;
 	run_fake(mm_json, 8, 32, &c, &rc, NULL);
 	ck_assert_int_eq(a.n, 32);
 	ck_assert_int_eq(a.n, b.n);

@@ -332,6 +332,8 @@ typedef struct tir_tune_opts {
 	int batch;                 /* measured per round (default 16) */
 	uint64_t seed;
 	int population;            /* evolutionary population (default 256) */
+	int threads;               /* for the search's parallel steps (0: a core each);
+	                              the result does not depend on it */
 	/* earlier measurements of the same workload and target: never measured
 	 * again, their best seed the population */
 	int nprior;

@@ -4,7 +4,7 @@
  *
  * Two phases, so that timings are clean and builds are fast:
  *
- *   1. build, in parallel on every core (pthreads; ctx->threads to limit):
+ *   1. build, in parallel on every core (search_parallel_for; ctx->threads to limit):
  *      each candidate's trace is replayed on a fresh schedule and validated,
  *      its code generated (tir_codegen) and built by the target's runner;
  *   2. run, ONE AT A TIME: where the runner has run_batch (CUDA), every
@@ -30,7 +30,6 @@
  * reference is computed before any fork, so the children inherit it.
  */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +51,7 @@ typedef struct builders {
 	const tir_target *t;
 	const tir_runner *r;
 	job *jobs;
-	int n, next;
-	pthread_mutex_t lock;
+	int n;
 } builders;
 
 /* Phase 1 for one candidate. */
@@ -72,33 +70,10 @@ static void build_one(const builders *b, job *j)
 	}
 }
 
-static void *builder(void *arg)
+static void build_at(void *ctx, int i)
 {
-	builders *b = arg;
-	for (;;) {
-		pthread_mutex_lock(&b->lock);
-		int i = b->next++;
-		pthread_mutex_unlock(&b->lock);
-		if (i >= b->n)
-			return NULL;
-		build_one(b, &b->jobs[i]);
-	}
-}
-
-static void build_all(builders *b, int threads)
-{
-	pthread_t tid[64];
-	if (threads > 64)
-		threads = 64;
-	if (threads > b->n)
-		threads = b->n;
-	int started = 0;
-	for (int i = 1; i < threads; i++)      /* the caller is the first builder */
-		if (pthread_create(&tid[started], NULL, builder, b) == 0)
-			started++;
-	builder(b);
-	for (int i = 0; i < started; i++)
-		pthread_join(tid[i], NULL);
+	builders *b = ctx;
+	build_one(b, &b->jobs[i]);
 }
 
 void *tir_measure_cache_new(void)
@@ -208,11 +183,8 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 		b.jobs[i].trace = traces[i];
 		b.jobs[i].status = TIR_MEASURE_OK;
 	}
-	pthread_mutex_init(&b.lock, NULL);
-
 	/* 1. build everything, in parallel */
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	build_all(&b, l && l->threads > 0 ? l->threads : cores > 0 ? (int)cores : 1);
+	search_parallel_for(n, l && l->threads > 0 ? l->threads : 0, build_at, &b);
 
 	/* the reference, from the first candidate that built */
 	const double *ref = NULL;
@@ -249,7 +221,6 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	}
 	if (owned)
 		free((double *)ref);
-	pthread_mutex_destroy(&b.lock);
 	free(b.jobs);
 	return 0;
 }

@@ -221,13 +221,11 @@ tir_sched *search_replay(const tir_workload *w, const tir_target *t, const char 
 
 /* ---- the pool ------------------------------------------------------------------------ */
 
-/* Adds schedule s (valid) to the pool unless its trace is there already;
- * returns its index, or -1 (s is then freed). */
-static int pool_add(search *S, tir_sched *s)
+/* Adds schedule s (valid; its trace and the trace's hash h, both taken
+ * over) to the pool unless the trace is there already; returns its index,
+ * or -1 (s and trace are then freed). */
+static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned char *h)
 {
-	char *trace = tir_sched_trace(s);
-	unsigned char h[32];
-	search_trace_hash(trace, h);
 	if (set_find(&S->in_pool, h) >= 0) {
 		free(trace);
 		tir_sched_free(s);
@@ -245,6 +243,69 @@ static int pool_add(search *S, tir_sched *s)
 	c->measured = set_find(&S->measured, h) >= 0;
 	set_put(&S->in_pool, h, S->npool);
 	return S->npool++;
+}
+
+static int pool_add(search *S, tir_sched *s)
+{
+	char *trace = tir_sched_trace(s);
+	unsigned char h[32];
+	search_trace_hash(trace, h);
+	return pool_add_traced(S, s, trace, h);
+}
+
+/* ---- candidates made in parallel ------------------------------------------------------ */
+
+/* One candidate to make: a trace to replay (a mutant), or a sketch to apply
+ * with a seed (a fresh sample).  Out: the valid schedule with its trace and
+ * hash, or NULL with the reason. */
+typedef struct made {
+	const char *parent;          /* a mutant: its parent's trace, mutated with seed */
+	char *text;
+	int sketch;
+	uint64_t seed;
+	tir_sched *s;
+	char *trace;
+	unsigned char hash[32];
+	char msg[240];
+} made;
+
+typedef struct maker {
+	search *S;
+	made *m;
+} maker;
+
+static void make_one(void *ctx, int i)
+{
+	maker *mk = ctx;
+	search *S = mk->S;
+	made *m = &mk->m[i];
+	tir_error e = { "" };
+	if (m->parent) {
+		uint64_t rng = m->seed;
+		m->text = mutate_trace(m->parent, &rng);
+	}
+	if (m->text) {
+		m->s = search_replay(S->w, S->t, m->text, &e);
+	} else if (m->sketch >= 0) {
+		m->s = tir_sched_new(S->w, m->seed, &e);
+		if (m->s && (S->space->apply(S->space->ctx, m->sketch, m->s, &e) ||
+			     tir_verify(tir_sched_program(m->s), S->t, &e))) {
+			tir_sched_free(m->s);
+			m->s = NULL;
+		}
+	}
+	if (m->s) {
+		m->trace = tir_sched_trace(m->s);
+		search_trace_hash(m->trace, m->hash);
+	} else {
+		snprintf(m->msg, sizeof m->msg, "%s", e.msg);
+	}
+}
+
+static void make_all(search *S, int n, made *m)
+{
+	maker mk = { S, m };
+	search_parallel_for(n, S->o->threads, make_one, &mk);
 }
 
 static void pool_clear(search *S)
@@ -329,24 +390,37 @@ static void init_population(search *S, gen *g)
 	}
 	free(ok);
 
-	/* fresh samples of each sketch in turn */
+	/* fresh samples of each sketch in turn: sample k has its own seed,
+	 * made in parallel a chunk at a time, taken in order until full */
 	int need = S->population - g->n;
-	for (int k = 0; k < 2 * need && g->n < S->population; k++) {
-		int id = k % S->space->nsketches;
-		tir_error e;
-		tir_sched *s = tir_sched_new(S->w, search_derive(S->o->seed, (uint64_t)S->round,
-								 (uint64_t)k), &e);
-		S->st.samples++;
-		if (!s || S->space->apply(S->space->ctx, id, s, &e) ||
-		    tir_verify(tir_sched_program(s), S->t, &e)) {
-			S->st.samples_invalid++;
-			note_invalid(S, S->space->names[id], e.msg);
-			tir_sched_free(s);
-			continue;
+	for (int k0 = 0; k0 < 2 * need && g->n < S->population;) {
+		int n = S->population - g->n;
+		if (n > 2 * need - k0)
+			n = 2 * need - k0;
+		made *m = xcalloc((size_t)n, sizeof *m);
+		for (int i = 0; i < n; i++) {
+			m[i].sketch = (k0 + i) % S->space->nsketches;
+			m[i].seed = search_derive(S->o->seed, (uint64_t)S->round, (uint64_t)(k0 + i));
 		}
-		int i = pool_add(S, s);
-		if (i >= 0)
-			gen_push(g, i);
+		make_all(S, n, m);
+		int i = 0;
+		for (; i < n && g->n < S->population; i++) {
+			S->st.samples++;
+			if (!m[i].s) {
+				S->st.samples_invalid++;
+				note_invalid(S, S->space->names[m[i].sketch], m[i].msg);
+				continue;
+			}
+			int k = pool_add_traced(S, m[i].s, m[i].trace, m[i].hash);
+			if (k >= 0)
+				gen_push(g, k);
+		}
+		for (; i < n; i++) {         /* made past the population: unused */
+			tir_sched_free(m[i].s);
+			free(m[i].trace);
+		}
+		free(m);
+		k0 += n;
 	}
 }
 
@@ -381,32 +455,40 @@ static int tournament(search *S, const gen *g)
 }
 
 /* The next generation: population children, each one mutation of a parent,
- * replayed and validated; discarded mutants are counted. */
+ * replayed and validated; discarded mutants are counted.  In up to
+ * SEARCH_MUTATE_TRIES passes, the parents of the mutants still wanted and
+ * a seed for each are drawn in order (the generator's sequence), the
+ * mutations made and replayed in parallel, the children added in order. */
 static void evolve(search *S, const gen *parents, gen *next)
 {
-	for (int c = 0; c < S->population && parents->n; c++) {
-		for (int attempt = 0; attempt < SEARCH_MUTATE_TRIES; attempt++) {
-			const cand *p = &S->pool[tournament(S, parents)];
-			char *txt = mutate_trace(p->trace, &S->rng);
-			if (!txt)
+	for (int attempt = 0; attempt < SEARCH_MUTATE_TRIES && parents->n &&
+			      next->n < S->population; attempt++) {
+		int n = S->population - next->n;
+		made *m = xcalloc((size_t)n, sizeof *m);
+		for (int c = 0; c < n; c++) {
+			m[c].parent = S->pool[tournament(S, parents)].trace;
+			m[c].seed = search_rand(&S->rng);
+			m[c].sketch = -1;
+		}
+		make_all(S, n, m);
+		for (int c = 0; c < n; c++) {
+			if (!m[c].text)
 				continue;
+			free(m[c].text);
 			S->st.mutants++;
-			tir_error e;
-			tir_sched *s = search_replay(S->w, S->t, txt, &e);
-			free(txt);
-			if (!s) {
+			if (!m[c].s) {
 				S->st.mutants_discarded++;
-				note_invalid(S, "mutant", e.msg);
+				note_invalid(S, "mutant", m[c].msg);
 				continue;
 			}
-			int k = pool_add(S, s);
+			int k = pool_add_traced(S, m[c].s, m[c].trace, m[c].hash);
 			if (k < 0) {
 				S->st.mutants_duplicate++;
 				continue;
 			}
 			gen_push(next, k);
-			break;
 		}
+		free(m);
 	}
 }
 

@@ -92,6 +92,12 @@ int mutate_count(const char *trace);
 char *mutate_trace(const char *trace, uint64_t *rng);
 
 /* The generator every part of the search draws from (xorshift64*). */
+/* parallel.c: fn(ctx, i) for every i in [0, n), spread over `threads`
+ * threads (<= 0: one per core, at most SEARCH_MAX_THREADS), the caller one
+ * of them; returns when all are done.  fn must only write its own slot. */
+#define SEARCH_MAX_THREADS 64
+void search_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
+int search_cores(void);
 uint64_t search_rand(uint64_t *rng);
 /* A seed derived from a seed and two indices (splitmix64 of their mix). */
 uint64_t search_derive(uint64_t seed, uint64_t a, uint64_t b);

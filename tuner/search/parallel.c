@@ -1,0 +1,56 @@
+/*
+ * parallel.c — search_parallel_for: the independent steps of a search round
+ * (replaying and validating candidates, building them) spread over the
+ * machine's cores with pthreads.  Each index is done exactly once, by
+ * whichever thread takes it next; the caller works too.  What a step writes
+ * goes to its own slot, so results never depend on the number of threads.
+ */
+#include <pthread.h>
+#include <unistd.h>
+#include "search.h"
+
+typedef struct pfor {
+	void (*fn)(void *ctx, int i);
+	void *ctx;
+	int n, next;
+	pthread_mutex_t lock;
+} pfor;
+
+static void *worker(void *arg)
+{
+	pfor *p = arg;
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		int i = p->next++;
+		pthread_mutex_unlock(&p->lock);
+		if (i >= p->n)
+			return NULL;
+		p->fn(p->ctx, i);
+	}
+}
+
+int search_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+void search_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx)
+{
+	pfor p = { fn, ctx, n, 0, PTHREAD_MUTEX_INITIALIZER };
+	pthread_t tid[SEARCH_MAX_THREADS];
+	if (threads <= 0)
+		threads = search_cores();
+	if (threads > SEARCH_MAX_THREADS)
+		threads = SEARCH_MAX_THREADS;
+	if (threads > n)
+		threads = n;
+	int started = 0;
+	for (int i = 1; i < threads; i++)
+		if (pthread_create(&tid[started], NULL, worker, &p) == 0)
+			started++;
+	worker(&p);
+	for (int i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	pthread_mutex_destroy(&p.lock);
+}
