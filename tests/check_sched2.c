@@ -343,6 +343,7 @@ static const char *MM = "{\"op\":\"matmul\",\"M\":32,\"N\":24,\"K\":16}";
 static const char *MM_ODD = "{\"op\":\"matmul\",\"M\":30,\"N\":20,\"K\":12}";
 static const char *MM_EPI = "{\"op\":\"matmul\",\"M\":16,\"N\":12,\"K\":8,\"epilogue\":[\"bias\",\"relu\"]}";
 static const char *CONV = "{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":9,\"W\":8,\"K\":6,\"R\":3,\"S\":3,\"pad\":1,\"epilogue\":[\"relu\"]}";
+static const char *GRP = "{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":5,\"W\":4,\"K\":8,\"R\":3,\"S\":1,\"pad\":1,\"groups\":2,\"layout\":\"NHWC\"}";
 static const char *CONV_S2 = "{\"op\":\"conv2d\",\"N\":1,\"C\":3,\"H\":11,\"W\":9,\"K\":4,\"R\":3,\"S\":3,\"stride\":2,\"pad\":[1,2],\"layout\":\"NHWC\"}";
 
 /* ---- cache_read + compute_at ------------------------------------------------ */
@@ -668,6 +669,22 @@ START_TEST(layout_conv_gemm)
 }
 END_TEST
 
+/* A grouped convolution's output channel split into its group (outer) and
+ * the channel within (inner), in different groups: a batched product. */
+START_TEST(layout_split_iterator)
+{
+	fix f = make(GRP);
+	int c = block(&f, "compute");
+	tir_block *cb = block_ptr(&f, c);
+	OK(tir_transform_block_layout(f.s, c, "3/4;0,1,2;3%4;4,5,6", E));
+	ck_assert_int_eq(cb->niters, 4);
+	ck_assert_int_eq(cb->iters[0].extent, 2);
+	ck_assert_int_eq(cb->iters[2].extent, 4);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
 /* rfactor of a matmul into 4 parts of 4, computed and summed. */
 START_TEST(rfactor_matmul)
 {
@@ -881,6 +898,9 @@ static int ap_tbl_mixed(fix *f, int *rv, tir_error *e) { return tir_transform_bl
 static int ap_tbl_missing(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1", e); }
 static int ap_tbl_syntax(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1;x", e); }
 static int ap_tbl_fused(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1;2", e); }
+static int ap_tbl_split_factor(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0/5;0%5;1;2", e); }
+static int ap_tbl_split_half(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0/4;1;2", e); }
+static int ap_tbl_split_twice(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0/4;0%8;1;2", e); }
 static int ap_reindex_self(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 2, NULL, e); }
 static int ap_reindex_dims(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 0, "0", e); }
 static int ap_reindex_unused(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 0, "0,1", e); }
@@ -912,6 +932,9 @@ static const bad bad_cases[] = {
 	{ "MM", setup_none, ap_tbl_missing, "1 of the 3 iterators of block \"compute\" are in no group" },
 	{ "MM", setup_none, ap_tbl_syntax, "expected iterator indices 0..2" },
 	{ "MM", setup_fused, ap_tbl_fused, "it needs a fresh loop nest" },
+	{ "MM", setup_none, ap_tbl_split_factor, "split by 5: not a factor above 1" },
+	{ "MM", setup_none, ap_tbl_split_half, "iterator 0 has only one of its parts" },
+	{ "MM", setup_none, ap_tbl_split_twice, "iterator 0 split two ways" },
 	{ "MM", setup_none, ap_reindex_self, "is its own output \"C\"; reindex the write" },
 	{ "MM", setup_none, ap_reindex_dims, "uses 2 iterators" },
 	{ "MM", setup_none, ap_reindex_unused, "does not use iterator 1" },
@@ -992,6 +1015,7 @@ Suite *make_sched2_suite(void)
 	tcase_add_test(tc, reverse_compute_inline_cache);
 	tcase_add_test(tc, layout_conv_gemm);
 	tcase_add_test(tc, rfactor_matmul);
+	tcase_add_test(tc, layout_split_iterator);
 	tcase_add_test(tc, decompose_outer);
 	tcase_add_test(tc, decompose_tiled);
 	tcase_add_test(tc, decompose_inner);

@@ -55,6 +55,8 @@ static const char *const products[][2] = {
 	{ "conv3d",    "{\"op\":\"conv3d\",\"N\":1,\"C\":4,\"D\":3,\"H\":4,\"W\":4,\"K\":16,\"T\":3,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NDHWC\",\"dtype\":\"float16\"}" },
 	{ "conv2d_transpose", "{\"op\":\"conv2d_transpose\",\"N\":1,\"C\":16,\"H\":4,\"W\":4,\"K\":3,\"R\":4,\"S\":4,\"stride\":2,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
 	{ "conv2d-splitk", "{\"op\":\"conv2d\",\"N\":1,\"C\":32,\"H\":4,\"W\":4,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
+	{ "conv2d-grouped", "{\"op\":\"conv2d\",\"N\":1,\"C\":32,\"H\":5,\"W\":5,\"K\":32,\"R\":3,\"S\":3,\"pad\":1,\"groups\":2,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
+	{ "conv2d-grouped-NCHW-s2", "{\"op\":\"conv2d\",\"N\":2,\"C\":16,\"H\":7,\"W\":6,\"K\":64,\"R\":3,\"S\":3,\"stride\":2,\"pad\":1,\"groups\":4,\"layout\":\"NCHW\",\"dtype\":\"float16\"}" },
 	{ "conv2d-C2D-2", "{\"op\":\"conv2d\",\"N\":1,\"C\":256,\"H\":14,\"W\":14,\"K\":256,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
 };
 #define NPRODUCTS (int)(sizeof products / sizeof *products)

@@ -97,12 +97,29 @@ static tir_env iters_env(const tir_program *p, const tir_block *b)
 
 /* ---- transform_block_layout ------------------------------------------------- */
 
-/* Parses "0,1,2;3;4,5,6" into groups of iterator indices, each index once
- * (with `all`, every iterator of b). */
-static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gsize,
-			int groups[][TIR_MAX_ITERS], bool all, tir_error *err)
+/* One element of a group: iterator `it` whole (split 0), or the outer
+ * (it / split) or inner (it % split) part of it. */
+typedef struct iter_part {
+	int it;
+	int64_t split;
+	bool inner;
+} iter_part;
+
+static int64_t part_extent(const tir_block *b, const iter_part *q)
 {
-	bool seen[TIR_MAX_ITERS] = { false };
+	int64_t e = b->iters[q->it].extent;
+	return !q->split ? e : q->inner ? q->split : e / q->split;
+}
+
+/* Parses "0,1,2;3/32;3%32;4,5,6" into groups of iterator parts: each
+ * iterator once, whole, or split by a factor of its extent into an outer
+ * ("i/f") and an inner ("i%f") part that both appear (with `all`, every
+ * iterator of b). */
+static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gsize,
+			iter_part groups[][TIR_MAX_ITERS], bool all, tir_error *err)
+{
+	int seen[TIR_MAX_ITERS] = { 0 };       /* bit 1: whole or outer, bit 2: inner */
+	int64_t split[TIR_MAX_ITERS] = { 0 };
 	int ng = 0, total = 0;
 	const char *c = s;
 	if (!s || !*s)
@@ -114,12 +131,28 @@ static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gs
 		if (end == c || v < 0 || v >= b->niters)
 			return tir_fail(err, "groups \"%s\": expected iterator indices 0..%d of block \"%s\"",
 					s, b->niters - 1, b->name);
-		if (seen[v])
-			return tir_fail(err, "groups \"%s\": iterator %ld appears twice", s, v);
-		seen[v] = true;
-		groups[ng][gsize[ng]++] = (int)v;
-		total++;
+		iter_part q = { (int)v, 0, false };
 		c = end;
+		if (*c == '/' || *c == '%') {
+			q.inner = *c == '%';
+			long long f = strtoll(c + 1, &end, 10);
+			if (end == c + 1 || f < 2 || b->iters[v].extent % f)
+				return tir_fail(err, "groups \"%s\": iterator %ld (extent %lld) split by %lld: not a factor above 1",
+						s, v, (long long)b->iters[v].extent, f);
+			if (split[v] && split[v] != f)
+				return tir_fail(err, "groups \"%s\": iterator %ld split two ways", s, v);
+			split[v] = f;
+			q.split = f;
+			c = end;
+		}
+		int bit = q.inner ? 2 : 1;
+		if (seen[v] & bit || (seen[v] && !q.split) || (seen[v] && !split[v]))
+			return tir_fail(err, "groups \"%s\": iterator %ld appears twice", s, v);
+		seen[v] |= bit;
+		if (gsize[ng] >= TIR_MAX_ITERS)
+			return tir_fail(err, "groups \"%s\": too many parts in group %d", s, ng);
+		groups[ng][gsize[ng]++] = q;
+		total++;
 		if (*c == ',') {
 			c++;
 		} else if (*c == ';') {
@@ -135,9 +168,16 @@ static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gs
 	for (int g = 0; g < ng; g++)
 		if (!gsize[g])
 			return tir_fail(err, "groups \"%s\": group %d is empty", s, g);
-	if (all && total != b->niters)
+	int missing = 0;
+	for (int i = 0; i < b->niters; i++) {
+		if (split[i] && seen[i] != 3)
+			return tir_fail(err, "groups \"%s\": iterator %d has only one of its parts", s, i);
+		missing += !seen[i];
+	}
+	if (all && missing)
 		return tir_fail(err, "groups \"%s\": %d of the %d iterators of block \"%s\" are in no group",
-				s, b->niters - total, b->niters, b->name);
+				s, missing, b->niters, b->name);
+	(void)total;
 	*ngroups = ng;
 	return 0;
 }
@@ -146,8 +186,10 @@ static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gs
  * comma-separated; groups separated by ';'; outermost first) becomes one
  * iterator ranging over the product of their extents, row-major within the
  * group; the old iterators are recovered from it by floordiv and floormod.
- * The groups are the new loop order.  Requires a fresh nest, and the
- * iterators of a group of one kind. */
+ * An iterator can be split in two parts placed in different groups: "i/f"
+ * (i // f) and "i%f" (i % f), f a factor of its extent.  The groups are the
+ * new loop order.  Requires a fresh nest, and the iterators of a group of one
+ * kind. */
 int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
@@ -156,52 +198,68 @@ int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 	tir_block *b = sched_block(s, in->in[0], err);
 	if (!b)
 		return -1;
-	int ng = 0, gsize[TIR_MAX_ITERS], groups[TIR_MAX_ITERS][TIR_MAX_ITERS];
+	int ng = 0, gsize[TIR_MAX_ITERS];
+	iter_part groups[TIR_MAX_ITERS][TIR_MAX_ITERS];
 	if (parse_groups(b, in->str, &ng, gsize, groups, true, err))
 		return -1;
 	tir_stmt *loop[TIR_MAX_ITERS], *outer = fresh_nest(b, loop, err);
 	if (!outer)
 		return -1;
-	tir_iter old[TIR_MAX_ITERS];
-	memcpy(old, b->iters, sizeof old);
 	int64_t ext[TIR_MAX_ITERS];
 	for (int g = 0; g < ng; g++) {
 		ext[g] = 1;
 		for (int j = 0; j < gsize[g]; j++) {
-			const tir_iter *it = &old[groups[g][j]];
-			if (it->kind != old[groups[g][0]].kind)
+			const tir_iter *it = &b->iters[groups[g][j].it];
+			if (it->kind != b->iters[groups[g][0].it].kind)
 				return tir_fail(err, "group %d mixes spatial and reduction iterators (\"%s\", \"%s\")",
-						g, old[groups[g][0]].var->name, it->var->name);
-			if (ext[g] > INT64_MAX / it->extent)
+						g, b->iters[groups[g][0].it].var->name, it->var->name);
+			int64_t e = part_extent(b, &groups[g][j]);
+			if (ext[g] > INT64_MAX / e)
 				return tir_fail(err, "group %d: the fused extent overflows", g);
-			ext[g] *= it->extent;
+			ext[g] *= e;
 		}
 	}
 
+	tir_iter old[TIR_MAX_ITERS];
+	memcpy(old, b->iters, sizeof old);
 	tir_arena *a = &p->arena;
 	tir_subst sub = { p->nvars + ng, xcalloc((size_t)(p->nvars + ng) + 1, sizeof(tir_expr *)) };
+	tir_expr *outer_of[TIR_MAX_ITERS] = { NULL }, *inner_of[TIR_MAX_ITERS] = { NULL };
+	int64_t split_of[TIR_MAX_ITERS] = { 0 };
 	b->niters = 0;
 	for (int g = 0; g < ng; g++) {
 		tir_buf name = { 0 };
 		for (int j = 0; j < gsize[g]; j++)
-			buf_printf(&name, "%s%s", j ? "_" : "", old[groups[g][j]].var->name);
+			buf_printf(&name, "%s%s%s", j ? "_" : "", old[groups[g][j].it].var->name,
+				   !groups[g][j].split ? "" : groups[g][j].inner ? "_i" : "_o");
 		char *nm = buf_take(&name);
 		tir_var *u = program_var(p, nm);
 		free(nm);
-		block_add_iter(b, u, ext[g], old[groups[g][0]].kind, NULL);
+		block_add_iter(b, u, ext[g], old[groups[g][0].it].kind, NULL);
 		int64_t stride = ext[g];
 		for (int j = 0; j < gsize[g]; j++) {
-			const tir_iter *it = &old[groups[g][j]];
-			stride /= it->extent;
+			const iter_part *q = &groups[g][j];
+			int64_t e = !q->split ? old[q->it].extent : q->inner ? q->split
+								   : old[q->it].extent / q->split;
+			stride /= e;
 			tir_expr *v = mk_var(a, u);
 			if (j > 0)
-				v = mk_floormod(a, mk_floordiv(a, v, mk_int(a, stride)),
-						mk_int(a, it->extent));
+				v = mk_floormod(a, mk_floordiv(a, v, mk_int(a, stride)), mk_int(a, e));
 			else
 				v = mk_floordiv(a, v, mk_int(a, stride));
-			sub.map[it->var->id] = v;
+			if (!q->split)
+				sub.map[old[q->it].var->id] = v;
+			else if (q->inner)
+				inner_of[q->it] = v;
+			else
+				outer_of[q->it] = v;
+			split_of[q->it] = q->split;
 		}
 	}
+	for (int i = 0; i < TIR_MAX_ITERS; i++)
+		if (split_of[i])
+			sub.map[old[i].var->id] = mk_add(a, mk_mul(a, outer_of[i],
+								   mk_int(a, split_of[i])), inner_of[i]);
 	tir_env env = iters_env(p, b);
 	for (int d = 0; d < b->store->ndim; d++)
 		b->store_idx[d] = expr_simplify(a, expr_subst(a, b->store_idx[d], &sub), &env);
@@ -387,17 +445,20 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 				used[nu++] = i;
 			}
 	if (in->str && *in->str) {
-		int ng = 0, gsize[TIR_MAX_ITERS], g[TIR_MAX_ITERS][TIR_MAX_ITERS];
+		int ng = 0, gsize[TIR_MAX_ITERS];
+		iter_part g[TIR_MAX_ITERS][TIR_MAX_ITERS];
 		if (parse_groups(b, in->str, &ng, gsize, g, false, err))
 			return -1;
 		if (ng != 1 || gsize[0] != nu)
 			return tir_fail(err, "dims \"%s\": the access of \"%s\" uses %d iterators",
 					in->str, buf->name, nu);
 		for (int j = 0; j < nu; j++) {
-			if (!is_used[g[0][j]])
+			if (g[0][j].split)
+				return tir_fail(err, "dims \"%s\": iterators are not split here", in->str);
+			if (!is_used[g[0][j].it])
 				return tir_fail(err, "dims \"%s\": the access of \"%s\" does not use iterator %d",
-						in->str, buf->name, g[0][j]);
-			used[j] = g[0][j];
+						in->str, buf->name, g[0][j].it);
+			used[j] = g[0][j].it;
 		}
 	}
 	if (nu == 0 || nu > TIR_MAX_DIMS)

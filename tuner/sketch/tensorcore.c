@@ -11,7 +11,9 @@
  * a matmul, batched or not, in any operand layout.
  *
  * Every reduction of that product form, also with several iterators per
- * role (einsum_of: a convolution's n,h,w are I, its r,s,ci are K) or
+ * role (einsum_of: a convolution's n,h,w are I, its r,s,ci are K; a grouped
+ * convolution's output channel k, which the input reads only as k // f, is
+ * split into a batch part, the group, and a J part) or
  * extents that are not whole tiles, is first normalized (normalize):
  * transform_block_layout fuses each role's iterators into one; a sampled
  * split-K (rfactor into 1-16 parts, which become a batch iterator, summed by
@@ -166,7 +168,50 @@ typedef struct einsum_form {
 	const tir_buffer *a, *bb;
 	int n[NROLES];
 	int it[NROLES][TIR_MAX_ITERS];
+	/* a split iterator (a grouped convolution's output channel k, which
+	 * one operand reads only as k // f): its outer part in one role, its
+	 * inner part (split[.][.] = f) in another, "k/f" and "k%f" */
+	int64_t split[NROLES][TIR_MAX_ITERS];
+	bool inner[NROLES][TIR_MAX_ITERS];
 } einsum_form;
+
+/* Whether v occurs in e, and only as floordiv(v, f) with one constant f. */
+static bool only_divided(const tir_expr *e, const tir_var *v, int64_t *f)
+{
+	if (!e)
+		return true;
+	if (e->kind == E_VAR)
+		return e->var != v;
+	if (e->kind == E_FLOORDIV && e->a->kind == E_VAR && e->a->var == v &&
+	    e->b->kind == E_INT && e->b->ival > 1) {
+		if (*f && *f != e->b->ival)
+			return false;
+		*f = e->b->ival;
+		return true;
+	}
+	bool ok = only_divided(e->a, v, f) && only_divided(e->b, v, f) &&
+		  only_divided(e->c, v, f);
+	for (int d = 0; ok && d < e->nidx; d++)
+		ok = only_divided(e->idx[d], v, f);
+	return ok;
+}
+
+/* f > 1 if load uses v only as floordiv(v, f) and f divides the extent. */
+static int64_t divided_by(const tir_expr *load, const tir_block *b, int it)
+{
+	int64_t f = 0;
+	if (!only_divided(load, b->iters[it].var, &f) || f <= 1 || b->iters[it].extent % f)
+		return 0;
+	return f;
+}
+
+static void add_role(einsum_form *e, int role, int it, int64_t split, bool inner)
+{
+	int k = e->n[role]++;
+	e->it[role][k] = it;
+	e->split[role][k] = split;
+	e->inner[role][k] = inner;
+}
 
 static bool einsum_of(const tir_program *p, einsum_form *e)
 {
@@ -187,6 +232,14 @@ static bool einsum_of(const tir_program *p, einsum_form *e)
 				return false;
 			role = ROLE_K;
 		} else if (ia && ib && ic) {
+			/* in all three, but one operand sees only k // f: the
+			 * outer part a batch, the inner one a matrix axis */
+			int64_t fa = divided_by(x, b, it), fb = divided_by(y, b, it);
+			if (fa || fb) {
+				add_role(e, ROLE_BATCH, it, fa ? fa : fb, false);
+				add_role(e, fa ? ROLE_J : ROLE_I, it, fa ? fa : fb, true);
+				continue;
+			}
 			role = ROLE_BATCH;
 		} else if (ia && ic && !ib) {
 			role = ROLE_I;
@@ -197,7 +250,7 @@ static bool einsum_of(const tir_program *p, einsum_form *e)
 		} else {
 			return false;
 		}
-		e->it[role][e->n[role]++] = it;
+		add_role(e, role, it, 0, false);
 	}
 	e->b = b;
 	e->a = x->buf;
@@ -260,8 +313,12 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 	TRY(b = tir_get_block(s, e->b->name, err), "get block");
 	tir_buf g = { 0 };
 	for (int r = 0; r < NROLES; r++) {
-		for (int j = 0; j < e->n[r]; j++)
+		for (int j = 0; j < e->n[r]; j++) {
 			buf_printf(&g, "%s%d", j ? "," : g.len ? ";" : "", e->it[r][j]);
+			if (e->split[r][j])
+				buf_printf(&g, "%c%lld", e->inner[r][j] ? '%' : '/',
+					   (long long)e->split[r][j]);
+		}
 	}
 	char *groups = buf_take(&g);
 	int rc = tir_transform_block_layout(s, b, groups, err);
