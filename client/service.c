@@ -274,21 +274,37 @@ static bool job_id_arg(const args *a, const char *cmd, long long *id)
 
 /* ---- commands -------------------------------------------------------------------------- */
 
+/* The text of FILE, the command's one positional argument (- for stdin),
+ * and its length (if len); NULL after telling the user what `cmd` expected
+ * (also when `missing`, another required option is absent) or why the file
+ * cannot be read, *rc the exit code. */
+static char *file_arg(const args *a, bool missing, const char *cmd, const char *expected,
+		      size_t *len, int *rc)
+{
+	if (a->npos != 1 || missing) {
+		tirctl_err("%s: expected %s", cmd, expected);
+		*rc = TIRCTL_USAGE;
+		return NULL;
+	}
+	char *text = tirctl_read_file(a->pos[0], len);
+	if (!text) {
+		tirctl_err("%s: cannot read %s: %s", cmd, a->pos[0], strerror(errno));
+		*rc = TIRCTL_BAD_INPUT;
+	}
+	return text;
+}
+
 int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 {
 	args a;
 	if (parse(argc, argv, "target trials batch cost-model seed wait timeout", 1, g, &a))
 		return TIRCTL_USAGE;
-	if (a.npos != 1 || !a.target) {
-		tirctl_err("tune: expected FILE (or - for stdin) and --target T");
-		return TIRCTL_USAGE;
-	}
 	size_t len;
-	char *text = tirctl_read_file(a.pos[0], &len);
-	if (!text) {
-		tirctl_err("tune: cannot read %s: %s", a.pos[0], strerror(errno));
-		return TIRCTL_BAD_INPUT;
-	}
+	int rc;
+	char *text = file_arg(&a, !a.target, "tune", "FILE (or - for stdin) and --target T", &len,
+			      &rc);
+	if (!text)
+		return rc;
 	const char *end = NULL;
 	cJSON *w = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	long at = w || !end ? 0L : (long)(end - text);
@@ -315,7 +331,7 @@ int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 	char *s = cJSON_PrintUnformatted(body);
 	cJSON_Delete(body);
 	cJSON *job = NULL;
-	int rc = tirctl_call(g, "POST", "/v1/jobs", s, 0, &job);
+	rc = tirctl_call(g, "POST", "/v1/jobs", s, 0, &job);
 	free(s);
 	if (rc)
 		return rc;
@@ -614,17 +630,13 @@ int tirctl_import(tirctl_globals *g, int argc, char **argv)
 	args a;
 	if (parse(argc, argv, "", 1, g, &a))
 		return TIRCTL_USAGE;
-	if (a.npos != 1) {
-		tirctl_err("import: expected FILE (from tirctl export), or - for stdin");
-		return TIRCTL_USAGE;
-	}
-	char *text = tirctl_read_file(a.pos[0], NULL);
-	if (!text) {
-		tirctl_err("import: cannot read %s: %s", a.pos[0], strerror(errno));
-		return TIRCTL_BAD_INPUT;
-	}
+	int rc;
+	char *text = file_arg(&a, false, "import", "FILE (from tirctl export), or - for stdin",
+			      NULL, &rc);
+	if (!text)
+		return rc;
 	cJSON *j;
-	int rc = tirctl_call(g, "POST", "/v1/records", text, 600, &j);
+	rc = tirctl_call(g, "POST", "/v1/records", text, 600, &j);
 	free(text);
 	if (rc)
 		return rc;
@@ -642,15 +654,10 @@ int tirctl_fuse(tirctl_globals *g, int argc, char **argv)
 	args a;
 	if (parse(argc, argv, "mode", 1, g, &a))
 		return TIRCTL_USAGE;
-	if (a.npos != 1) {
-		tirctl_err("fuse: expected a graph workload FILE");
-		return TIRCTL_USAGE;
-	}
-	char *text = tirctl_read_file(a.pos[0], NULL);
-	if (!text) {
-		tirctl_err("fuse: cannot read %s: %s", a.pos[0], strerror(errno));
-		return TIRCTL_BAD_INPUT;
-	}
+	int rc;
+	char *text = file_arg(&a, false, "fuse", "a graph workload FILE", NULL, &rc);
+	if (!text)
+		return rc;
 	cJSON *w = cJSON_Parse(text);
 	free(text);
 	if (!w) {
@@ -663,7 +670,7 @@ int tirctl_fuse(tirctl_globals *g, int argc, char **argv)
 	char *s = cJSON_PrintUnformatted(body);
 	cJSON_Delete(body);
 	cJSON *j;
-	int rc = tirctl_call(g, "POST", "/v1/fuse", s, 0, &j);
+	rc = tirctl_call(g, "POST", "/v1/fuse", s, 0, &j);
 	free(s);
 	if (rc)
 		return rc;
