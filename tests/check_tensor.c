@@ -57,6 +57,8 @@ static const char *const products[][2] = {
 	{ "conv2d-splitk", "{\"op\":\"conv2d\",\"N\":1,\"C\":32,\"H\":4,\"W\":4,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
 	{ "conv2d-grouped", "{\"op\":\"conv2d\",\"N\":1,\"C\":32,\"H\":5,\"W\":5,\"K\":32,\"R\":3,\"S\":3,\"pad\":1,\"groups\":2,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
 	{ "conv2d-grouped-NCHW-s2", "{\"op\":\"conv2d\",\"N\":2,\"C\":16,\"H\":7,\"W\":6,\"K\":64,\"R\":3,\"S\":3,\"stride\":2,\"pad\":1,\"groups\":4,\"layout\":\"NCHW\",\"dtype\":\"float16\"}" },
+	{ "f16-batch-odd", "{\"op\":\"matmul\",\"batch\":3,\"M\":20,\"N\":24,\"K\":136,\"dtype\":\"float16\"}" },
+	{ "conv2d-splitk-bias-relu", "{\"op\":\"conv2d\",\"N\":1,\"C\":32,\"H\":3,\"W\":5,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\",\"epilogue\":[\"bias\",\"relu\"]}" },
 	{ "conv2d-C2D-2", "{\"op\":\"conv2d\",\"N\":1,\"C\":256,\"H\":14,\"W\":14,\"K\":256,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}" },
 };
 #define NPRODUCTS (int)(sizeof products / sizeof *products)
@@ -170,7 +172,7 @@ START_TEST(tensorcore_candidates)
 	}
 	ck_assert_msg(made == NCAND, "%s: %d valid candidates in 63 draws", name, made);
 	/* a reduction of 288 is split into 2 or 4 parts by some candidates */
-	if (!strcmp(name, "conv2d-splitk"))
+	if (!strcmp(name, "conv2d-splitk") || !strcmp(name, "conv2d-splitk-bias-relu"))
 		ck_assert_msg(split_k > 0, "%s: no candidate splits K", name);
 	tir_workload_free(w);
 }
