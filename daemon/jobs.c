@@ -784,6 +784,9 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	o.prior = prior.c;
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
+	/* the search on every core, except for a CPU target, whose candidates
+	 * other jobs may be timing on this machine's cores meanwhile */
+	o.threads = j->target.kind == TIR_TARGET_CUDA ? 0 : 1;
 	/* "xgboost": the model shared by every job of the target kind, so each
 	 * workload teaches the next (tir_tune draws random scores while it is
 	 * untrained); "random": tir_tune's own random model (o.model NULL),
