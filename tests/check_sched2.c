@@ -901,6 +901,12 @@ static int ap_tbl_fused(fix *f, int *rv, tir_error *e) { return tir_transform_bl
 static int ap_tbl_split_factor(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0/5;0%5;1;2", e); }
 static int ap_tbl_split_half(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0/4;1;2", e); }
 static int ap_tbl_split_twice(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0/4;0%8;1;2", e); }
+static int ap_tbl_trailing(fix *f, int *rv, tir_error *e) { return tir_transform_block_layout(f->s, rv[0], "0;1;2;", e); }
+static int ap_pad_huge(fix *f, int *rv, tir_error *e)
+{
+	tir_int fac[3] = { TIR_LIT(4096), TIR_LIT(1), TIR_LIT(1) };
+	return tir_pad_einsum(f->s, rv[0], 3, fac, e);
+}
 static int ap_reindex_self(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 2, NULL, e); }
 static int ap_reindex_dims(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 0, "0", e); }
 static int ap_reindex_unused(fix *f, int *rv, tir_error *e) { return tir_reindex(f->s, rv[0], 0, 0, "0,1", e); }
@@ -935,6 +941,8 @@ static const bad bad_cases[] = {
 	{ "MM", setup_none, ap_tbl_split_factor, "split by 5: not a factor above 1" },
 	{ "MM", setup_none, ap_tbl_split_half, "iterator 0 has only one of its parts" },
 	{ "MM", setup_none, ap_tbl_split_twice, "iterator 0 split two ways" },
+	{ "MM", setup_none, ap_tbl_trailing, "ends with ';'" },
+	{ "MM", setup_none, ap_pad_huge, "factor 4096 pads iterator \"vi\" from 32 to 4096: more than doubles it" },
 	{ "MM", setup_none, ap_reindex_self, "is its own output \"C\"; reindex the write" },
 	{ "MM", setup_none, ap_reindex_dims, "uses 2 iterators" },
 	{ "MM", setup_none, ap_reindex_unused, "does not use iterator 1" },

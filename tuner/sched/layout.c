@@ -26,6 +26,9 @@
 #include <string.h>
 #include "sched.h"
 
+/* pad_einsum adds at most this much, or the extent itself if larger */
+#define PAD_MAX_ADDED 1024
+
 /* The loops of a fresh nest around b, loop[i] binding iterator i; returns
  * the outermost of them or NULL with a message. */
 static tir_stmt *fresh_nest(const tir_block *b, tir_stmt **loop, tir_error *err)
@@ -115,68 +118,70 @@ static int64_t part_extent(const tir_block *b, const iter_part *q)
  * iterator once, whole, or split by a factor of its extent into an outer
  * ("i/f") and an inner ("i%f") part that both appear (with `all`, every
  * iterator of b). */
-static int parse_groups(const tir_block *b, const char *s, int *ngroups, int *gsize,
-			iter_part groups[][TIR_MAX_ITERS], bool all, tir_error *err)
+static int parse_groups(const tir_block *b, const char *what, const char *s, int *ngroups,
+			int *gsize, iter_part groups[][TIR_MAX_ITERS], bool all, tir_error *err)
 {
 	int seen[TIR_MAX_ITERS] = { 0 };       /* bit 1: whole or outer, bit 2: inner */
 	int64_t split[TIR_MAX_ITERS] = { 0 };
 	int ng = 0, total = 0;
 	const char *c = s;
 	if (!s || !*s)
-		return tir_fail(err, "no iterator groups");
+		return tir_fail(err, "no iterator %s", what);
 	gsize[0] = 0;
 	while (*c) {
 		char *end;
 		long v = strtol(c, &end, 10);
 		if (end == c || v < 0 || v >= b->niters)
-			return tir_fail(err, "groups \"%s\": expected iterator indices 0..%d of block \"%s\"",
-					s, b->niters - 1, b->name);
+			return tir_fail(err, "%s \"%s\": expected iterator indices 0..%d of block \"%s\"",
+					what, s, b->niters - 1, b->name);
 		iter_part q = { (int)v, 0, false };
 		c = end;
 		if (*c == '/' || *c == '%') {
 			q.inner = *c == '%';
 			long long f = strtoll(c + 1, &end, 10);
 			if (end == c + 1 || f < 2 || b->iters[v].extent % f)
-				return tir_fail(err, "groups \"%s\": iterator %ld (extent %lld) split by %lld: not a factor above 1",
-						s, v, (long long)b->iters[v].extent, f);
+				return tir_fail(err, "%s \"%s\": iterator %ld (extent %lld) split by %lld: not a factor above 1",
+						what, s, v, (long long)b->iters[v].extent, f);
 			if (split[v] && split[v] != f)
-				return tir_fail(err, "groups \"%s\": iterator %ld split two ways", s, v);
+				return tir_fail(err, "%s \"%s\": iterator %ld split two ways", what, s, v);
 			split[v] = f;
 			q.split = f;
 			c = end;
 		}
 		int bit = q.inner ? 2 : 1;
 		if (seen[v] & bit || (seen[v] && !q.split) || (seen[v] && !split[v]))
-			return tir_fail(err, "groups \"%s\": iterator %ld appears twice", s, v);
+			return tir_fail(err, "%s \"%s\": iterator %ld appears twice", what, s, v);
 		seen[v] |= bit;
 		if (gsize[ng] >= TIR_MAX_ITERS)
-			return tir_fail(err, "groups \"%s\": too many parts in group %d", s, ng);
+			return tir_fail(err, "%s \"%s\": too many parts in group %d", what, s, ng);
 		groups[ng][gsize[ng]++] = q;
 		total++;
+		if ((*c == ',' || *c == ';') && !c[1])
+			return tir_fail(err, "%s \"%s\": ends with '%c'", what, s, *c);
 		if (*c == ',') {
 			c++;
 		} else if (*c == ';') {
 			c++;
 			if (++ng >= TIR_MAX_ITERS)
-				return tir_fail(err, "groups \"%s\": too many groups", s);
+				return tir_fail(err, "%s \"%s\": too many groups", what, s);
 			gsize[ng] = 0;
 		} else if (*c) {
-			return tir_fail(err, "groups \"%s\": unexpected '%c'", s, *c);
+			return tir_fail(err, "%s \"%s\": unexpected '%c'", what, s, *c);
 		}
 	}
 	ng++;
 	for (int g = 0; g < ng; g++)
 		if (!gsize[g])
-			return tir_fail(err, "groups \"%s\": group %d is empty", s, g);
+			return tir_fail(err, "%s \"%s\": group %d is empty", what, s, g);
 	int missing = 0;
 	for (int i = 0; i < b->niters; i++) {
 		if (split[i] && seen[i] != 3)
-			return tir_fail(err, "groups \"%s\": iterator %d has only one of its parts", s, i);
+			return tir_fail(err, "%s \"%s\": iterator %d has only one of its parts", what, s, i);
 		missing += !seen[i];
 	}
 	if (all && missing)
-		return tir_fail(err, "groups \"%s\": %d of the %d iterators of block \"%s\" are in no group",
-				s, missing, b->niters, b->name);
+		return tir_fail(err, "%s \"%s\": %d of the %d iterators of block \"%s\" are in no group",
+				what, s, missing, b->niters, b->name);
 	(void)total;
 	*ngroups = ng;
 	return 0;
@@ -200,7 +205,7 @@ int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 		return -1;
 	int ng = 0, gsize[TIR_MAX_ITERS];
 	iter_part groups[TIR_MAX_ITERS][TIR_MAX_ITERS];
-	if (parse_groups(b, in->str, &ng, gsize, groups, true, err))
+	if (parse_groups(b, "groups", in->str, &ng, gsize, groups, true, err))
 		return -1;
 	tir_stmt *loop[TIR_MAX_ITERS], *outer = fresh_nest(b, loop, err);
 	if (!outer)
@@ -447,7 +452,7 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 	if (in->str && *in->str) {
 		int ng = 0, gsize[TIR_MAX_ITERS];
 		iter_part g[TIR_MAX_ITERS][TIR_MAX_ITERS];
-		if (parse_groups(b, in->str, &ng, gsize, g, false, err))
+		if (parse_groups(b, "dims", in->str, &ng, gsize, g, false, err))
 			return -1;
 		if (ng != 1 || gsize[0] != nu)
 			return tir_fail(err, "dims \"%s\": the access of \"%s\" uses %d iterators",
@@ -556,8 +561,12 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 		if (f < 1 || f > (1 << 20))
 			return tir_fail(err, "factor %lld for iterator \"%s\" is not in 1..%d",
 					(long long)f, b->iters[i].var->name, 1 << 20);
-		ext[i] = (b->iters[i].extent + f - 1) / f * f;
-		any = any || ext[i] != b->iters[i].extent;
+		int64_t e = b->iters[i].extent;
+		ext[i] = (e + f - 1) / f * f;
+		if (ext[i] - e > (e > PAD_MAX_ADDED ? e : PAD_MAX_ADDED))
+			return tir_fail(err, "factor %lld pads iterator \"%s\" from %lld to %lld: more than doubles it",
+					(long long)f, b->iters[i].var->name, (long long)e, (long long)ext[i]);
+		any = any || ext[i] != e;
 	}
 	if (!any)
 		return 0;       /* every extent is a multiple of its factor already */
