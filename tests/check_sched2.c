@@ -929,6 +929,15 @@ static int ap_pad_factor(fix *f, int *rv, tir_error *e)
 	return tir_pad_einsum(f->s, rv[0], 3, fac, e);
 }
 static int ap_rf_divide(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 2, TIR_LIT(3), e); }
+static int ap_rf_many(fix *f, int *rv, tir_error *e)
+{
+	fix g = make("{\"op\":\"matmul\",\"M\":4,\"N\":4,\"K\":256}");
+	int b = block(&g, "compute");
+	int r = tir_rfactor(g.s, b, 2, TIR_LIT(128), e);
+	done(&g);
+	(void)f, (void)rv;
+	return r;
+}
 static int ap_rf_spatial(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 0, TIR_LIT(2), e); }
 static int ap_rf_decomposed(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 2, TIR_LIT(2), e); }
 
@@ -952,6 +961,7 @@ static const bad bad_cases[] = {
 	{ "MM", setup_none, ap_pad_factor, "factor 0 for iterator" },
 	{ "MM", setup_none, ap_rf_divide, "factor 3 does not divide the extent 16" },
 	{ "MM", setup_none, ap_rf_spatial, "is not a reduction" },
+	{ "MM", setup_none, ap_rf_many, "factor 128: at most 64 partial sums" },
 	{ "MM", setup_decomposed, ap_rf_decomposed, "is not a summing reduction with its init" },
 	{ "MM", setup_none, ap_read_index, "read index 3 is out of range" },
 	{ "MM", setup_none, ap_read_self, "is its own output \"C\"" },

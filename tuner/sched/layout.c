@@ -28,6 +28,8 @@
 
 /* pad_einsum adds at most this much, or the extent itself if larger */
 #define PAD_MAX_ADDED 1024
+/* rfactor makes at most this many partial sums */
+#define RFACTOR_MAX_PARTS 64
 
 /* The loops of a fresh nest around b, loop[i] binding iterator i; returns
  * the outermost of them or NULL with a message. */
@@ -707,6 +709,9 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	if (f < 1 || k->extent % f)
 		return tir_fail(err, "factor %lld does not divide the extent %lld of iterator \"%s\"",
 				(long long)f, (long long)k->extent, k->var->name);
+	if (f > RFACTOR_MAX_PARTS)
+		return tir_fail(err, "factor %lld: at most %d partial sums (each a copy of the output)",
+				(long long)f, RFACTOR_MAX_PARTS);
 	if (f == 1)
 		return 0;
 	if (b->niters >= TIR_MAX_ITERS || b->store->ndim >= TIR_MAX_DIMS)
