@@ -23,6 +23,7 @@
 #include "ir/ir.h"
 
 #define CM_ROUNDS 60
+#define CM_SMALL_ROWS 256
 
 struct cm_model {
 	pthread_mutex_t mu;
@@ -137,8 +138,11 @@ static int train(cm_model *m, tir_error *err)
 		rc = tir_fail(err, "xgboost: %s", xgb_err());
 		goto out;
 	}
-	static const char *const params[][2] = {
-		{ "objective", "rank:pairwise" }, { "eta", "0.2" }, { "max_depth", "6" },
+	/* shallow trees while the rows are few (a workload's first batches):
+	 * deep ones fit the noise of a few dozen measurements */
+	const char *depth = m->nrows < CM_SMALL_ROWS ? "3" : "6";
+	const char *const params[][2] = {
+		{ "objective", "rank:pairwise" }, { "eta", "0.2" }, { "max_depth", depth },
 		{ "min_child_weight", "1" }, { "nthread", "1" }, { "verbosity", "0" },
 		{ "seed", "0" },
 	};
