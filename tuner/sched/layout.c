@@ -125,7 +125,7 @@ static int parse_groups(const tir_block *b, const char *what, const char *s, int
 {
 	int seen[TIR_MAX_ITERS] = { 0 };       /* bit 1: whole or outer, bit 2: inner */
 	int64_t split[TIR_MAX_ITERS] = { 0 };
-	int ng = 0, total = 0;
+	int ng = 0;
 	const char *c = s;
 	if (!s || !*s)
 		return tir_fail(err, "no iterator %s", what);
@@ -157,7 +157,6 @@ static int parse_groups(const tir_block *b, const char *what, const char *s, int
 		if (gsize[ng] >= TIR_MAX_ITERS)
 			return tir_fail(err, "%s \"%s\": too many parts in group %d", what, s, ng);
 		groups[ng][gsize[ng]++] = q;
-		total++;
 		if ((*c == ',' || *c == ';') && !c[1])
 			return tir_fail(err, "%s \"%s\": ends with '%c'", what, s, *c);
 		if (*c == ',') {
@@ -184,7 +183,6 @@ static int parse_groups(const tir_block *b, const char *what, const char *s, int
 	if (all && missing)
 		return tir_fail(err, "%s \"%s\": %d of the %d iterators of block \"%s\" are in no group",
 				what, s, missing, b->niters, b->name);
-	(void)total;
 	*ngroups = ng;
 	return 0;
 }
