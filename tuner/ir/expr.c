@@ -270,6 +270,22 @@ tir_expr *expr_replace_buffer(tir_arena *a, tir_expr *e, tir_buffer *from,
 	return rebuild(a, e, x, y, z, idx);
 }
 
+tir_expr *expr_replace_loads(tir_arena *a, tir_expr *e, const tir_buffer *buf,
+			     tir_expr *with)
+{
+	if (!e || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
+		return e;
+	if (e->kind == E_LOAD && e->buf == buf)
+		return with;
+	tir_expr *x = expr_replace_loads(a, e->a, buf, with);
+	tir_expr *y = expr_replace_loads(a, e->b, buf, with);
+	tir_expr *z = expr_replace_loads(a, e->c, buf, with);
+	tir_expr *idx[TIR_MAX_DIMS];
+	for (int i = 0; i < e->nidx; i++)
+		idx[i] = expr_replace_loads(a, e->idx[i], buf, with);
+	return rebuild(a, e, x, y, z, idx);
+}
+
 bool expr_uses_var(const tir_expr *e, const tir_var *v)
 {
 	if (!e)

@@ -180,6 +180,9 @@ tir_expr *expr_subst(tir_arena *a, tir_expr *e, const tir_subst *s);
 /* Replaces loads of buffer `from` with loads of buffer `to`, same indices. */
 tir_expr *expr_replace_buffer(tir_arena *a, tir_expr *e, tir_buffer *from,
 			      tir_buffer *to);
+/* Replaces every load of buffer `buf` (whatever its indices) by `with`. */
+tir_expr *expr_replace_loads(tir_arena *a, tir_expr *e, const tir_buffer *buf,
+			     tir_expr *with);
 bool expr_uses_var(const tir_expr *e, const tir_var *v);
 /* e without an outer cast to dtype t (e itself if it has none). */
 const tir_expr *expr_uncast(const tir_expr *e, tir_dtype t);

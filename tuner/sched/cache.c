@@ -14,14 +14,6 @@
 #include <string.h>
 #include "sched.h"
 
-/* The ancestor of s directly under the root. */
-static tir_stmt *top_stmt(tir_stmt *s)
-{
-	while (s->parent && s->parent->parent)
-		s = s->parent;
-	return s;
-}
-
 /* "<buffer>_<scope>" with characters a C identifier cannot hold as '_'. */
 static char *cache_name(tir_program *p, const tir_buffer *buf, const char *scope)
 {
@@ -175,7 +167,7 @@ int prim_cache_write(tir_sched *s, tir_inst *in, tir_error *err)
 		return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
 				b->name, (long long)in->attr[0]);
 	tir_buffer *buf = b->store;
-	tir_stmt *top = top_stmt(b->stmt);
+	tir_stmt *top = sched_top_stmt(b->stmt);
 	for (int i = 0; i < p->nblocks; i++) {
 		tir_block *c = p->blocks[i];
 		if (!c->stmt || c == b)
@@ -186,7 +178,7 @@ int prim_cache_write(tir_sched *s, tir_inst *in, tir_error *err)
 		bool reads = false;
 		for (int r = 0; r < c->nreads; r++)
 			reads = reads || c->reads[r].buf == buf;
-		if (reads && stmt_index(top_stmt(c->stmt)) <= stmt_index(top))
+		if (reads && stmt_index(sched_top_stmt(c->stmt)) <= stmt_index(top))
 			return tir_fail(err, "block \"%s\" reads \"%s\" in or before the loop nest of its producer \"%s\"",
 					c->name, buf->name, b->name);
 	}

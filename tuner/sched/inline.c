@@ -56,25 +56,15 @@ static bool index_is_iters(const tir_block *b, int ndim, tir_expr *const *idx,
 	return true;
 }
 
-/* An env with b's iterators ranged over their domains. */
-static tir_env iter_env(const tir_program *p, const tir_block *b)
-{
-	tir_env e = env_new(p->nvars);
-	for (int i = 0; i < b->niters; i++)
-		env_set(&e, b->iters[i].var, 0, b->iters[i].extent - 1);
-	return e;
-}
-
-/* Rebuilds e with every load of `buf` replaced: by `fixed` when it is set,
- * else by the producer's value with its iterator vars bound to the load's
- * indices (iterator dim_iter[d] to index d). */
+/* Rebuilds e with every load of `buf` replaced by the producer's value with
+ * its iterator vars bound to the load's indices (iterator dim_iter[d] to
+ * index d). */
 struct inliner {
 	tir_program *p;
 	const tir_block *prod;
 	const int *dim_iter;
 	tir_subst sub;
 	const tir_buffer *buf;
-	tir_expr *fixed;
 };
 
 static tir_expr *inline_loads(struct inliner *in, tir_expr *e)
@@ -89,8 +79,6 @@ static tir_expr *inline_loads(struct inliner *in, tir_expr *e)
 		idx[i] = inline_loads(in, e->idx[i]);
 	switch (e->kind) {
 	case E_LOAD:
-		if (e->buf == in->buf && in->fixed)
-			return in->fixed;
 		if (e->buf == in->buf) {
 			for (int d = 0; d < e->nidx; d++)
 				in->sub.map[in->prod->iters[in->dim_iter[d]].var->id] = idx[d];
@@ -162,12 +150,12 @@ int prim_compute_inline(tir_sched *s, tir_inst *in, tir_error *err)
 
 	struct inliner il = { p, b, dim_iter,
 			      { p->nvars, xcalloc((size_t)p->nvars + 1, sizeof(tir_expr *)) },
-			      buf, NULL };
+			      buf };
 	for (int i = 0; i < p->nblocks; i++) {
 		tir_block *c = p->blocks[i];
 		if (!c->stmt || c == b || !block_reads(c, buf))
 			continue;
-		tir_env env = iter_env(p, c);
+		tir_env env = sched_iter_env(p, c);
 		c->value = expr_simplify(&p->arena, inline_loads(&il, c->value), &env);
 		if (c->init)
 			c->init = expr_simplify(&p->arena, inline_loads(&il, c->init), &env);
@@ -310,15 +298,14 @@ int prim_reverse_compute_inline(tir_sched *s, tir_inst *in, tir_error *err)
 		sub.map[c->iters[dim_iter[d]].var->id] = prod->store_idx[d];
 	/* c's value with its loads of buf (all at c's iterators) replaced by
 	 * prod's value, which is in prod's iterators already */
-	struct inliner il = { p, NULL, NULL, { 0, NULL }, buf, prod->value };
-	tir_expr *v = inline_loads(&il, c->value);
+	tir_expr *v = expr_replace_loads(a, c->value, buf, prod->value);
 	v = expr_subst(a, v, &sub);
 	tir_expr *idx[TIR_MAX_DIMS];
 	for (int d = 0; d < c->store->ndim; d++)
 		idx[d] = expr_subst(a, c->store_idx[d], &sub);
 	free(sub.map);
 
-	tir_env env = iter_env(p, prod);
+	tir_env env = sched_iter_env(p, prod);
 	prod->store = c->store;
 	for (int d = 0; d < c->store->ndim; d++)
 		prod->store_idx[d] = expr_simplify(a, idx[d], &env);

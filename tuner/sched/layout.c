@@ -84,22 +84,6 @@ static void renest(tir_program *p, tir_block *b, tir_stmt *outer)
 	stmt_insert(parent, pos, program_nest(p, b, NULL));
 }
 
-/* The statement directly under the root that holds s. */
-static tir_stmt *top_of(tir_stmt *s)
-{
-	while (s->parent && s->parent->parent)
-		s = s->parent;
-	return s;
-}
-
-static tir_env iters_env(const tir_program *p, const tir_block *b)
-{
-	tir_env e = env_new(p->nvars);
-	for (int i = 0; i < b->niters; i++)
-		env_set(&e, b->iters[i].var, 0, b->iters[i].extent - 1);
-	return e;
-}
-
 /* ---- transform_block_layout ------------------------------------------------- */
 
 /* One element of a group: iterator `it` whole (split 0), or the outer
@@ -265,7 +249,7 @@ int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 		if (split_of[i])
 			sub.map[old[i].var->id] = mk_add(a, mk_mul(a, outer_of[i],
 								   mk_int(a, split_of[i])), inner_of[i]);
-	tir_env env = iters_env(p, b);
+	tir_env env = sched_iter_env(p, b);
 	for (int d = 0; d < b->store->ndim; d++)
 		b->store_idx[d] = expr_simplify(a, expr_subst(a, b->store_idx[d], &sub), &env);
 	b->value = expr_simplify(a, expr_subst(a, b->value, &sub), &env);
@@ -285,13 +269,13 @@ int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 static int input_stage_pos(const tir_program *p, const tir_block *b, const tir_buffer *buf,
 			   tir_error *err)
 {
-	tir_stmt *top = top_of(b->stmt);
+	tir_stmt *top = sched_top_stmt(b->stmt);
 	int pos = stmt_index(top);
 	for (int i = 0; i < p->nblocks; i++) {
 		const tir_block *w = p->blocks[i];
 		if (!w->stmt || w == b || w->store != buf)
 			continue;
-		tir_stmt *wt = top_of(w->stmt);
+		tir_stmt *wt = sched_top_stmt(w->stmt);
 		if (wt == top || stmt_index(wt) > stmt_index(top))
 			return tir_fail(err, "block \"%s\" writes \"%s\" in or after the loop nest of block \"%s\"",
 					w->name, buf->name, b->name);
@@ -303,7 +287,7 @@ static int input_stage_pos(const tir_program *p, const tir_block *b, const tir_b
 static int check_output_stage(const tir_program *p, const tir_block *b, tir_error *err)
 {
 	const tir_buffer *buf = b->store;
-	int t = stmt_index(top_of(b->stmt));
+	int t = stmt_index(sched_top_stmt(b->stmt));
 	for (int i = 0; i < p->nblocks; i++) {
 		const tir_block *c = p->blocks[i];
 		if (!c->stmt || c == b)
@@ -312,7 +296,7 @@ static int check_output_stage(const tir_program *p, const tir_block *b, tir_erro
 			return tir_fail(err, "block \"%s\" also writes \"%s\"; block \"%s\" must be its only producer",
 					c->name, buf->name, b->name);
 		for (int r = 0; r < c->nreads; r++)
-			if (c->reads[r].buf == buf && stmt_index(top_of(c->stmt)) <= t)
+			if (c->reads[r].buf == buf && stmt_index(sched_top_stmt(c->stmt)) <= t)
 				return tir_fail(err, "block \"%s\" reads \"%s\" in or before the loop nest of block \"%s\"",
 						c->name, buf->name, b->name);
 	}
@@ -335,26 +319,6 @@ static tir_block *stage_block(tir_program *p, const char *name, tir_buffer *dst,
 	block_update_regions(p, c);
 	stmt_insert(p->root, pos, program_nest(p, c, NULL));
 	return c;
-}
-
-/* Replaces every load of buf in e by `with`. */
-static tir_expr *replace_loads(tir_arena *a, tir_expr *e, const tir_buffer *buf, tir_expr *with)
-{
-	if (!e || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
-		return e;
-	if (e->kind == E_LOAD && e->buf == buf)
-		return with;
-	tir_expr *n = arena_alloc(a, sizeof *n);
-	*n = *e;
-	n->a = replace_loads(a, e->a, buf, with);
-	n->b = replace_loads(a, e->b, buf, with);
-	n->c = replace_loads(a, e->c, buf, with);
-	if (e->nidx) {
-		n->idx = arena_alloc(a, sizeof(tir_expr *) * (size_t)e->nidx);
-		for (int d = 0; d < e->nidx; d++)
-			n->idx[d] = replace_loads(a, e->idx[d], buf, with);
-	}
-	return n;
 }
 
 /* The one index list with which e loads buf: NULL if e never loads it, or
@@ -477,7 +441,7 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 	if (kind == 0 && (pos = input_stage_pos(p, b, buf, err)) < 0)
 		return -1;
 	if (kind == 1)
-		pos = stmt_index(top_of(b->stmt)) + 1;
+		pos = stmt_index(sched_top_stmt(b->stmt)) + 1;
 
 	int64_t shape[TIR_MAX_DIMS];
 	tir_var *w[TIR_MAX_DIMS];
@@ -501,7 +465,7 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 	tir_block *stage;
 	if (kind == 0) {
 		stage = stage_block(p, name, rb, nu, shape, w, wv, mk_load(a, buf, nidx, orig), pos);
-		b->value = replace_loads(a, b->value, buf, mk_load(a, rb, nu, uv));
+		b->value = expr_replace_loads(a, b->value, buf, mk_load(a, rb, nu, uv));
 	} else {
 		stage = stage_block(p, name, buf, nu, shape, w, orig, mk_load(a, rb, nu, wv), pos);
 		b->store = rb;
@@ -655,7 +619,7 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 			w[d] = program_var(p, arena_printf(a, "v%d", d));
 			wv[d] = mk_var(a, w[d]);
 		}
-		int pos = stmt_index(top_of(b->stmt)) + 1;
+		int pos = stmt_index(sched_top_stmt(b->stmt)) + 1;
 		crop = stage_block(p, arena_printf(a, "%s_crop", y->name), y, y->ndim, y->shape, w,
 				   wv, mk_load(a, yp, y->ndim, wv), pos);
 		b->store = yp;
@@ -743,9 +707,9 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	memcpy(idx + 1, b->store_idx, sizeof(tir_expr *) * (size_t)out->ndim);
 	b->store = rf;
 	memcpy(b->store_idx, idx, sizeof(tir_expr *) * (size_t)rf->ndim);
-	int pos = stmt_index(top_of(b->stmt)) + 1;
+	int pos = stmt_index(sched_top_stmt(b->stmt)) + 1;
 	renest(p, b, outer);
-	tir_env env = iters_env(p, b);
+	tir_env env = sched_iter_env(p, b);
 	b->value = expr_simplify(a, b->value, &env);
 	env_free(&env);
 	block_update_regions(p, b);

@@ -178,6 +178,21 @@ static void env_add_loops(tir_env *e, const tir_stmt *s)
 		env_add_loops(e, s->kids[i]);
 }
 
+tir_stmt *sched_top_stmt(tir_stmt *s)
+{
+	while (s->parent && s->parent->parent)
+		s = s->parent;
+	return s;
+}
+
+tir_env sched_iter_env(const tir_program *p, const tir_block *b)
+{
+	tir_env e = env_new(p->nvars);
+	for (int i = 0; i < b->niters; i++)
+		env_set(&e, b->iters[i].var, 0, b->iters[i].extent - 1);
+	return e;
+}
+
 tir_env sched_loop_env(const tir_program *p)
 {
 	tir_env e = env_new(p->nvars);

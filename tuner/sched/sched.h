@@ -84,6 +84,11 @@ double sched_uniform(tir_sched *s);                 /* [0, 1) */
  * ranges of the tree. */
 void sched_rebind(tir_program *p, tir_stmt *root, const tir_subst *sub);
 
+/* The ancestor of s directly under the root (s itself if it is there). */
+tir_stmt *sched_top_stmt(tir_stmt *s);
+/* An environment with b's iterators ranged over their domains. */
+tir_env sched_iter_env(const tir_program *p, const tir_block *b);
+
 /* An environment with every loop variable of the program ranged over its
  * extent: the context for simplifying bindings. */
 tir_env sched_loop_env(const tir_program *p);

@@ -561,20 +561,6 @@ static bool xthread_applies(const tir_program *p, const tir_target *t)
 
 /* A kernel for a spatial block of its own: its loops fused and split over
  * blocks of a sampled number of threads. */
-static int spread_spatial(tir_sched *s, const char *name, tir_error *err)
-{
-	int b, l[TIR_MAX_IO], nl, f, o[2];
-	TRY(b = tir_get_block(s, name, err), "get block");
-	TRY(nl = tir_get_loops(s, b, l, TIR_MAX_IO, err), "loops");
-	TRY(f = tir_fuse(s, nl, l, err), "fuse");
-	int64_t cands[3] = { 64, 128, 256 }, th;
-	TRY(th = sample_value(s, 3, cands, err), "threads");
-	tir_int fac[2] = { TIR_LIT(0), TIR_LIT(th) };
-	TRY(tir_split(s, f, 2, fac, o, err), "split");
-	TRY(tir_bind(s, o[0], "blockIdx.x", err), "bind blockIdx.x");
-	TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind threadIdx.x");
-	return 0;
-}
 
 static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
 {
@@ -641,7 +627,7 @@ static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
 					    err), "unroll");
 	TRY(sketch_annotate_rv(s, bx, "auto_unroll_max_step", unroll, err), "annotate unroll");
 	for (int i = 0; i < ncons; i++)
-		TRY(spread_spatial(s, cons[i], err), "epilogue kernel");
+		TRY(sketch_kernelize(s, cons[i], err), "epilogue kernel");
 	return 0;
 }
 

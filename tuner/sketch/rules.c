@@ -228,7 +228,10 @@ int sketch_kernelize(tir_sched *s, const char *name, tir_error *err)
 	SKETCH_TRY(sketch_nest_of(s, b, &n, err), "loops");
 	memcpy(l, n.spatial, sizeof(int) * (size_t)n.ns);
 	SKETCH_TRY(fu = tir_fuse(s, n.ns, l, err), "fuse");
-	tir_int f[2] = { TIR_LIT(0), TIR_LIT(128) };
+	int64_t cands[3] = { 64, 128, 256 };
+	int th;
+	SKETCH_TRY(th = tir_sample_categorical(s, 3, cands, NULL, err), "threads");
+	tir_int f[2] = { TIR_LIT(0), TIR_RV(th) };
 	SKETCH_TRY(tir_split(s, fu, 2, f, o, err), "split");
 	SKETCH_TRY(tir_bind(s, o[0], "blockIdx.x", err), "bind blocks");
 	SKETCH_TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind threads");

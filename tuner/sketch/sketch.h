@@ -107,8 +107,8 @@ int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err
 #define SKETCH_SPLIT_K_OUTPUTS (1 << 18)
 int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk, tir_error *err);
 /* Block `name` as a kernel of its own: its spatial loops (the outer ones)
- * fused and split over blockIdx.x and 128 threads; a reduction loop stays
- * inside each thread. */
+ * fused and split over blockIdx.x and a sampled 64, 128 or 256 threads; a
+ * reduction loop stays inside each thread. */
 int sketch_kernelize(tir_sched *s, const char *name, tir_error *err);
 /* The GPU sketches' candidates for "auto_unroll_max_step" (more: NVRTC takes
  * seconds per kernel). */
