@@ -455,10 +455,13 @@ END_TEST
 /* GPU: the classic tiled matmul — block tiles bound to blockIdx, thread
  * tiles to threadIdx, A and B staged through shared memory per k tile with a
  * cooperative fetch bound to the thread axes, a local accumulator.  Run on
- * the CPU (thread loops are serial there) and compiled with NVRTC. */
+ * the CPU (thread loops are serial there) and compiled with NVRTC.  Cases 2
+ * and 3 software-pipeline the k loop with that many stages: the fetch is a
+ * cp.async into one of `stages` copies of each shared buffer. */
 START_TEST(test_scheduled_cuda)
 {
-	bool vec = _i == 1;     /* fetch 4 contiguous floats per thread */
+	bool vec = _i >= 1;     /* fetch 4 contiguous floats per thread */
+	int stages = _i >= 2 ? _i : 1;
 	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":32,\"epilogue\":[\"bias\"]}");
 	tir_sched *s = sched(w);
 	tir_error err;
@@ -499,6 +502,8 @@ START_TEST(test_scheduled_cuda)
 	}
 	int e = tir_get_block(s, "epilogue", &err);
 	OK(tir_reverse_compute_inline(s, e, &err));
+	if (stages > 1)
+		OK(tir_annotate(s, k[0], "software_pipeline", stages, &err));
 	const tir_program *p = tir_sched_program(s);
 	double er = run_c_against_reference(w, p);
 	ck_assert_msg(er <= 1e-5, "error %g", er);
@@ -512,10 +517,20 @@ START_TEST(test_scheduled_cuda)
 	ck_assert_int_eq(ln->grid[1], 4);
 	ck_assert_int_eq(ln->block[0], 8);
 	ck_assert_int_eq(ln->block[1], 8);
-	/* A_shared 16x8 and B_shared 8x16 floats */
-	ck_assert_int_eq(ln->shared_bytes, 2 * 16 * 8 * 4);
+	/* A_shared 16x8 and B_shared 8x16 floats, `stages` copies of each */
+	ck_assert_int_eq(ln->shared_bytes, stages * 2 * 16 * 8 * 4);
 	ck_assert(strstr(code->source, "__syncthreads()"));
-	ck_assert(!vec || strstr(code->source, "*(float4 *)(A_shared + "));
+	if (stages == 1) {
+		ck_assert(!vec || strstr(code->source, "*(float4 *)(A_shared + "));
+		ck_assert(!strstr(code->source, "tir_cp_async16(A_shared"));
+	} else {
+		char wait[64];
+		snprintf(wait, sizeof wait, "TIR_CP_ASYNC_WAIT(%d);", stages - 1);
+		ck_assert(strstr(code->source, "tir_cp_async16(A_shared + "));
+		ck_assert(strstr(code->source, "tir_cp_async16(B_shared + "));
+		ck_assert(strstr(code->source, "A_shared_ring + ("));
+		ck_assert(strstr(code->source, wait));
+	}
 	tir_code_free(code);
 	check_cuda_compiles(p, "scheduled cuda matmul");
 	tir_sched_free(s);
@@ -640,7 +655,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(tc, test_c_scheduled_cpu);
 	tcase_add_test(tc, test_c_scheduled_conv);
 	tcase_add_loop_test(tc, test_generic_schedules, 0, 2 * NWORKLOADS);
-	tcase_add_loop_test(tc, test_scheduled_cuda, 0, 2);
+	tcase_add_loop_test(tc, test_scheduled_cuda, 0, 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -23,6 +23,25 @@ TIR_DEV float tir_rsqrt(float x) { return rsqrtf(x); }
 TIR_DEV float tir_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 TIR_DEV float tir_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678f)); }
 
+TIR_DEV unsigned tir_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+TIR_DEV void tir_cp_async16(void *dst, const void *src, int n)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::
+                 "r"(tir_smem_addr(dst)), "l"(src), "r"(n) : "memory");
+}
+TIR_DEV void tir_cp_async8(void *dst, const void *src, int n)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::
+                 "r"(tir_smem_addr(dst)), "l"(src), "r"(n) : "memory");
+}
+TIR_DEV void tir_cp_async4(void *dst, const void *src, int n)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::
+                 "r"(tir_smem_addr(dst)), "l"(src), "r"(n) : "memory");
+}
+TIR_DEV void tir_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+#define TIR_CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group " #n ";\n" ::: "memory")
+
 extern "C" __global__ void __launch_bounds__(1)
 compute_kernel0(const float *__restrict__ A,
     const float *__restrict__ B,

@@ -39,8 +39,13 @@ typedef struct tir_alloc {
 	int64_t lo[TIR_MAX_DIMS];
 	int64_t extent[TIR_MAX_DIMS];
 	int64_t stride[TIR_MAX_DIMS]; /* in elements, storage_align applied */
-	int64_t elems;              /* elements allocated, padding included */
-	int64_t bytes;
+	int64_t elems;              /* elements of one copy, padding included */
+	/* software pipelining: the buffer of a copy stage of a loop annotated
+	 * "software_pipeline" = S >= 2 has `ring` = S copies, `slot` elements
+	 * apart (a multiple of 128 bytes); 1 and elems otherwise */
+	int ring;
+	int64_t slot;
+	int64_t bytes;              /* all copies */
 } tir_alloc;
 
 typedef struct tir_lowered {
@@ -60,6 +65,16 @@ typedef struct tir_lowered {
 int lower_program(const tir_program *p, const tir_target *t, tir_lowered *out,
 		  tir_error *err);
 void lower_free(tir_lowered *L);
+
+/* The stages of a software-pipelined loop: the value of its
+ * "software_pipeline" annotation when it is a serial loop with at least one
+ * copy stage, else 1.  A copy stage is a child of the loop whose blocks all
+ * store to shared buffers allocated at the loop and written by no other
+ * child, and load only buffers that no block under the loop writes: its
+ * iteration k + S - 1 can run during iteration k of the rest (codegen/cuda.c
+ * with cp.async), into copy (k + S - 1) % S of its buffers. */
+int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop);
+bool lower_copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child);
 
 /* The flattened element offset of buf[idx[0..n)] in its allocation:
  * sum_d (idx[d] - base[d] - lo[d]) * stride[d], simplified.  idx may use

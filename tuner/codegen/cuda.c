@@ -46,6 +46,12 @@
  * one 4-, 8- or 16-byte load and store; otherwise it is an unrolled scalar
  * loop.  float16 / bfloat16 are __half /
  * __nv_bfloat16 in memory and float in arithmetic.
+ *
+ * Software pipelining: a serial loop annotated "software_pipeline" = S with
+ * copy stages (lower_pipeline_stages) runs its copy stages S - 1 iterations
+ * ahead of the rest, into ring copies of their shared buffers, with
+ * cp.async (commit per iteration, wait_group S - 1, then a barrier); see
+ * cu_pipelined_loop.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +103,30 @@ static const char cuda_prelude[] =
 "TIR_DEV float tir_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678f)); }\n"
 "\n";
 
+/* Asynchronous global -> shared copies (sm_80 on, as every CUDA target of
+ * target.c), for pipelined loops: n of
+ * the `bytes` bytes are read, the rest zero-filled (n = 0: padding). */
+static const char cuda_async_prelude[] =
+"TIR_DEV unsigned tir_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+"TIR_DEV void tir_cp_async16(void *dst, const void *src, int n)\n"
+"{\n"
+"    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\n"
+"                 \"r\"(tir_smem_addr(dst)), \"l\"(src), \"r\"(n) : \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_cp_async8(void *dst, const void *src, int n)\n"
+"{\n"
+"    asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\\n\" ::\n"
+"                 \"r\"(tir_smem_addr(dst)), \"l\"(src), \"r\"(n) : \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_cp_async4(void *dst, const void *src, int n)\n"
+"{\n"
+"    asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" ::\n"
+"                 \"r\"(tir_smem_addr(dst)), \"l\"(src), \"r\"(n) : \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_cp_async_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\"); }\n"
+"#define TIR_CP_ASYNC_WAIT(n) asm volatile(\"cp.async.wait_group \" #n \";\\n\" ::: \"memory\")\n"
+"\n";
+
 static bool is_block_tag(tir_thread_tag t)
 {
 	return t == TIR_BLOCK_X || t == TIR_BLOCK_Y || t == TIR_BLOCK_Z;
@@ -146,6 +176,9 @@ typedef struct cu_gen {
 	 * whether products read it transposed (a col_major fragment) */
 	const tir_intrin **frag_in;
 	bool *frag_col;
+	/* emitting a copy stage of a pipelined loop: global -> shared copies
+	 * are cp.async */
+	bool async;
 } cu_gen;
 
 static void fail(cu_gen *g, const char *fmt, ...)
@@ -553,6 +586,87 @@ static bool is_zero(const tir_expr *e)
 	       (e->kind == E_CAST && is_zero(e->a));
 }
 
+/* Whether block b is a copy, store = load or store = select(c, load, 0)
+ * (nested, at most 4 conditions): the load and the conditions. */
+static const tir_expr *copy_of(const tir_block *b, const tir_expr **conds, int *nconds)
+{
+	const tir_expr *v = b->value;
+	*nconds = 0;
+	while (v->kind == E_SELECT && is_zero(v->b) && *nconds < 4) {
+		conds[(*nconds)++] = v->c;
+		v = v->a;
+	}
+	if (b->reduce != REDUCE_NONE || v->kind != E_LOAD || v->buf->dtype != b->store->dtype)
+		return NULL;
+	return v;
+}
+
+/* Prints the store of a copy of `bytes` bytes at once (vt: the vector type,
+ * or NULL for one element): dst[doff] = conds ? src[soff] : 0, as one
+ * cp.async in a copy stage of a pipelined loop when it moves 4, 8 or 16 bytes
+ * from global to shared memory. */
+static void copy_store(cu_gen *g, const tir_block *b, const tir_expr *ld,
+		       const tir_expr *const *conds, int nconds, tir_expr *doff,
+		       tir_expr *soff, const char *vt, int64_t bytes, int depth)
+{
+	tir_buf *o = g->c.out;
+	const char *dst = g->c.bufname[b->store->id], *src = g->c.bufname[ld->buf->id];
+	const char *st = g->c.d->storage[b->store->dtype];
+	buf_indent(o, depth);
+	if (g->async && b->store->scope == TIR_SCOPE_SHARED &&
+	    ld->buf->scope == TIR_SCOPE_GLOBAL && (bytes == 4 || bytes == 8 || bytes == 16)) {
+		buf_printf(o, "tir_cp_async%lld(%s + ", (long long)bytes, dst);
+		cg_expr(&g->c, doff);
+		buf_puts(o, ", ");
+		tir_buf cb = { 0 };
+		tir_buf *save = g->c.out;
+		g->c.out = &cb;
+		for (int i = 0; i < nconds; i++) {
+			buf_puts(&cb, i ? " && (" : "(");
+			cg_expr(&g->c, conds[i]);
+			buf_puts(&cb, ")");
+		}
+		g->c.out = save;
+		/* padding reads nothing: the address is the buffer's start */
+		if (nconds)
+			buf_printf(o, "(%s) ? (const void *)(%s + ", cb.s, src);
+		else
+			buf_printf(o, "(const void *)(%s + ", src);
+		cg_expr(&g->c, soff);
+		buf_puts(o, ")");
+		if (nconds)
+			buf_printf(o, " : (const void *)%s, (%s) ? %lld : 0", src, cb.s,
+				   (long long)bytes);
+		else
+			buf_printf(o, ", %lld", (long long)bytes);
+		buf_puts(o, ");\n");
+		free(cb.s);
+		return;
+	}
+	if (vt)
+		buf_printf(o, "*(%s *)(%s + ", vt, dst);
+	else
+		buf_printf(o, "%s[", dst);
+	cg_expr(&g->c, doff);
+	buf_puts(o, vt ? ") = " : "] = ");
+	for (int i = 0; i < nconds; i++) {
+		buf_puts(o, i ? " && (" : "(");
+		cg_expr(&g->c, conds[i]);
+		buf_puts(o, ")");
+	}
+	if (nconds)
+		buf_puts(o, " ? ");
+	if (vt)
+		buf_printf(o, "*(const %s *)(%s + ", vt, src);
+	else
+		buf_printf(o, "%s[", src);
+	cg_expr(&g->c, soff);
+	buf_puts(o, vt ? ")" : "]");
+	if (nconds)
+		buf_printf(o, " : %s{}", vt ? vt : st);
+	buf_puts(o, ";\n");
+}
+
 /* A vectorized loop whose body is one copy of n contiguous aligned
  * elements, each loaded or zero by conditions that hold for all lanes alike
  * (padding: select(c, load, 0), nested): prints one vector load/store, the
@@ -562,14 +676,10 @@ static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 	if (l->nkids != 1 || l->kids[0]->kind != STMT_BLOCK)
 		return false;
 	const tir_block *b = l->kids[0]->block;
-	const tir_expr *v = b->value, *conds[4];
-	int nconds = 0;
-	while (v->kind == E_SELECT && is_zero(v->b) && nconds < 4) {
-		conds[nconds++] = v->c;
-		v = v->a;
-	}
-	if (b->reduce != REDUCE_NONE || v->kind != E_LOAD ||
-	    v->buf->dtype != b->store->dtype)
+	const tir_expr *conds[4];
+	int nconds;
+	const tir_expr *v = copy_of(b, conds, &nconds);
+	if (!v)
 		return false;
 	if (b->predicate && expr_uses_var(b->predicate, l->var))
 		return false;
@@ -607,23 +717,40 @@ static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 		cg_expr(&g->c, b->predicate);
 		buf_puts(o, ")\n");
 	}
-	buf_indent(o, d + (b->predicate ? 2 : 1));
-	buf_printf(o, "*(%s *)(%s + ", vt, g->c.bufname[b->store->id]);
-	cg_expr(&g->c, doff);
-	buf_puts(o, ") = ");
-	for (int i = 0; i < nconds; i++) {
-		buf_puts(o, i ? " && (" : "(");
-		cg_expr(&g->c, conds[i]);
-		buf_puts(o, ")");
-	}
-	buf_printf(o, "%s*(const %s *)(%s + ", nconds ? " ? " : "", vt, g->c.bufname[v->buf->id]);
-	cg_expr(&g->c, soff);
-	buf_puts(o, ")");
-	if (nconds)
-		buf_printf(o, " : %s{}", vt);
-	buf_puts(o, ";\n");
+	copy_store(g, b, v, conds, nconds, doff, soff, vt, bytes, d + (b->predicate ? 2 : 1));
 	buf_indent(o, d);
 	buf_puts(o, "}\n");
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	return true;
+}
+
+/* In a copy stage: a one-element copy of 4 or 8 bytes from global to shared
+ * memory, as one cp.async.  Returns false for anything else. */
+static bool cu_async_scalar(cu_gen *g, const tir_block *b, int depth)
+{
+	const tir_expr *conds[4];
+	int nconds;
+	const tir_expr *v = copy_of(b, conds, &nconds);
+	int64_t bytes = dtype_bytes(b->store->dtype);
+	if (!g->async || !v || (bytes != 4 && bytes != 8) ||
+	    b->store->scope != TIR_SCOPE_SHARED || v->buf->scope != TIR_SCOPE_GLOBAL)
+		return false;
+	tir_lowered *L = g->c.L;
+	tir_expr *doff = lower_offset(L, b->store, b->store->ndim, b->store_idx);
+	tir_expr *soff = lower_offset(L, v->buf, v->nidx, v->idx);
+	tir_buf *o = g->c.out;
+	buf_indent(o, depth);
+	buf_printf(o, "{ /* block %s (cp.async) */\n", b->name);
+	cg_block_iters(&g->c, b, depth + 1);
+	if (b->predicate) {
+		buf_indent(o, depth + 1);
+		buf_puts(o, "if (");
+		cg_expr(&g->c, b->predicate);
+		buf_puts(o, ")\n");
+	}
+	copy_store(g, b, v, conds, nconds, doff, soff, NULL, bytes,
+		   depth + (b->predicate ? 2 : 1));
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 	return true;
@@ -925,6 +1052,102 @@ static int64_t unrolled_size(const tir_stmt *s)
 	return s->kind == STMT_FOR ? s->extent * n : n;
 }
 
+/* The pointers to this iteration's copy of the ring buffers of pipelined
+ * loop l: copy (l's variable) % S. */
+static void ring_ptrs(cu_gen *g, const tir_stmt *l, int depth)
+{
+	tir_lowered *L = g->c.L;
+	tir_buf *o = g->c.out;
+	for (int i = 0; i < L->p->nbufs; i++) {
+		const tir_alloc *a = &L->alloc[i];
+		if (!a->used || a->ring < 2 || a->lca != l)
+			continue;
+		const char *st = g->c.d->storage[a->buf->dtype];
+		buf_indent(o, depth);
+		buf_printf(o, "%s *const %s = %s_ring + (", st, g->c.bufname[i], g->c.bufname[i]);
+		cg_var(o, l->var);
+		buf_printf(o, " %% %d) * %lld;\n", a->ring, (long long)a->slot);
+	}
+}
+
+/* The copy stages of pipelined loop l for iteration `first` (a C
+ * expression of the loop counter), if it is below the extent. */
+static void pipe_copies(cu_gen *g, const tir_stmt *l, const char *it, int ahead, int depth)
+{
+	tir_buf *o = g->c.out;
+	buf_indent(o, depth);
+	buf_printf(o, "if (%s + %d < %lld) {\n", it, ahead, (long long)l->extent);
+	buf_indent(o, depth + 1);
+	buf_printf(o, "const %s ", g->c.d->idx_type);
+	cg_var(o, l->var);
+	buf_printf(o, " = %s + %d;\n", it, ahead);
+	ring_ptrs(g, l, depth + 1);
+	g->async = true;
+	for (int k = 0; k < l->nkids; k++)
+		if (lower_copy_stage(g->c.L, l, l->kids[k]))
+			cu_stmt(g, l->kids[k], depth + 1);
+	g->async = false;
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	buf_indent(o, depth);
+	buf_puts(o, "tir_cp_async_commit();\n");
+}
+
+/* A software-pipelined loop of S stages (lower_pipeline_stages): its copy
+ * stages run S - 1 iterations ahead of the rest, into the next copy of their
+ * ring buffers, by cp.async.  The prologue starts iterations 0..S-2; each
+ * iteration k starts k + S - 1, waits until at most S - 1 groups are in
+ * flight (k's has landed), and the barrier makes every thread's copies of k
+ * visible; the barrier at the end keeps iteration k + 1 from overwriting the
+ * copy that k read. */
+static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
+{
+	tir_buf *o = g->c.out;
+	char pro[96], it[96];
+	tir_buf nb = { 0 };
+	cg_var(&nb, l->var);
+	snprintf(pro, sizeof pro, "tir_pro_%s", nb.s);
+	snprintf(it, sizeof it, "tir_it_%s", nb.s);
+	free(nb.s);
+	buf_indent(o, depth);
+	buf_printf(o, "/* %s: serial, software pipeline of %d stages (cp.async) */\n",
+		   l->var->name, S);
+	buf_indent(o, depth);
+	buf_puts(o, "#pragma unroll\n");
+	buf_indent(o, depth);
+	buf_printf(o, "for (%s %s = 0; %s < %d; ++%s) {\n", g->c.d->idx_type, pro, pro, S - 1, pro);
+	pipe_copies(g, l, pro, 0, depth + 1);
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	buf_indent(o, depth);
+	buf_printf(o, "for (%s %s = 0; %s < %lld; ++%s) {\n", g->c.d->idx_type, it, it,
+		   (long long)l->extent, it);
+	pipe_copies(g, l, it, S - 1, depth + 1);
+	buf_indent(o, depth + 1);
+	buf_printf(o, "TIR_CP_ASYNC_WAIT(%d);\n", S - 1);
+	sync(g, depth + 1, "this iteration's copies have landed");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "{\n");
+	buf_indent(o, depth + 2);
+	buf_printf(o, "const %s ", g->c.d->idx_type);
+	cg_var(o, l->var);
+	buf_printf(o, " = %s;\n", it);
+	ring_ptrs(g, l, depth + 2);
+	cu_allocs(g, l, depth + 2);
+	tir_stmt **rest = xcalloc((size_t)l->nkids + 1, sizeof *rest);
+	int nrest = 0;
+	for (int k = 0; k < l->nkids; k++)
+		if (!lower_copy_stage(g->c.L, l, l->kids[k]))
+			rest[nrest++] = l->kids[k];
+	cu_list(g, rest, nrest, depth + 2, false);
+	free(rest);
+	buf_indent(o, depth + 1);
+	buf_puts(o, "}\n");
+	sync(g, depth + 1, "the next iteration's copies overwrite a ring copy read here");
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+}
+
 static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 {
 	tir_buf *o = g->c.out;
@@ -934,6 +1157,11 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 	}
 	if (l->loop_kind == LOOP_VECTORIZED && cu_vector_copy(g, l, depth))
 		return;
+	int S = lower_pipeline_stages(g->c.L, l);
+	if (S > 1) {
+		cu_pipelined_loop(g, l, S, depth);
+		return;
+	}
 	int64_t unroll = ann_value(l, "unroll", 0);
 	bool unrolled = l->loop_kind == LOOP_UNROLLED || l->loop_kind == LOOP_VECTORIZED ||
 			l->loop_kind == LOOP_THREAD ||  /* vthread */
@@ -979,7 +1207,7 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 		g->auto_unroll = save;
 	} else if (s->kind == STMT_BLOCK && s->block == g->xblock)
 		cu_xthread_step(g, s->block, depth);
-	else if (s->kind == STMT_BLOCK)
+	else if (s->kind == STMT_BLOCK && !cu_async_scalar(g, s->block, depth))
 		cg_block(&g->c, s->block, depth);
 	else
 		cu_list(g, s->kids, s->nkids, depth, false);
@@ -1049,10 +1277,14 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 			continue;
 		if (a->buf->scope == TIR_SCOPE_SHARED) {
 			buf_indent(&carve, 1);
-			buf_printf(&carve, "%s *const %s = (%s *)(tir_smem + %lld); /* %lld bytes */\n",
+			buf_printf(&carve, "%s *const %s%s = (%s *)(tir_smem + %lld); /* %lld bytes",
 				   g->c.d->storage[a->buf->dtype], g->c.bufname[i],
+				   a->ring > 1 ? "_ring" : "",
 				   g->c.d->storage[a->buf->dtype], (long long)smem,
 				   (long long)a->bytes);
+			if (a->ring > 1)
+				buf_printf(&carve, ": %d copies", a->ring);
+			buf_puts(&carve, " */\n");
 			smem += (a->bytes + 127) / 128 * 128;   /* WMMA tiles: 32-byte aligned */
 		}
 	}
@@ -1151,6 +1383,7 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	bool tensor = false;
 	scan_fragment(&g, p->root, &tensor);
 	buf_puts(&o, cuda_prelude);
+	buf_puts(&o, cuda_async_prelude);   /* every source alike, pipelined or not */
 	if (tensor)
 		buf_puts(&o, "#include <mma.h>\n\n");
 	bool any_smem = false;

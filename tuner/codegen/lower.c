@@ -230,7 +230,126 @@ static void strides(tir_alloc *a, bool align)
 		s *= a->extent[d];
 	}
 	a->elems = buf->ndim ? s : 1;
+	a->ring = 1;
+	a->slot = a->elems;
 	a->bytes = a->elems * dtype_bytes(buf->dtype);
+}
+
+/* ---- software pipelining --------------------------------------------------- */
+
+struct stage_pass {
+	const tir_lowered *L;
+	const tir_stmt *loop;
+	const bool *written;        /* by buffer id: stored to under the loop */
+	bool ok;
+};
+
+static void stage_load(tir_expr *load, void *ctx)
+{
+	struct stage_pass *sp = ctx;
+	if (sp->written[load->buf->id])
+		sp->ok = false;
+}
+
+static void stage_block(tir_block *b, void *ctx)
+{
+	struct stage_pass *sp = ctx;
+	const tir_alloc *a = &sp->L->alloc[b->store->id];
+	if (b->store->scope != TIR_SCOPE_SHARED || !a->compact || a->lca != sp->loop ||
+	    b->reduce != REDUCE_NONE)
+		sp->ok = false;
+	expr_visit_loads(b->value, stage_load, sp);
+	expr_visit_loads(b->predicate, stage_load, sp);
+}
+
+static void mark_written(tir_block *b, void *ctx)
+{
+	((bool *)ctx)[b->store->id] = true;
+}
+
+static bool copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child,
+		       const bool *written)
+{
+	if (!lower_has_blocks(child))
+		return false;
+	struct stage_pass sp = { L, loop, written, true };
+	stmt_visit_blocks((tir_stmt *)child, stage_block, &sp);
+	if (!sp.ok)
+		return false;
+	/* its buffers written by no other child */
+	bool *mine = xcalloc((size_t)L->p->nbufs + 1, 1);
+	stmt_visit_blocks((tir_stmt *)child, mark_written, mine);
+	for (int k = 0; k < loop->nkids && sp.ok; k++) {
+		if (loop->kids[k] == child)
+			continue;
+		bool *other = xcalloc((size_t)L->p->nbufs + 1, 1);
+		stmt_visit_blocks(loop->kids[k], mark_written, other);
+		for (int i = 0; i < L->p->nbufs; i++)
+			if (mine[i] && other[i])
+				sp.ok = false;
+		free(other);
+	}
+	free(mine);
+	return sp.ok;
+}
+
+static int64_t pipeline_ann(const tir_stmt *l)
+{
+	for (int i = 0; i < l->nann; i++)
+		if (!strcmp(l->ann[i].key, "software_pipeline"))
+			return l->ann[i].value;
+	return 1;
+}
+
+bool lower_copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child)
+{
+	bool *written = xcalloc((size_t)L->p->nbufs + 1, 1);
+	stmt_visit_blocks((tir_stmt *)loop, mark_written, written);
+	bool r = copy_stage(L, loop, child, written);
+	free(written);
+	return r;
+}
+
+int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop)
+{
+	if (loop->kind != STMT_FOR || loop->loop_kind != LOOP_SERIAL)
+		return 1;
+	int64_t s = pipeline_ann(loop);
+	if (s < 2)
+		return 1;
+	for (int k = 0; k < loop->nkids; k++)
+		if (lower_copy_stage(L, loop, loop->kids[k]))
+			return (int)(s > 8 ? 8 : s);
+	return 1;
+}
+
+/* Gives the buffers of the copy stages of every pipelined loop their ring. */
+static void rings(tir_lowered *L, const tir_stmt *s)
+{
+	for (int k = 0; k < s->nkids; k++)
+		rings(L, s->kids[k]);
+	int S = lower_pipeline_stages(L, s);
+	if (S < 2)
+		return;
+	bool *written = xcalloc((size_t)L->p->nbufs + 1, 1);
+	stmt_visit_blocks((tir_stmt *)s, mark_written, written);
+	for (int k = 0; k < s->nkids; k++) {
+		if (!copy_stage(L, s, s->kids[k], written))
+			continue;
+		bool *mine = xcalloc((size_t)L->p->nbufs + 1, 1);
+		stmt_visit_blocks(s->kids[k], mark_written, mine);
+		for (int i = 0; i < L->p->nbufs; i++) {
+			tir_alloc *a = &L->alloc[i];
+			if (!mine[i] || a->ring > 1)
+				continue;
+			int64_t eb = dtype_bytes(a->buf->dtype);
+			a->ring = S;
+			a->slot = (a->elems * eb + 127) / 128 * 128 / eb;
+			a->bytes = a->slot * eb * S;
+		}
+		free(mine);
+	}
+	free(written);
 }
 
 static void ranges_of(const tir_stmt *s, tir_env *env)
@@ -282,6 +401,7 @@ int lower_program(const tir_program *p, const tir_target *t, tir_lowered *out,
 		strides(a, !param);
 	}
 	free(lca);
+	rings(out, p->root);
 	return 0;
 }
 

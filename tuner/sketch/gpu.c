@@ -368,7 +368,7 @@ static int unroll_under(tir_sched *s, int block, int at, tir_error *err)
 	return 0;
 }
 
-static int tile(tir_sched *s, bool stages, tir_error *err)
+static int tile(tir_sched *s, const tir_target *t, bool stages, tir_error *err)
 {
 	gpu_blocks g;
 	if (!find_blocks(s->p, &g))
@@ -394,7 +394,8 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 			longest = i;
 	if (longest >= 0 && g.red->init) {
 		int parts;
-		TRY(parts = sketch_split_k(s, b, longest, SPLIT_K_MIN_CHUNK, err), "split-K");
+		TRY(parts = sketch_split_k(s, b, longest, SPLIT_K_MIN_CHUNK,
+						   SKETCH_SPLIT_K_OUTPUTS, err), "split-K");
 		for (int i = 0; parts > 1 && i < s->p->nblocks; i++) {
 			const tir_block *q = s->p->blocks[i];
 			if (q->stmt && q != g.red && block_is_reduction(q) && reads_buf(q, g.red->store))
@@ -498,6 +499,7 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 		int at[2] = { rl[0][n.nr - 1], rl[1][n.nr - 1] };
 		for (int i = 0; i < nin; i++)
 			TRY(autocopy(s, b, inputs[i], &g, 2, at, threads, err), "autocopy");
+		TRY(sketch_pipeline(s, t, 2, at, err), "software pipeline");
 	}
 	if (sum)
 		TRY(sketch_kernelize(s, sum, err), "the parts' sum");
@@ -519,14 +521,12 @@ static int tile(tir_sched *s, bool stages, tir_error *err)
 
 static int apply_tile_autocopy(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	(void)t;
-	return tile(s, true, err);
+	return tile(s, t, true, err);
 }
 
 static int apply_tile(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	(void)t;
-	return tile(s, false, err);
+	return tile(s, t, false, err);
 }
 
 static bool cuda_reduction(const tir_program *p, const tir_target *t)

@@ -9,6 +9,7 @@
  */
 #include <string.h>
 #include "sketch.h"
+#include "../codegen/codegen.h"
 
 int sketch_nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err)
 {
@@ -155,6 +156,32 @@ int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 	return tir_annotate(s, rv, key, tir_sched_int(s, value_rv), err);
 }
 
+int sketch_pipeline(tir_sched *s, const tir_target *t, int n, const int *loops,
+		    tir_error *err)
+{
+	static const int64_t stages[] = { 1, 2, 3 };
+	/* only as many copies as fit beside what the program already holds */
+	tir_lowered L;
+	int64_t bytes = 0;
+	if (lower_program(s->p, t, &L, NULL) == 0) {
+		for (int i = 0; i < s->p->nbufs; i++)
+			if (L.alloc[i].used && L.alloc[i].compact &&
+			    s->p->bufs[i]->scope == TIR_SCOPE_SHARED)
+				bytes += L.alloc[i].bytes;
+		lower_free(&L);
+	}
+	int ns = 1;
+	while (ns < 3 && bytes * stages[ns] <= t->max_shared_per_block)
+		ns++;
+	int v = tir_sample_categorical(s, ns, stages, NULL, err);
+	if (v < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (sketch_annotate_rv(s, loops[i], "software_pipeline", v, err))
+			return -1;
+	return 0;
+}
+
 int sketch_vector_lanes(const tir_target *t, int dtype)
 {
 	int bytes = t->vector_bytes > 0 ? t->vector_bytes : 16;
@@ -196,7 +223,8 @@ int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err
 
 const int64_t sketch_gpu_unroll_steps[SKETCH_GPU_NUNROLL] = { 0, 16, 64, 512 };
 
-int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk, tir_error *err)
+int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk,
+		   int64_t max_outputs, tir_error *err)
 {
 	const tir_block *b = sched_block(s, TIR_RV(block), err);
 	if (!b)
@@ -208,7 +236,7 @@ int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk, tir
 	int np = 0;
 	for (int64_t f = 1; f <= SKETCH_MAX_PARTS && np < 8; f *= 2)
 		if (ext % f == 0 && (f == 1 || (ext / f >= min_chunk &&
-						outputs < SKETCH_SPLIT_K_OUTPUTS)))
+						outputs < max_outputs)))
 			parts[np++] = f;
 	/* half the draws keep the reduction whole */
 	double probs[8];

@@ -94,18 +94,30 @@ void sketch_draw_factors(tir_sched *s, int64_t extent, int levels, int64_t *f);
 int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 		       tir_error *err);
 
+/* Software pipelining as a sampled decision (cp.async: every CUDA target is
+ * sm_80 or later): 1, 2 or 3 stages (as many as fit, each a copy of the shared memory the
+ * program holds so far, in the target's shared memory), annotated "software_pipeline" on each of the n
+ * loops (the places the shared-memory copies may be; the annotation acts
+ * where a copy is, codegen/lower.c).  Returns 0 or -1. */
+int sketch_pipeline(tir_sched *s, const tir_target *t, int n, const int *loops,
+		    tir_error *err);
+
 /* The loops of `block` strictly under loop `at` (RVs), outermost first;
  * returns how many (at most TIR_MAX_IO), or -1. */
 int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err);
 /* Split-K: rfactor of `iterator` of `block` (a fresh nest) into a sampled
  * number of parts, 1 (half the draws), 2, 4, ... up to SKETCH_MAX_PARTS,
  * each at least min_chunk long, offered only for blocks of fewer than
- * SKETCH_SPLIT_K_OUTPUTS outputs (about two waves of one thread per output
- * on an H200's 132 SMs; more outputs fill the GPU without it).  Returns the
- * number of parts (1: nothing changed) or -1. */
+ * max_outputs outputs: SKETCH_SPLIT_K_OUTPUTS for one thread per output
+ * (about two waves on an H200's 132 SMs; more outputs fill the GPU without
+ * it), SKETCH_SPLIT_K_TC_OUTPUTS for tensor-core tiles (a block computes
+ * 4096 to 16384 outputs: two waves of the largest).  Returns the number of
+ * parts (1: nothing changed) or -1. */
 #define SKETCH_MAX_PARTS 16
 #define SKETCH_SPLIT_K_OUTPUTS (1 << 18)
-int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk, tir_error *err);
+#define SKETCH_SPLIT_K_TC_OUTPUTS (1 << 22)
+int sketch_split_k(tir_sched *s, int block, int iterator, int64_t min_chunk,
+		   int64_t max_outputs, tir_error *err);
 /* Block `name` as a kernel of its own: its spatial loops (the outer ones)
  * fused and split over blockIdx.x and a sampled 64, 128 or 256 threads; a
  * reduction loop stays inside each thread. */

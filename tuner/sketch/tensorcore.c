@@ -56,7 +56,7 @@
 #define MAX_STAGED (48 * 1024)
 #define MAX_SHARED (96 * 1024)   /* operands and a staged output tile */
 #define DRAWS 256
-#define PAD_CHOICES 3  /* pad to 1, 2 or 4 tiles: at most a third more work */
+#define PAD_CHOICES 4  /* pad to 1, 2, 4 or 8 tiles: at most a third more work */
 
 typedef struct mm_form {
 	const tir_block *b;
@@ -329,7 +329,7 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 	 * of K (at least 64 each), run in parallel and summed after */
 	int nb = e->n[ROLE_BATCH] ? 1 : 0, parts = 1;
 	if (dtype_bytes(e->mma->in) > 1)   /* one-byte K stays whole: see mm_form_of */
-		TRY(parts = sketch_split_k(s, b, nb + 2, 64, err), "split-K");
+		TRY(parts = sketch_split_k(s, b, nb + 2, 64, SKETCH_SPLIT_K_TC_OUTPUTS, err), "split-K");
 	if (parts > 1)
 		nb++;                   /* the part: a batch iterator in front */
 	const tir_block *blk = sched_block(s, TIR_RV(b), err);
@@ -578,7 +578,6 @@ static bool producer_among(const tir_program *p, const char *name, const char *c
 
 int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	(void)t;
 	mm_form f;
 	einsum_form ef;
 	if (!einsum_of(s->p, &ef))
@@ -684,6 +683,7 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		  warps, err), "stage a");
 	TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc), K[0], K[1],
 		  warps, err), "stage b");
+	TRY(sketch_pipeline(s, t, 1, &K[0], err), "software pipeline");
 	TRY(tir_unroll(s, I[2], err), "unroll the fragments' rows");
 	TRY(tir_unroll(s, J[2], err), "unroll the fragments' columns");
 	TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
