@@ -387,7 +387,8 @@ typedef struct tc_tiles {
 	int64_t i[3], j[3], k[2];    /* of the extents / 16 */
 } tc_tiles;
 
-static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes, int64_t out_bytes)
+static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes, int64_t out_bytes,
+			     int64_t grid, int sms)
 {
 	/* 16 one-byte columns are 16 bytes: a second staged step along K would
 	 * start a tile off WMMA's 32-byte alignment */
@@ -402,8 +403,18 @@ static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes, int64_t out_byte
 		pen += 10;
 	if (frags > MAX_FRAGS)
 		pen += 100 * frags;
+	/* a warp's fragments: each a fragment of A serves j2 products, each of
+	 * B i2; fewer than 4 leaves the tensor cores waiting on shared memory */
 	if (frags < 2)
 		pen += 5;
+	else if (frags < 4)
+		pen += 2;
+	/* a block tile under 64 x 64 re-reads its operands from L2 once per
+	 * 16 rows or columns; only worth it when bigger tiles would leave SMs
+	 * idle (grid: the blocks of this tiling, parts and batch included) */
+	int64_t tile_frags = x->i[1] * x->i[2] * x->j[1] * x->j[2];
+	if (tile_frags < 16 && grid * tile_frags / 16 >= sms)
+		pen += 2;
 	if (x->k[1] > MAX_KTILE)
 		pen += 100 * x->k[1];
 	if (staged > MAX_STAGED)
@@ -415,18 +426,23 @@ static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes, int64_t out_byte
 	return pen;
 }
 
-static void draw_tiles(tir_sched *s, const mm_form *f, int64_t out_bytes, tc_tiles *best)
+static void draw_tiles(tir_sched *s, const mm_form *f, int64_t out_bytes, int sms,
+		       tc_tiles *best)
 {
 	const tir_block *b = f->b;
 	int64_t ei = b->iters[f->i].extent / 16, ej = b->iters[f->j].extent / 16;
 	int64_t ek = b->iters[f->k].extent / 16, eb = dtype_bytes(f->a->dtype);
+	int64_t outer = 1;          /* parts and batch: blocks of their own */
+	for (int i = 0; i < b->niters; i++)
+		if (i != f->i && i != f->j && b->iters[i].kind == ITER_SPATIAL)
+			outer *= b->iters[i].extent;
 	int64_t bp = -1;
 	for (int d = 0; d < DRAWS && bp != 0; d++) {
 		tc_tiles x;
 		sketch_draw_factors(s, ei, 3, x.i);
 		sketch_draw_factors(s, ej, 3, x.j);
 		sketch_draw_factors(s, ek, 2, x.k);
-		int64_t pen = tiles_penalty(&x, eb, out_bytes);
+		int64_t pen = tiles_penalty(&x, eb, out_bytes, outer * x.i[0] * x.j[0], sms);
 		if (bp < 0 || pen < bp) {
 			bp = pen;
 			*best = x;
@@ -626,7 +642,7 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		return tir_fail(err, "gpu-tensorcore: the I, J and K loops of \"%s\" not found",
 				f.b->name);
 	tc_tiles x;
-	draw_tiles(s, &f, direct ? 0 : dtype_bytes(acc), &x);
+	draw_tiles(s, &f, direct ? 0 : dtype_bytes(acc), t->sm_count > 0 ? t->sm_count : 132, &x);
 	int si[2], sj[2], sk[2], I[3], J[3], K[2];
 	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
 	TRY(tir_split(s, li, 2, f16, si, err), "split I");
@@ -684,6 +700,9 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 	TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc), K[0], K[1],
 		  warps, err), "stage b");
 	TRY(sketch_pipeline(s, t, 1, &K[0], err), "software pipeline");
+	/* the steps of a staged tile unrolled: the next step's fragment loads
+	 * can overlap this step's products (K1 <= MAX_KTILE copies) */
+	TRY(tir_unroll(s, K[1], err), "unroll the staged steps");
 	TRY(tir_unroll(s, I[2], err), "unroll the fragments' rows");
 	TRY(tir_unroll(s, J[2], err), "unroll the fragments' columns");
 	TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
