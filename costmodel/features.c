@@ -61,7 +61,14 @@ enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_TRAFFIC };
  * bytes, then log2 bytes per op), then the register-tile features and the
  * roofline estimate (see traffic() below). */
 #define NCACHES 4
-enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE, F_END };
+enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE,
+       /* tensor cores and pipelining (CUDA):
+	*  tensor_frac     fraction of ops in blocks under a tensorized MMA loop
+	*  mma_per_frag    log2(1 + MMAs per fragment loaded): a warp's
+	*                  register-tile reuse (16 x 16 x 16 products per
+	*                  16 x 16 operand tiles loaded from shared memory)
+	*  pipeline        stages of the deepest software-pipelined loop (1: none) */
+       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_END };
 
 _Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
 
@@ -82,6 +89,7 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	"traffic_reg", "traffic_l1", "traffic_l2", "traffic_llc",
 	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
 	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
+	"tensor_frac", "mma_per_frag", "pipeline",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
@@ -96,6 +104,8 @@ typedef struct fctx {
 	double global_unique;
 	double traffic[NCACHES];              /* bytes, summed over blocks */
 	double par_eff;                       /* cores kept busy by the main block */
+	double tc_flops;                      /* ops under tensorized MMA loops */
+	double mma, frag_loads;               /* 16x16x16 products, 16x16 tiles loaded */
 	const tir_block *main;
 } fctx;
 
@@ -152,6 +162,7 @@ typedef struct loopinfo {
 	double unroll;
 	int64_t unroll_ann;
 	bool vectorized;
+	const tir_intrin *intrin;  /* the tensor intrinsic of an enclosing loop */
 } loopinfo;
 
 static void loops_of(const tir_block *b, loopinfo *li)
@@ -176,6 +187,8 @@ static void loops_of(const tir_block *b, loopinfo *li)
 		for (int k = 0; k < l->nann; k++)
 			if (!strcmp(l->ann[k].key, "unroll") && l->ann[k].value > li->unroll_ann)
 				li->unroll_ann = l->ann[k].value;
+		if (!li->intrin)
+			li->intrin = intrin_of_loop(l);
 	}
 	if (li->n)
 		li->inner = li->l[li->n - 1]->var;
@@ -361,7 +374,8 @@ static double roofline(const fctx *c)
 	const tir_target *t = c->t;
 	double compute, bw[NCACHES];
 	if (t->kind == TIR_TARGET_CUDA) {
-		compute = c->flops / 256.0;                 /* 128 FMA lanes per SM */
+		/* 128 FMA lanes per SM; tensor cores 16 times that (f16) */
+		compute = (c->flops - c->tc_flops) / 256.0 + c->tc_flops / 4096.0;
 		bw[0] = 256; bw[1] = 128; bw[2] = 64; bw[3] = 24;
 	} else {
 		double lanes = t->vector_bytes > 0 ? t->vector_bytes / 4.0 : 4;
@@ -386,6 +400,12 @@ static void block_features(tir_block *b, void *ctx)
 	c->flops += total;
 	if (li.vectorized)
 		c->vec_flops += total;
+	if (li.intrin && li.intrin->kind == INTRIN_MMA) {
+		c->tc_flops += total;
+		c->mma += li.instances / 4096.0;
+	}
+	if (li.intrin && (li.intrin->kind == INTRIN_LOAD_A || li.intrin->kind == INTRIN_LOAD_B))
+		c->frag_loads += li.instances / 256.0;
 	bool is_main = b == c->main;
 	struct loads_ctx lc = { c, b, &li, is_main, 0 };
 	expr_visit_loads(b->value, load_access, &lc);
@@ -486,6 +506,18 @@ static void pick_main(tir_block *b, void *ctx)
 	}
 }
 
+/* The most stages of a software-pipelined loop under s (1: none). */
+static int pipeline_stages(const tir_lowered *L, const tir_stmt *s)
+{
+	int n = s->kind == STMT_FOR ? lower_pipeline_stages(L, s) : 1;
+	for (int i = 0; i < s->nkids; i++) {
+		int k = pipeline_stages(L, s->kids[i]);
+		if (k > n)
+			n = k;
+	}
+	return n;
+}
+
 /* Serial loops whose bodies hold a shared-memory stage: one barrier pair per
  * iteration on the GPU. */
 static int sync_loops(const tir_stmt *s)
@@ -550,6 +582,9 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 		out[F_TRAFFIC + NCACHES + i] = (float)log2(1e-9 + c.traffic[i] / (c.flops > 0 ? c.flops : 1));
 	}
 	out[F_ROOFLINE] = (float)log2(1e-9 + roofline(&c));
+	out[F_TENSOR_FRAC] = c.flops > 0 ? (float)(c.tc_flops / c.flops) : 0;
+	out[F_MMA_PER_FRAG] = c.frag_loads > 0 ? lg(c.mma / c.frag_loads) : 0;
+	out[F_PIPELINE] = (float)pipeline_stages(&c.L, p->root);
 	for (int i = 0; i < CM_NFEATURES; i++)
 		if (!isfinite(out[i]))
 			out[i] = 0;

@@ -11,6 +11,7 @@
 #include "tir.h"
 #include "ir/ir.h"
 #include "costmodel/costmodel.h"
+#include "sketch/sketch.h"
 #include "schedules.h"
 #include "testutil.h"
 
@@ -89,6 +90,65 @@ START_TEST(features_see_the_schedule)
 	ck_assert(fb[threads] > 0 && fb[shared] > 0);
 	tir_sched_free(a);
 	tir_sched_free(b);
+	tir_workload_free(w);
+}
+END_TEST
+
+static int feature(const char *name)
+{
+	for (int i = 0; i < CM_NFEATURES; i++)
+		if (!strcmp(cm_feature_names[i], name))
+			return i;
+	ck_abort_msg("no feature %s", name);
+	return -1;
+}
+
+/* The loop annotation "software_pipeline" of p, if one has a copy stage. */
+static int annotated_stages(const tir_stmt *s)
+{
+	int n = 1;
+	for (int i = 0; i < s->nann; i++)
+		if (s->kind == STMT_FOR && !strcmp(s->ann[i].key, "software_pipeline"))
+			n = (int)s->ann[i].value;
+	for (int i = 0; i < s->nkids; i++) {
+		int k = annotated_stages(s->kids[i]);
+		if (k > n)
+			n = k;
+	}
+	return n;
+}
+
+/* Tensor cores and pipelining show: tensorized candidates have all their
+ * products on tensor cores and a positive MMA-per-fragment reuse, and the
+ * pipeline feature follows the sampled stages; the SIMT tiling has none. */
+START_TEST(features_see_tensor_cores)
+{
+	const char *j = "{\"op\":\"matmul\",\"M\":256,\"N\":256,\"K\":256,\"dtype\":\"float16\"}";
+	tir_error err;
+	tir_workload *w = tir_workload_parse(j, strlen(j), NULL, &err);
+	int tf = feature("tensor_frac"), mf = feature("mma_per_frag"), pf = feature("pipeline");
+	float f[CM_NFEATURES];
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	ck_assert(sched_gpu_tiled(s, &err) == 0);
+	ck_assert(cm_features(tir_sched_program(s), &sm90, f, &err) == 0);
+	ck_assert(f[tf] == 0 && f[mf] == 0 && f[pf] == 1);
+	tir_sched_free(s);
+	int piped = 0;
+	for (uint64_t seed = 1; seed <= 12; seed++) {
+		s = tir_sched_new(w, seed, &err);
+		if (sketch_tensorcore_apply(s, &sm90, &err) != 0) {
+			tir_sched_free(s);
+			continue;
+		}
+		const tir_program *p = tir_sched_program(s);
+		ck_assert(cm_features(p, &sm90, f, &err) == 0);
+		ck_assert_msg(f[tf] > 0.99f, "seed %llu: tensor_frac %g", (unsigned long long)seed, f[tf]);
+		ck_assert(f[mf] > 0);
+		ck_assert_int_eq((int)f[pf], annotated_stages(p->root));
+		piped += f[pf] > 1;
+		tir_sched_free(s);
+	}
+	ck_assert_msg(piped > 0, "no pipelined candidate in 12 seeds");
 	tir_workload_free(w);
 }
 END_TEST
@@ -195,6 +255,7 @@ static Suite *make_costmodel_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, features_every_workload);
 	tcase_add_test(tc, features_see_the_schedule);
+	tcase_add_test(tc, features_see_tensor_cores);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("model");
 	tcase_add_test(tc, learns_and_round_trips);
