@@ -601,70 +601,78 @@ static const tir_expr *copy_of(const tir_block *b, const tir_expr **conds, int *
 	return v;
 }
 
-/* Prints the store of a copy of `bytes` bytes at once (vt: the vector type,
- * or NULL for one element): dst[doff] = conds ? src[soff] : 0, as one
- * cp.async in a copy stage of a pipelined loop when it moves 4, 8 or 16 bytes
- * from global to shared memory. */
+/* The conjunction of conds[0..n), printed into o. */
+static void print_conds(cu_gen *g, tir_buf *o, const tir_expr *const *conds, int n)
+{
+	tir_buf *save = g->c.out;
+	g->c.out = o;
+	for (int i = 0; i < n; i++) {
+		buf_puts(o, i ? " && (" : "(");
+		cg_expr(&g->c, conds[i]);
+		buf_puts(o, ")");
+	}
+	g->c.out = save;
+}
+
+/* Prints the store of a copy of `bytes` bytes at once: dst[doff] = conds ?
+ * src[soff] : 0, as one cp.async in a copy stage of a pipelined loop when it
+ * moves 4, 8 or 16 bytes from global to shared memory (vt NULL: one element,
+ * only there), else as one load and store of vector type vt. */
 static void copy_store(cu_gen *g, const tir_block *b, const tir_expr *ld,
 		       const tir_expr *const *conds, int nconds, tir_expr *doff,
 		       tir_expr *soff, const char *vt, int64_t bytes, int depth)
 {
-	tir_buf *o = g->c.out;
+	tir_buf *o = g->c.out, cb = { 0 };
 	const char *dst = g->c.bufname[b->store->id], *src = g->c.bufname[ld->buf->id];
-	const char *st = g->c.d->storage[b->store->dtype];
+	print_conds(g, &cb, conds, nconds);
 	buf_indent(o, depth);
 	if (g->async && b->store->scope == TIR_SCOPE_SHARED &&
 	    ld->buf->scope == TIR_SCOPE_GLOBAL && (bytes == 4 || bytes == 8 || bytes == 16)) {
 		buf_printf(o, "tir_cp_async%lld(%s + ", (long long)bytes, dst);
 		cg_expr(&g->c, doff);
-		buf_puts(o, ", ");
-		tir_buf cb = { 0 };
-		tir_buf *save = g->c.out;
-		g->c.out = &cb;
-		for (int i = 0; i < nconds; i++) {
-			buf_puts(&cb, i ? " && (" : "(");
-			cg_expr(&g->c, conds[i]);
-			buf_puts(&cb, ")");
-		}
-		g->c.out = save;
 		/* padding reads nothing: the address is the buffer's start */
-		if (nconds)
-			buf_printf(o, "(%s) ? (const void *)(%s + ", cb.s, src);
-		else
-			buf_printf(o, "(const void *)(%s + ", src);
+		buf_printf(o, ", %s%s(const void *)(%s + ", nconds ? cb.s : "", nconds ? " ? " : "",
+			   src);
 		cg_expr(&g->c, soff);
 		buf_puts(o, ")");
 		if (nconds)
-			buf_printf(o, " : (const void *)%s, (%s) ? %lld : 0", src, cb.s,
-				   (long long)bytes);
+			buf_printf(o, " : (const void *)%s, %s ? %lld : 0", src, cb.s, (long long)bytes);
 		else
 			buf_printf(o, ", %lld", (long long)bytes);
 		buf_puts(o, ");\n");
-		free(cb.s);
-		return;
-	}
-	if (vt)
+	} else {
 		buf_printf(o, "*(%s *)(%s + ", vt, dst);
-	else
-		buf_printf(o, "%s[", dst);
-	cg_expr(&g->c, doff);
-	buf_puts(o, vt ? ") = " : "] = ");
-	for (int i = 0; i < nconds; i++) {
-		buf_puts(o, i ? " && (" : "(");
-		cg_expr(&g->c, conds[i]);
+		cg_expr(&g->c, doff);
+		buf_printf(o, ") = %s%s*(const %s *)(%s + ", nconds ? cb.s : "", nconds ? " ? " : "",
+			   vt, src);
+		cg_expr(&g->c, soff);
 		buf_puts(o, ")");
+		if (nconds)
+			buf_printf(o, " : %s{}", vt);
+		buf_puts(o, ";\n");
 	}
-	if (nconds)
-		buf_puts(o, " ? ");
-	if (vt)
-		buf_printf(o, "*(const %s *)(%s + ", vt, src);
-	else
-		buf_printf(o, "%s[", src);
-	cg_expr(&g->c, soff);
-	buf_puts(o, vt ? ")" : "]");
-	if (nconds)
-		buf_printf(o, " : %s{}", vt ? vt : st);
-	buf_puts(o, ";\n");
+	free(cb.s);
+}
+
+/* Block b as one copy_store: its iterators, its predicate, the store. */
+static void copy_block(cu_gen *g, const tir_block *b, const tir_expr *ld,
+		       const tir_expr *const *conds, int nconds, tir_expr *doff,
+		       tir_expr *soff, const char *vt, int64_t bytes, int depth)
+{
+	tir_buf *o = g->c.out;
+	buf_indent(o, depth);
+	buf_printf(o, "{ /* block %s */\n", b->name);
+	cg_block_iters(&g->c, b, depth + 1);
+	if (b->predicate) {
+		buf_indent(o, depth + 1);
+		buf_puts(o, "if (");
+		cg_expr(&g->c, b->predicate);
+		buf_puts(o, ")\n");
+	}
+	copy_store(g, b, ld, conds, nconds, doff, soff, vt, bytes,
+		   depth + (b->predicate ? 2 : 1));
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
 }
 
 /* A vectorized loop whose body is one copy of n contiguous aligned
@@ -707,19 +715,7 @@ static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 	buf_printf(o, "const %s ", g->c.d->idx_type);
 	cg_var(o, l->var);
 	buf_puts(o, " = 0;\n");
-	int d = depth + 1;
-	buf_indent(o, d);
-	buf_printf(o, "{ /* block %s */\n", b->name);
-	cg_block_iters(&g->c, b, d + 1);
-	if (b->predicate) {
-		buf_indent(o, d + 1);
-		buf_puts(o, "if (");
-		cg_expr(&g->c, b->predicate);
-		buf_puts(o, ")\n");
-	}
-	copy_store(g, b, v, conds, nconds, doff, soff, vt, bytes, d + (b->predicate ? 2 : 1));
-	buf_indent(o, d);
-	buf_puts(o, "}\n");
+	copy_block(g, b, v, conds, nconds, doff, soff, vt, bytes, depth + 1);
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 	return true;
@@ -739,20 +735,7 @@ static bool cu_async_scalar(cu_gen *g, const tir_block *b, int depth)
 	tir_lowered *L = g->c.L;
 	tir_expr *doff = lower_offset(L, b->store, b->store->ndim, b->store_idx);
 	tir_expr *soff = lower_offset(L, v->buf, v->nidx, v->idx);
-	tir_buf *o = g->c.out;
-	buf_indent(o, depth);
-	buf_printf(o, "{ /* block %s (cp.async) */\n", b->name);
-	cg_block_iters(&g->c, b, depth + 1);
-	if (b->predicate) {
-		buf_indent(o, depth + 1);
-		buf_puts(o, "if (");
-		cg_expr(&g->c, b->predicate);
-		buf_puts(o, ")\n");
-	}
-	copy_store(g, b, v, conds, nconds, doff, soff, NULL, bytes,
-		   depth + (b->predicate ? 2 : 1));
-	buf_indent(o, depth);
-	buf_puts(o, "}\n");
+	copy_block(g, b, v, conds, nconds, doff, soff, NULL, bytes, depth);
 	return true;
 }
 
