@@ -17,8 +17,9 @@
  *   c. the last generation is scored too, so every candidate in the pool has
  *      a score;
  *   d. the batch: the unmeasured candidates of the pool ranked by score;
- *      1 - SEARCH_EPSILON of the batch drawn at random from the best
- *      SEARCH_TOP_FRACTION of them, the rest at random from all the others;
+ *      1 - SEARCH_EPSILON of the batch from the model: its best-scored in
+ *      the proportion of the budget spent, the others at random from the
+ *      best SEARCH_TOP_FRACTION; the rest at random from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
  *      GFLOP/s (0 for a failure).
@@ -522,15 +523,22 @@ static int pick_batch(search *S, int max, int *batch)
 	int take = n < max ? n : max;
 	int nrand = (int)floor(take * SEARCH_EPSILON + 0.5);
 	int ntop = take - nrand, k = 0;
-	/* the model's share: drawn at random from the best-scored fraction of
-	 * the pool, not its ntop best.  A model trained on tens of rows ranks
-	 * regions, not candidates: its very top is a cluster of near-twins
-	 * around what it has seen, which teaches it nothing new, while the top
-	 * fraction keeps its signal and the variety of the pool. */
+	/* the model's share: its best-scored candidates in the proportion of
+	 * the budget already spent (none in the first batch, most in the last),
+	 * the rest drawn at random from the best-scored fraction of the pool.
+	 * A model trained on tens of rows ranks regions, not candidates: its
+	 * very top is a cluster of near-twins around what it has seen, which
+	 * teaches it little early on, while the top fraction keeps its signal
+	 * and the variety of the pool; late in the budget the very top is what
+	 * should be measured. */
+	int nbest = S->trials > 0 ? (int)floor((double)ntop * S->done / S->trials) : 0;
+	k = nbest;
 	int top = (int)ceil(n * SEARCH_TOP_FRACTION);
 	if (top < ntop)
 		top = ntop;
-	for (int left = top; k < ntop; k++, left--) {
+	for (int i = 0; i < nbest; i++)
+		batch[i] = c[i];
+	for (int left = top - nbest; k < ntop; k++, left--) {
 		int j = k + (int)(search_rand(&S->rng) % (uint64_t)left);
 		int x = c[j];
 		c[j] = c[k];
