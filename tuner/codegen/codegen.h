@@ -70,7 +70,8 @@ void lower_free(tir_lowered *L);
  * "software_pipeline" annotation when it is a serial loop with at least one
  * copy stage, else 1.  A copy stage is a child of the loop whose blocks all
  * store to shared buffers allocated at the loop and written by no other
- * child, and load only buffers that no block under the loop writes: its
+ * child (nor read by a child before it), and load only buffers that no
+ * block under the loop writes: its
  * iteration k + S - 1 can run during iteration k of the rest (codegen/cuda.c
  * with cp.async), into copy (k + S - 1) % S of its buffers. */
 int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop);

@@ -267,6 +267,18 @@ static void mark_written(tir_block *b, void *ctx)
 	((bool *)ctx)[b->store->id] = true;
 }
 
+static void mark_load(tir_expr *load, void *ctx)
+{
+	((bool *)ctx)[load->buf->id] = true;
+}
+
+static void mark_read(tir_block *b, void *ctx)
+{
+	expr_visit_loads(b->value, mark_load, ctx);
+	expr_visit_loads(b->init, mark_load, ctx);
+	expr_visit_loads(b->predicate, mark_load, ctx);
+}
+
 static bool copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child,
 		       const bool *written)
 {
@@ -276,14 +288,20 @@ static bool copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stm
 	stmt_visit_blocks((tir_stmt *)child, stage_block, &sp);
 	if (!sp.ok)
 		return false;
-	/* its buffers written by no other child */
+	/* its buffers written by no other child, and read by none before it
+	 * (which would read the previous iteration's copy) */
 	bool *mine = xcalloc((size_t)L->p->nbufs + 1, 1);
 	stmt_visit_blocks((tir_stmt *)child, mark_written, mine);
+	bool before = true;
 	for (int k = 0; k < loop->nkids && sp.ok; k++) {
-		if (loop->kids[k] == child)
+		if (loop->kids[k] == child) {
+			before = false;
 			continue;
+		}
 		bool *other = xcalloc((size_t)L->p->nbufs + 1, 1);
 		stmt_visit_blocks(loop->kids[k], mark_written, other);
+		if (before)
+			stmt_visit_blocks(loop->kids[k], mark_read, other);
 		for (int i = 0; i < L->p->nbufs; i++)
 			if (mine[i] && other[i])
 				sp.ok = false;
