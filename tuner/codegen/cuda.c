@@ -1053,8 +1053,9 @@ static void ring_ptrs(cu_gen *g, const tir_stmt *l, int depth)
 	}
 }
 
-/* The copy stages of pipelined loop l for iteration `first` (a C
- * expression of the loop counter), if it is below the extent. */
+/* The copy stages of pipelined loop l for iteration `it` + `ahead` (`it`: a
+ * C variable counting iterations), if that is below the extent, then the
+ * commit of their cp.async group (empty when none). */
 static void pipe_copies(cu_gen *g, const tir_stmt *l, const char *it, int ahead, int depth)
 {
 	tir_buf *o = g->c.out;
