@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "tir.h"
 #include "costmodel/costmodel.h"
 #include <cJSON.h>
@@ -47,6 +48,8 @@ typedef struct rows {
 	char **trace;
 	double *us;
 	int *status;
+	double feat_s;         /* time spent in cm_features, for feat_n programs */
+	int feat_n;
 } rows;
 
 typedef struct run {
@@ -102,7 +105,13 @@ static bool add_measured(rows *r, int wi, const tir_workload *w, const tir_targe
 	bool ok = false;
 	if (s && tir_sched_replay(s, trace, &err) == 0) {
 		float f[CM_NFEATURES];
-		if (cm_features(tir_sched_program(s), t, f, &err) == 0) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		int rc = cm_features(tir_sched_program(s), t, f, &err);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		r->feat_s += (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+		r->feat_n++;
+		if (rc == 0) {
 			double g = status == 0 && us > 0 ? tir_workload_flops(w) / (us * 1e3) : 0;
 			add_row(r, wi, f, g, trace, status, us);
 			ok = true;
@@ -517,6 +526,8 @@ int main(int argc, char **argv)
 			if (load_records(recfiles[i], &all, w, names, &nw, &t))
 				return 1;
 		printf("# records of %d workloads on %s: %d\n", nw, t.key, all.n);
+		printf("# features: %d programs, %.1f us each (cm_features alone, replay excluded)\n",
+		       all.feat_n, all.feat_n ? 1e6 * all.feat_s / all.feat_n : 0.0);
 		if (dumppath && dump_rows(dumppath, &all, names))
 			return 1;
 		held_out(&all, nw, names);
