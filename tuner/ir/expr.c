@@ -254,36 +254,49 @@ tir_expr *expr_subst(tir_arena *a, tir_expr *e, const tir_subst *s)
 	return rebuild(a, e, x, y, z, idx);
 }
 
-tir_expr *expr_replace_buffer(tir_arena *a, tir_expr *e, tir_buffer *from,
-			      tir_buffer *to)
+/* e with every load of `buf` replaced by fn(load, its indices rewritten,
+ * ctx); the rest rebuilt only where something under it changed. */
+typedef tir_expr *(*load_fn)(tir_arena *a, const tir_expr *load, tir_expr **idx, void *ctx);
+
+static tir_expr *map_loads(tir_arena *a, tir_expr *e, const tir_buffer *buf, load_fn fn,
+			   void *ctx)
 {
 	if (!e || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
 		return e;
-	tir_expr *x = expr_replace_buffer(a, e->a, from, to);
-	tir_expr *y = expr_replace_buffer(a, e->b, from, to);
-	tir_expr *z = expr_replace_buffer(a, e->c, from, to);
+	tir_expr *x = map_loads(a, e->a, buf, fn, ctx);
+	tir_expr *y = map_loads(a, e->b, buf, fn, ctx);
+	tir_expr *z = map_loads(a, e->c, buf, fn, ctx);
 	tir_expr *idx[TIR_MAX_DIMS];
 	for (int i = 0; i < e->nidx; i++)
-		idx[i] = expr_replace_buffer(a, e->idx[i], from, to);
-	if (e->kind == E_LOAD && e->buf == from)
-		return mk_load(a, to, e->nidx, idx);
+		idx[i] = map_loads(a, e->idx[i], buf, fn, ctx);
+	if (e->kind == E_LOAD && e->buf == buf)
+		return fn(a, e, idx, ctx);
 	return rebuild(a, e, x, y, z, idx);
+}
+
+static tir_expr *load_of(tir_arena *a, const tir_expr *load, tir_expr **idx, void *to)
+{
+	return mk_load(a, to, load->nidx, idx);
+}
+
+tir_expr *expr_replace_buffer(tir_arena *a, tir_expr *e, tir_buffer *from,
+			      tir_buffer *to)
+{
+	return map_loads(a, e, from, load_of, to);
+}
+
+static tir_expr *fixed(tir_arena *a, const tir_expr *load, tir_expr **idx, void *with)
+{
+	(void)a;
+	(void)load;
+	(void)idx;
+	return with;
 }
 
 tir_expr *expr_replace_loads(tir_arena *a, tir_expr *e, const tir_buffer *buf,
 			     tir_expr *with)
 {
-	if (!e || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
-		return e;
-	if (e->kind == E_LOAD && e->buf == buf)
-		return with;
-	tir_expr *x = expr_replace_loads(a, e->a, buf, with);
-	tir_expr *y = expr_replace_loads(a, e->b, buf, with);
-	tir_expr *z = expr_replace_loads(a, e->c, buf, with);
-	tir_expr *idx[TIR_MAX_DIMS];
-	for (int i = 0; i < e->nidx; i++)
-		idx[i] = expr_replace_loads(a, e->idx[i], buf, with);
-	return rebuild(a, e, x, y, z, idx);
+	return map_loads(a, e, buf, fixed, with);
 }
 
 bool expr_uses_var(const tir_expr *e, const tir_var *v)
