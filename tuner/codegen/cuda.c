@@ -1056,7 +1056,8 @@ static void ring_ptrs(cu_gen *g, const tir_stmt *l, int depth)
 /* The copy stages of pipelined loop l for iteration `it` + `ahead` (`it`: a
  * C variable counting iterations), if that is below the extent, then the
  * commit of their cp.async group (empty when none). */
-static void pipe_copies(cu_gen *g, const tir_stmt *l, const char *it, int ahead, int depth)
+static void pipe_copies(cu_gen *g, const tir_stmt *l, const bool *stage, const char *it,
+			int ahead, int depth)
 {
 	tir_buf *o = g->c.out;
 	buf_indent(o, depth);
@@ -1068,7 +1069,7 @@ static void pipe_copies(cu_gen *g, const tir_stmt *l, const char *it, int ahead,
 	ring_ptrs(g, l, depth + 1);
 	g->async = true;
 	for (int k = 0; k < l->nkids; k++)
-		if (lower_copy_stage(g->c.L, l, l->kids[k]))
+		if (stage[k])
 			cu_stmt(g, l->kids[k], depth + 1);
 	g->async = false;
 	buf_indent(o, depth);
@@ -1088,6 +1089,9 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 {
 	tir_buf *o = g->c.out;
 	char pro[96], it[96];
+	bool *stage = xcalloc((size_t)l->nkids + 1, sizeof *stage);
+	for (int k = 0; k < l->nkids; k++)
+		stage[k] = lower_copy_stage(g->c.L, l, l->kids[k]);
 	tir_buf nb = { 0 };
 	cg_var(&nb, l->var);
 	snprintf(pro, sizeof pro, "tir_pro_%s", nb.s);
@@ -1100,13 +1104,13 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 	buf_puts(o, "#pragma unroll\n");
 	buf_indent(o, depth);
 	buf_printf(o, "for (%s %s = 0; %s < %d; ++%s) {\n", g->c.d->idx_type, pro, pro, S - 1, pro);
-	pipe_copies(g, l, pro, 0, depth + 1);
+	pipe_copies(g, l, stage, pro, 0, depth + 1);
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 	buf_indent(o, depth);
 	buf_printf(o, "for (%s %s = 0; %s < %lld; ++%s) {\n", g->c.d->idx_type, it, it,
 		   (long long)l->extent, it);
-	pipe_copies(g, l, it, S - 1, depth + 1);
+	pipe_copies(g, l, stage, it, S - 1, depth + 1);
 	buf_indent(o, depth + 1);
 	buf_printf(o, "TIR_CP_ASYNC_WAIT(%d);\n", S - 1);
 	sync(g, depth + 1, "this iteration's copies have landed");
@@ -1121,10 +1125,11 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 	tir_stmt **rest = xcalloc((size_t)l->nkids + 1, sizeof *rest);
 	int nrest = 0;
 	for (int k = 0; k < l->nkids; k++)
-		if (!lower_copy_stage(g->c.L, l, l->kids[k]))
+		if (!stage[k])
 			rest[nrest++] = l->kids[k];
 	cu_list(g, rest, nrest, depth + 2, false);
 	free(rest);
+	free(stage);
 	buf_indent(o, depth + 1);
 	buf_puts(o, "}\n");
 	sync(g, depth + 1, "the next iteration's copies overwrite a ring copy read here");
