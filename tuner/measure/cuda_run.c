@@ -15,9 +15,12 @@
  * memory where a launch needs it), a device buffer per argument (inputs from
  * tir_measure_fill, the output all-ones, scratch zeroed), then the launches
  * in order, each kernel taking every argument's device pointer in
- * tir_code.args order.  The output is copied back, then timed with events on
- * the default stream: repeats of whole launch sequences, the L2 flushed
- * before each by a memset of twice its size.
+ * tir_code.args order.  The output is copied back, then timed with events:
+ * repeats of whole launch sequences captured as one CUDA graph (at most
+ * GRAPH_MAX_CALLS sequences, replayed as often as the repeat needs: device
+ * time per call, as the peer's figures in bench/ are taken), on a blocking
+ * stream of its own, the L2 flushed before each repeat by a memset of twice
+ * its size.
  *
  * A faulting kernel (illegal address, misaligned access, trap) is CRASH;
  * other driver errors (no binary for this GPU, too many resources requested)
@@ -85,6 +88,13 @@ typedef struct cu_api {
 	CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
 	CUresult (*GetErrorName)(CUresult, const char **);
 	CUresult (*GetErrorString)(CUresult, const char **);
+	CUresult (*StreamCreate)(CUstream *, unsigned int);
+	CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+	CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+	CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+	CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+	CUresult (*GraphExecDestroy)(CUgraphExec);
+	CUresult (*GraphDestroy)(CUgraph);
 } cu_api;
 
 /* Every entry point with the exported names to try, newest first (cuda.h
@@ -114,6 +124,13 @@ static const struct { size_t off; const char *names[3]; } cu_syms[] = {
 	CU_SYM(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
 	CU_SYM(GetErrorName, "cuGetErrorName"),
 	CU_SYM(GetErrorString, "cuGetErrorString"),
+	CU_SYM(StreamCreate, "cuStreamCreate"),
+	CU_SYM(StreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture"),
+	CU_SYM(StreamEndCapture, "cuStreamEndCapture"),
+	CU_SYM(GraphInstantiate, "cuGraphInstantiateWithFlags"),
+	CU_SYM(GraphLaunch, "cuGraphLaunch"),
+	CU_SYM(GraphExecDestroy, "cuGraphExecDestroy"),
+	CU_SYM(GraphDestroy, "cuGraphDestroy"),
 };
 
 /* Loads the driver; 0, or -1 with a message in msg. */
@@ -199,6 +216,14 @@ typedef struct cuda_ctx {
 	CUdeviceptr flush;
 	size_t flush_bytes;
 	int flush_round;
+	/* the stream every launch goes to: blocking, so that the synchronous
+	 * copies and memsets of the legacy stream order with it */
+	CUstream stream;
+	/* the timed calls as one CUDA graph of graph_calls launch sequences
+	 * (0: none yet), as the peer's figures are taken */
+	CUgraph graph;
+	CUgraphExec exec;
+	long graph_calls;
 } cuda_ctx;
 
 static int dim(int d) { return d > 0 ? d : 1; }
@@ -213,7 +238,7 @@ static int launch_all(cuda_ctx *x, tir_child_report *rep)
 					(unsigned)dim(l->grid[1]), (unsigned)dim(l->grid[2]),
 					(unsigned)dim(l->block[0]), (unsigned)dim(l->block[1]),
 					(unsigned)dim(l->block[2]), (unsigned)l->shared_bytes,
-					NULL, x->params, NULL),
+					x->stream, x->params, NULL),
 		       "launching %s (grid %dx%dx%d, block %dx%dx%d, %d B shared)",
 		       l->name, l->grid[0], l->grid[1], l->grid[2], l->block[0],
 		       l->block[1], l->block[2], l->shared_bytes);
@@ -230,19 +255,65 @@ static int cuda_flush(void *ctx, tir_child_report *rep)
 	return 0;
 }
 
+/* At most this many launch sequences in one graph; more calls replay it. */
+#define GRAPH_MAX_CALLS 256
+
+static void graph_release(cuda_ctx *x)
+{
+	const cu_api *cu = &x->cu;
+	if (x->exec)
+		cu->GraphExecDestroy(x->exec);
+	if (x->graph)
+		cu->GraphDestroy(x->graph);
+	x->exec = NULL;
+	x->graph = NULL;
+	x->graph_calls = 0;
+}
+
+/* x->exec: `calls` launch sequences captured from x->stream as one graph. */
+static int graph_of(cuda_ctx *x, long calls, tir_child_report *rep)
+{
+	const cu_api *cu = &x->cu;
+	if (x->exec && x->graph_calls == calls)
+		return 0;
+	graph_release(x);
+	CU_TRY(cu->StreamBeginCapture(x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+	       "capturing the launches");
+	int rc = 0;
+	for (long i = 0; i < calls && rc == 0; i++)
+		rc = launch_all(x, rep);
+	CUgraph g = NULL;
+	CU_TRY(cu->StreamEndCapture(x->stream, &g), "capturing the launches");
+	if (rc) {
+		cu->GraphDestroy(g);
+		return -1;
+	}
+	x->graph = g;
+	CU_TRY(cu->GraphInstantiate(&x->exec, g, 0), "instantiating the graph of %ld calls",
+	       calls);
+	x->graph_calls = calls;
+	return 0;
+}
+
+/* n calls timed with events: replays of a CUDA graph of up to
+ * GRAPH_MAX_CALLS launch sequences (the device time of the calls, without
+ * the host's launch gaps between them), the time scaled to n calls. */
 static int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep)
 {
 	cuda_ctx *x = ctx;
 	const cu_api *cu = &x->cu;
-	CU_TRY(cu->EventRecord(x->start, NULL), "cuEventRecord");
-	for (long i = 0; i < n; i++)
-		if (launch_all(x, rep))
-			return -1;
-	CU_TRY(cu->EventRecord(x->stop, NULL), "cuEventRecord");
+	long calls = n < GRAPH_MAX_CALLS ? n : GRAPH_MAX_CALLS;
+	long replays = (n + calls - 1) / calls;
+	if (graph_of(x, calls, rep))
+		return -1;
+	CU_TRY(cu->EventRecord(x->start, x->stream), "cuEventRecord");
+	for (long i = 0; i < replays; i++)
+		CU_TRY(cu->GraphLaunch(x->exec, x->stream), "launching the graph");
+	CU_TRY(cu->EventRecord(x->stop, x->stream), "cuEventRecord");
 	CU_TRY(cu->EventSynchronize(x->stop), "running the kernels");
 	float ms = 0;
 	CU_TRY(cu->EventElapsedTime(&ms, x->start, x->stop), "cuEventElapsedTime");
-	*us = (double)ms * 1e3;
+	*us = (double)ms * 1e3 * (double)n / (double)(replays * calls);
 	return 0;
 }
 
@@ -296,6 +367,7 @@ static int timing_init(cuda_ctx *x, int l2, tir_child_report *rep)
 	const cu_api *cu = &x->cu;
 	CU_TRY(cu->EventCreate(&x->start, CU_EVENT_DEFAULT), "cuEventCreate");
 	CU_TRY(cu->EventCreate(&x->stop, CU_EVENT_DEFAULT), "cuEventCreate");
+	CU_TRY(cu->StreamCreate(&x->stream, CU_STREAM_DEFAULT), "cuStreamCreate");
 	x->flush_bytes = l2 > 0 ? (size_t)l2 * 2 : (size_t)256 << 20;
 	CU_TRY(cu->MemAlloc(&x->flush, x->flush_bytes), "allocating the L2 flush buffer");
 	return 0;
@@ -690,6 +762,7 @@ static int item_run(cuda_batch *b, const tir_artifact *a, const tir_code *c,
  * are ignored: a context they would report is probed next. */
 static void item_release(cuda_batch *b)
 {
+	graph_release(&b->x);
 	cuda_ctx *x = &b->x;
 	const cu_api *cu = &x->cu;
 	for (int i = 0; b->scratch && i < x->c->nargs; i++)
