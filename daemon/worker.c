@@ -227,10 +227,12 @@ static void result(cJSON *arr, tir_measure_status st, double us, double err, con
 
 /* Measures every trace of the batch with tir_measure_local (builds in
  * parallel, runs one at a time in child processes; the reference of the
- * last workload kept in w->cache); returns the results. */
-static cJSON *measure_batch(wk *w, const cJSON *batch)
+ * last workload kept in w->cache); returns the results, and in ph where
+ * the time went. */
+static cJSON *measure_batch(wk *w, const cJSON *batch, tir_measure_phases *ph)
 {
 	cJSON *out = cJSON_CreateArray();
+	memset(ph, 0, sizeof *ph);
 	const cJSON *wj = cJSON_GetObjectItem(batch, "workload");
 	const cJSON *traces = cJSON_GetObjectItem(batch, "traces");
 	int n = cJSON_GetArraySize(traces);
@@ -256,6 +258,7 @@ static cJSON *measure_batch(wk *w, const cJSON *batch)
 	if (!w->cache)
 		w->cache = tir_measure_cache_new();
 	tir_measure_local(w->cache, wl, &w->target, n, tr, c);
+	tir_measure_cache_phases(w->cache, ph);
 	for (i = 0; i < n; i++) {
 		result(out, (tir_measure_status)c[i].status, c[i].latency_us,
 		       c[i].max_rel_error, c[i].msg);
@@ -357,10 +360,15 @@ int main(int argc, char **argv)
 				int n = cJSON_GetArraySize(cJSON_GetObjectItem(batch, "traces"));
 				struct timespec t0, t1;
 				clock_gettime(CLOCK_MONOTONIC, &t0);
-				cJSON *res = measure_batch(&w, batch);
+				tir_measure_phases ph;
+				cJSON *res = measure_batch(&w, batch, &ph);
 				clock_gettime(CLOCK_MONOTONIC, &t1);
-				wlog("batch %.0f: %d candidates measured in %.2f s", bid->valuedouble, n,
-				     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+				wlog("batch %.0f: %d candidates measured in %.2f s: %d built in %.2f s, "
+				     "reference %.2f s, run %.2f s (%d processes; candidates %.2f s, "
+				     "of which timing %.2f s)", bid->valuedouble, n,
+				     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
+				     ph.built, ph.build_s, ph.reference_s, ph.run_s, ph.processes,
+				     ph.candidates_s, ph.timing_s);
 				if (!stop_requested) {
 					cJSON *o = cJSON_CreateObject();
 					cJSON_AddNumberToObject(o, "batch_id", bid->valuedouble);

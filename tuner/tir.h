@@ -319,6 +319,18 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t,
 void *tir_measure_cache_new(void);
 void tir_measure_cache_free(void *cache);
 
+/* Where the last tir_measure_local with this context spent its time (wall
+ * seconds): building (replay, codegen, compile, on every core), the
+ * reference, running; of the run, what the candidates took in the
+ * measuring processes (loading, checking, timing) and the timing alone; the
+ * rest of the run is starting those processes (CUDA: a context each). */
+typedef struct tir_measure_phases {
+	double build_s, reference_s, run_s;
+	double candidates_s, timing_s;
+	int built, processes;
+} tir_measure_phases;
+void tir_measure_cache_phases(const void *cache, tir_measure_phases *out);
+
 typedef struct tir_tune_progress {
 	int round;
 	int trials_done, trials_total;

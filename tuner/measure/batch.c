@@ -81,6 +81,14 @@ void *tir_measure_cache_new(void)
 	return xcalloc(1, sizeof(search_local));
 }
 
+void tir_measure_cache_phases(const void *cache, tir_measure_phases *out)
+{
+	const search_local *l = cache;
+	memset(out, 0, sizeof *out);
+	if (l)
+		*out = l->phases;
+}
+
 void tir_measure_cache_free(void *cache)
 {
 	search_local_clear(cache);
@@ -135,12 +143,18 @@ static void record(const tir_measure_result *mr, tir_candidate *out)
 
 /* Phase 2 for one built candidate: run in a child, check, time. */
 static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
-		    const double *ref, int64_t ref_n, tir_candidate *out)
+		    const double *ref, int64_t ref_n, tir_candidate *out,
+		    tir_measure_phases *ph)
 {
 	tir_measure_result mr;
 	memset(&mr, 0, sizeof mr);
 	mr.max_rel_error = -1;
-	if (r->run(j->art, j->code, o, &mr) == 0)
+	double t0 = tir_now_s();
+	int rc = r->run(j->art, j->code, o, &mr);
+	ph->processes++;
+	ph->candidates_s += tir_now_s() - t0;
+	ph->timing_s += mr.timing_s;
+	if (rc == 0)
 		mr.status = tir_measure_judge(j->code, ref, ref_n, mr.output, mr.out_elems,
 					      &mr.max_rel_error, mr.msg, sizeof mr.msg);
 	record(&mr, out);
@@ -150,7 +164,7 @@ static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
 /* Phase 2 through the runner's run_batch: every candidate that built, in
  * one call. */
 static void run_batched(const builders *b, const tir_measure_opts *o, const double *ref,
-			int64_t ref_n, tir_candidate *out)
+			int64_t ref_n, tir_candidate *out, tir_measure_phases *ph)
 {
 	int *idx = xcalloc((size_t)b->n + 1, sizeof *idx);
 	const tir_artifact **arts = xcalloc((size_t)b->n + 1, sizeof *arts);
@@ -163,9 +177,12 @@ static void run_batched(const builders *b, const tir_measure_opts *o, const doub
 			codes[m++] = b->jobs[i].code;
 		}
 	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
-	b->r->run_batch(m, arts, codes, o, ref, ref_n, res);
-	for (int k = 0; k < m; k++)
+	ph->processes = b->r->run_batch(m, arts, codes, o, ref, ref_n, res);
+	for (int k = 0; k < m; k++) {
 		record(&res[k], &out[idx[k]]);
+		ph->candidates_s += res[k].run_s;
+		ph->timing_s += res[k].timing_s;
+	}
 	free(res);
 	free(codes);
 	free(arts);
@@ -183,8 +200,14 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 		b.jobs[i].trace = traces[i];
 		b.jobs[i].status = TIR_MEASURE_OK;
 	}
+	tir_measure_phases ph = { 0 };
+	double t0 = tir_now_s();
 	/* 1. build everything, in parallel */
 	search_parallel_for(n, l && l->threads > 0 ? l->threads : 0, build_at, &b);
+	double t1 = tir_now_s();
+	ph.build_s = t1 - t0;
+	for (int i = 0; i < n; i++)
+		ph.built += b.jobs[i].art != NULL;
 
 	/* the reference, from the first candidate that built */
 	const double *ref = NULL;
@@ -195,6 +218,8 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 		if (b.jobs[i].art && !(ref = reference(l, w, b.jobs[i].code, o.seed, &ref_n,
 						      &owned, &e)))
 			break;
+	double t2 = tir_now_s();
+	ph.reference_s = t2 - t1;
 
 	/* 2. run them one at a time: in one batch where the runner can */
 	for (int i = 0; i < n; i++) {
@@ -210,11 +235,14 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 			out[i].status = j->status;
 			out[i].msg = xstrdup(j->msg);
 		} else if (!b.r->run_batch) {
-			run_one(b.r, j, &o, ref, ref_n, &out[i]);
+			run_one(b.r, j, &o, ref, ref_n, &out[i], &ph);
 		}
 	}
 	if (ref && b.r->run_batch)
-		run_batched(&b, &o, ref, ref_n, out);
+		run_batched(&b, &o, ref, ref_n, out, &ph);
+	ph.run_s = tir_now_s() - t2;
+	if (l)
+		l->phases = ph;
 	for (int i = 0; i < n; i++) {
 		b.r->free(b.jobs[i].art);
 		tir_code_free(b.jobs[i].code);

@@ -145,13 +145,6 @@ static void read_log(const char *path, char *out, size_t size)
 	out[n] = '\0';
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Runs argv with stdout and stderr into log; 0 when it exits 0. */
 static int run_compiler(char **argv, const char *log, tir_error *err)
 {
@@ -166,7 +159,7 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 	if (e != 0)
 		return tir_fail(err, "cpu build: cannot run the C compiler \"%s\": %s "
 				"(set CC)", argv[0], strerror(e));
-	double deadline = now_s() + COMPILE_TIMEOUT_S;
+	double deadline = tir_now_s() + COMPILE_TIMEOUT_S;
 	int st;
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
@@ -176,7 +169,7 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 			kill(pid, SIGKILL);
 			return tir_fail(err, "cpu build: waitpid: %s", strerror(errno));
 		}
-		if (now_s() > deadline) {
+		if (tir_now_s() > deadline) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 				;
@@ -313,7 +306,7 @@ static int cpu_flush(void *ctx, tir_child_report *rep)
 static int cpu_timed(void *ctx, long n, double *us, tir_child_report *rep)
 {
 	cpu_ctx *x = ctx;
-	double t0 = now_s();
+	double t0 = tir_now_s();
 	for (long i = 0; i < n; i++) {
 		int rc = x->entry(x->args);
 		if (rc != 0) {
@@ -321,7 +314,7 @@ static int cpu_timed(void *ctx, long n, double *us, tir_child_report *rep)
 			return -1;
 		}
 	}
-	*us = (now_s() - t0) * 1e6;
+	*us = (tir_now_s() - t0) * 1e6;
 	return 0;
 }
 

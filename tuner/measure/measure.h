@@ -148,6 +148,9 @@ typedef struct tir_measure_result {
 	int64_t out_elems;
 	double *output;            /* malloc'd (tir_measure_result_clear), or NULL */
 	double max_rel_error;      /* filled by tir_measure_check; -1 before */
+	double run_s;              /* run_batch: wall seconds in the measuring
+				    * process: loading, checking and timing */
+	double timing_s;           /* of which in tir_time_repeats */
 } tir_measure_result;
 
 /* Frees result->output and zeroes the result (max_rel_error -1). */
@@ -261,12 +264,16 @@ typedef struct tir_child_report {
 	int nrepeats;
 	double median_us;
 	double repeat_us[TIR_MEASURE_MAX_REPEATS];
+	double timing_s;           /* wall seconds in tir_time_repeats */
 	int output_ready;          /* 1 once out[] holds the output */
 	size_t out_bytes;
 	unsigned char out[];
 } tir_child_report;
 
 tir_child_report *tir_child_report_new(size_t out_bytes);
+
+/* CLOCK_MONOTONIC in seconds. */
+double tir_now_s(void);
 void tir_child_report_free(tir_child_report *rep);
 
 /* Runs fn(ctx, rep) in a forked child, which exits when fn returns; kills it

@@ -432,7 +432,7 @@ void tir_child_report_free(tir_child_report *rep)
 		munmap(rep, sizeof(tir_child_report) + rep->out_bytes);
 }
 
-static double now_s(void)
+double tir_now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -496,7 +496,7 @@ static void signal_msg(int sig, char *msg, size_t size)
  * (the child is killed). */
 static int watch_child(pid_t pid, double timeout_s, atomic_int *progress, int *st)
 {
-	double start = now_s();
+	double start = tir_now_s();
 	int seen = progress ? atomic_load(progress) : 0;
 	double nap = 50e-6;
 	for (;;) {
@@ -511,9 +511,9 @@ static int watch_child(pid_t pid, double timeout_s, atomic_int *progress, int *s
 		}
 		if (progress && atomic_load(progress) != seen) {
 			seen = atomic_load(progress);
-			start = now_s();
+			start = tir_now_s();
 		}
-		double left = start + timeout_s - now_s();
+		double left = start + timeout_s - tir_now_s();
 		if (left <= 0) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, st, 0) < 0 && errno == EINTR)
@@ -590,6 +590,7 @@ typedef struct batch_item {
 	double median_us;
 	double repeat_us[TIR_MEASURE_MAX_REPEATS];
 	double max_rel_error;
+	double run_s, timing_s;    /* wall seconds: the item, its timing */
 } batch_item;
 
 /* The mapping every child of one batch shares with the parent. */
@@ -631,9 +632,11 @@ static void batch_child(batch_shared *sh, int first, int n, const batch_fns *f)
 	for (int i = first; i < n; i++) {
 		atomic_store(&sh->current, i);
 		report_reset(&rep, "the candidate ended without a report");
-		double err = -1;
+		double err = -1, t0 = tir_now_s();
 		int end = f->item(f->ctx, i, &rep, &err);
 		batch_item *it = &sh->items[i];
+		it->run_s = tir_now_s() - t0;
+		it->timing_s = rep.timing_s;
 		it->status = rep.status;
 		rep.msg[sizeof rep.msg - 1] = '\0';
 		snprintf(it->msg, sizeof it->msg, "%s", rep.msg);
@@ -799,6 +802,8 @@ int tir_child_batch(int n, double timeout_s,
 		memcpy(r[i].repeat_us, it->repeat_us, sizeof r[i].repeat_us);
 		r[i].median_us = it->median_us;
 		r[i].max_rel_error = it->max_rel_error;
+		r[i].run_s = it->run_s;
+		r[i].timing_s = it->timing_s;
 	}
 	munmap(p, size);
 	return children;
@@ -834,6 +839,7 @@ void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 		r->nrepeats = 0;
 	memcpy(r->repeat_us, rep->repeat_us, sizeof r->repeat_us);
 	r->median_us = rep->median_us;
+	r->timing_s = rep->timing_s;
 	free(r->output);
 	r->output = NULL;
 	r->out_elems = 0;
@@ -860,7 +866,7 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 		     int (*timed)(void *ctx, long n, double *us, tir_child_report *rep),
 		     tir_child_report *rep)
 {
-	double start = now_s();
+	double start = tir_now_s();
 	double one;
 	if (timed(ctx, 1, &one, rep))            /* warm-up */
 		return -1;
@@ -876,7 +882,7 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 	/* Fewer repeats (at least one) where the full set would not finish in
 	 * 80% of the timeout: a slow candidate is reported, not timed out. */
 	int repeats = o->repeats;
-	double left_us = (0.8 * o->timeout_s - (now_s() - start)) * 1e6;
+	double left_us = (0.8 * o->timeout_s - (tir_now_s() - start)) * 1e6;
 	double per_repeat = n * one * 1.2 + 20000;   /* + a generous flush */
 	if (repeats * per_repeat > left_us) {
 		repeats = (int)(left_us / per_repeat);
@@ -895,5 +901,6 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 	qsort(sorted, (size_t)repeats, sizeof sorted[0], cmp_double);
 	rep->median_us = repeats % 2 ? sorted[repeats / 2]
 		: 0.5 * (sorted[repeats / 2 - 1] + sorted[repeats / 2]);
+	rep->timing_s = tir_now_s() - start;
 	return 0;
 }

@@ -122,6 +122,7 @@ typedef struct search_local {
 	uint64_t ref_seed;
 	double *ref;
 	int64_t ref_n;
+	tir_measure_phases phases;  /* of the last batch */
 } search_local;
 
 void search_local_clear(search_local *l);
