@@ -375,41 +375,6 @@ START_TEST(test_c_floordiv)
 }
 END_TEST
 
-/* CUDA prints a select with loads eagerly: tir_select(c, a, b) with each
- * side's loads at an index guarded by its condition, and and / or of
- * operands that cannot fault as & / |, so that an unrolled tile of padded
- * loads is branch-free; C keeps the lazy ?: and &&. */
-START_TEST(test_cuda_eager_select)
-{
-	tir_workload *w = parse("{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":6,\"W\":6,\"K\":4,"
-				"\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\"}");
-	tir_error err;
-	tir_program *p = tir_program_build(w, &err);
-	ck_assert_msg(p, "%s", err.msg);
-	tir_target t = target("cuda:sm_90");
-	tir_code *c = tir_codegen(p, &t, &err);
-	ck_assert_msg(c, "%s", err.msg);
-	const char *sel = strstr(c->source, "tir_select<float>(");
-	ck_assert_msg(sel, "%s", c->source);
-	/* the padding condition: four comparisons joined by & */
-	const char *end = strstr(sel, ", ");
-	ck_assert(end);
-	char *cond = strndup(sel, (size_t)(end - sel));
-	ck_assert_msg(strstr(cond, " & ") && !strstr(cond, "&&"), "%s", cond);
-	/* the load of the taken side reads X at the guarded index */
-	ck_assert_msg(strstr(sel, "X[(") && strstr(sel, " : 0]"), "%.400s", sel);
-	free(cond);
-	tir_code_free(c);
-	t = target("cpu");
-	c = tir_codegen(p, &t, &err);
-	ck_assert_msg(c, "%s", err.msg);
-	ck_assert(!strstr(c->source, "tir_select") && strstr(c->source, " && "));
-	tir_code_free(c);
-	tir_program_free(p);
-	tir_workload_free(w);
-}
-END_TEST
-
 /* ---- scheduled programs ---------------------------------------------------------- */
 
 static tir_sched *sched(tir_workload *w)
@@ -709,7 +674,6 @@ static Suite *codegen_suite(void)
 	tcase_add_loop_test(tc, test_c_unscheduled, 0, NWORKLOADS);
 	tcase_add_test(tc, test_c_golden);
 	tcase_add_test(tc, test_c_floordiv);
-	tcase_add_test(tc, test_cuda_eager_select);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("cuda");
 	tcase_set_timeout(tc, 600);

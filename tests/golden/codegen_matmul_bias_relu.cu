@@ -15,7 +15,6 @@ TIR_DEV float tir_minf(float a, float b) { return a < b ? a : b; }
 TIR_DEV float tir_maxf(float a, float b) { return a > b ? a : b; }
 TIR_DEV long long tir_mini(long long a, long long b) { return a < b ? a : b; }
 TIR_DEV long long tir_maxi(long long a, long long b) { return a > b ? a : b; }
-template <typename T> TIR_DEV T tir_select(bool c, T a, T b) { return c ? a : b; }
 TIR_DEV float tir_exp(float x) { return expf(x); }
 TIR_DEV float tir_tanh(float x) { return tanhf(x); }
 TIR_DEV float tir_erf(float x) { return erff(x); }

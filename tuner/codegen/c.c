@@ -98,58 +98,10 @@ static void load(cg_ctx *c, const tir_expr *e)
 	if (cvt)
 		buf_printf(c->out, "%s(", cvt);
 	buf_printf(c->out, "%s[", c->bufname[e->buf->id]);
-	if (c->nguard) {       /* a side of an eager select: element 0 when untaken */
-		buf_puts(c->out, "(");
-		for (int i = 0; i < c->nguard; i++) {
-			buf_puts(c->out, i ? " && " : "");
-			buf_puts(c->out, c->guard_neg[i] ? "!" : "");
-			cg_expr(c, c->guard[i]);
-		}
-		buf_puts(c->out, ") ? ");
-		cg_expr(c, off);
-		buf_puts(c->out, " : 0");
-	} else {
-		cg_expr(c, off);
-	}
+	cg_expr(c, off);
 	buf_puts(c->out, "]");
 	if (cvt)
 		buf_puts(c->out, ")");
-}
-
-static bool has_load(const tir_expr *e)
-{
-	return e && (e->kind == E_LOAD || has_load(e->a) || has_load(e->b) || has_load(e->c));
-}
-
-/* Whether e evaluates without a fault whatever its variables: no load, no
- * division but by a positive constant. */
-static bool cannot_fault(const tir_expr *e)
-{
-	if (!e)
-		return true;
-	if (e->kind == E_LOAD || e->kind == E_DIV)
-		return false;
-	if ((e->kind == E_FLOORDIV || e->kind == E_FLOORMOD) &&
-	    !(e->b->kind == E_INT && e->b->ival > 0))
-		return false;
-	return cannot_fault(e->a) && cannot_fault(e->b) && cannot_fault(e->c);
-}
-
-/* select(c, a, b) as the dialect's eager select: both sides evaluated, the
- * loads of each guarded by its condition. */
-static void eager_select(cg_ctx *c, const tir_expr *e)
-{
-	tir_buf *o = c->out;
-	buf_printf(o, "%s<%s>(", c->d->eager_select, c->d->value[e->dtype]);
-	cg_expr(c, e->c);
-	for (int side = 0; side < 2; side++) {
-		buf_puts(o, ", ");
-		c->guard[c->nguard] = e->c;
-		c->guard_neg[c->nguard++] = side == 1;
-		cg_expr(c, side ? e->b : e->a);
-		c->nguard--;
-	}
-	buf_puts(o, ")");
 }
 
 void cg_expr(cg_ctx *c, const tir_expr *e)
@@ -198,22 +150,14 @@ void cg_expr(cg_ctx *c, const tir_expr *e)
 	case E_LE: binop(c, e, "<="); return;
 	case E_EQ: binop(c, e, "=="); return;
 	case E_NE: binop(c, e, "!="); return;
-	case E_AND:
-	case E_OR: {
-		bool eager = c->d->eager_logic && cannot_fault(e->a) && cannot_fault(e->b);
-		binop(c, e, e->kind == E_AND ? (eager ? "&" : "&&") : (eager ? "|" : "||"));
-		return;
-	}
+	case E_AND: binop(c, e, "&&"); return;
+	case E_OR: binop(c, e, "||"); return;
 	case E_NOT:
 		buf_puts(o, "(!");
 		cg_expr(c, e->a);
 		buf_puts(o, ")");
 		return;
 	case E_SELECT:            /* lazy: the untaken side is never evaluated */
-		if (c->d->eager_select && c->nguard < 8 && (has_load(e->a) || has_load(e->b))) {
-			eager_select(c, e);
-			return;
-		}
 		buf_puts(o, "(");
 		cg_expr(c, e->c);
 		buf_puts(o, " ? ");

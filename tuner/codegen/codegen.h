@@ -103,19 +103,6 @@ typedef struct cg_dialect {
 	const char *load_cvt[TIR_NDTYPES];    /* storage -> value, or NULL */
 	const char *store_cvt[TIR_NDTYPES];   /* value -> storage, or NULL */
 	const char *round[TIR_NDTYPES];       /* value rounded to the dtype, or NULL */
-	/* A function (template) select(cond, a, b) whose arguments are both
-	 * evaluated, for a select with loads in it, or NULL: then select is
-	 * C's lazy ?:.  Eager, each load of a side reads at an index guarded
-	 * by that side's condition (an untaken side reads element 0), so the
-	 * loads need no branch: NVRTC compiles an unrolled register tile of
-	 * padded loads (an inlined pad stage) branch-free, in a tenth of the
-	 * time (C3D-2: 14.8 s -> 2.3 s for a 1,568-instance tile). */
-	const char *eager_select;
-	/* and / or of operands that cannot fault (no load, no division by
-	 * anything but a positive constant) as & / |: both sides evaluated,
-	 * no branch (with the eager select, what makes those tiles compile
-	 * 4-6 times faster: C3D-2's 10.4 s -> 2.3 s) */
-	bool eager_logic;
 } cg_dialect;
 
 /* The state of one generation: what is printed where, and the C names of
@@ -125,11 +112,6 @@ typedef struct cg_ctx {
 	const cg_dialect *d;
 	tir_buf *out;
 	char (*bufname)[48];
-	/* while printing a side of an eager select: the conditions that side
-	 * is taken under (negated: the false side), innermost last */
-	const tir_expr *guard[8];
-	bool guard_neg[8];
-	int nguard;
 } cg_ctx;
 
 /* Fills c->bufname with unique C identifiers for every buffer (malloc'd,

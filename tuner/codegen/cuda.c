@@ -74,8 +74,6 @@ static const cg_dialect cuda_dialect_int = {
 	.load_cvt = { [TIR_F16] = "__half2float", [TIR_BF16] = "__bfloat162float" },
 	.store_cvt = { [TIR_F16] = "__float2half", [TIR_BF16] = "__float2bfloat16" },
 	.round = { [TIR_F16] = "tir_round_f16", [TIR_BF16] = "tir_round_bf16" },
-	.eager_select = "tir_select",
-	.eager_logic = true,
 };
 
 static const char cuda_prelude[] =
@@ -96,7 +94,6 @@ static const char cuda_prelude[] =
 "TIR_DEV float tir_maxf(float a, float b) { return a > b ? a : b; }\n"
 "TIR_DEV long long tir_mini(long long a, long long b) { return a < b ? a : b; }\n"
 "TIR_DEV long long tir_maxi(long long a, long long b) { return a > b ? a : b; }\n"
-"template <typename T> TIR_DEV T tir_select(bool c, T a, T b) { return c ? a : b; }\n"
 "TIR_DEV float tir_exp(float x) { return expf(x); }\n"
 "TIR_DEV float tir_tanh(float x) { return tanhf(x); }\n"
 "TIR_DEV float tir_erf(float x) { return erff(x); }\n"
