@@ -279,6 +279,51 @@ START_TEST(test_no_repeats_and_budget)
 }
 END_TEST
 
+/* A sketch with a decision that changes nothing: the tiles of local_sketch,
+ * then a categorical no instruction uses.  Traces that differ only there
+ * make the same program, and the search measures a program once. */
+static int idle_decision_sketch(void *ctx, int id, tir_sched *s, tir_error *err)
+{
+	(void)id;
+	TRY(local_sketch(ctx, 1, s, err));
+	static const int64_t cand[] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	TRY(tir_sample_categorical(s, 8, cand, NULL, err));
+	return 0;
+}
+
+START_TEST(test_no_program_repeats)
+{
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	search_space sp = { .nsketches = 1, .apply = idle_decision_sketch };
+	snprintf(sp.names[0], sizeof sp.names[0], "idle-decision");
+	log_ l = { 0 };
+	l.w = w;
+	l.t = &t;
+	tir_tune_opts o = fake_opts(&l, 5, 40);
+	tir_tune_result r;
+	tir_error err = { "" };
+	ck_assert_msg(search_run(w, &t, &o, &sp, &r, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_gt(l.n, 8);
+	char **prog = calloc((size_t)l.n, sizeof *prog);
+	for (int i = 0; i < l.n; i++) {
+		tir_sched *sc = search_replay(w, &t, l.trace[i], &err);
+		ck_assert_msg(sc, "%s", err.msg);
+		prog[i] = tir_program_print(tir_sched_program(sc));
+		tir_sched_free(sc);
+		for (int j = 0; j < i; j++)
+			ck_assert_msg(strcmp(prog[i], prog[j]), "trials %d and %d measure the same "
+				      "program", j, i);
+	}
+	for (int i = 0; i < l.n; i++)
+		free(prog[i]);
+	free(prog);
+	log_free(&l);
+	tir_tune_result_clear(&r);
+	tir_workload_free(w);
+}
+END_TEST
+
 START_TEST(test_cancel)
 {
 	log_ l = { .cancel_after_round = 1 };
@@ -760,6 +805,7 @@ static Suite *make_search_suite(void)
 	TCase *tc = tcase_create("search");
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_no_repeats_and_budget);
+	tcase_add_test(tc, test_no_program_repeats);
 	tcase_add_test(tc, test_cancel);
 	tcase_add_test(tc, test_mutation_legality_matmul);
 	tcase_add_test(tc, test_mutation_legality_conv);
