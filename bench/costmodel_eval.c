@@ -34,7 +34,7 @@
 #include <cJSON.h>
 #include "tests/testutil.h"
 
-#define MAXW 16
+#define MAXW 64
 #define MAXS 8
 #define MAXB 64
 
@@ -441,7 +441,7 @@ static int load_records(const char *path, rows *all, tir_workload **w, char name
 		cJSON_Delete(o);
 		return -1;
 	}
-	int skipped = 0;
+	int skipped = 0, full = 0;
 	const cJSON *x;
 	cJSON_ArrayForEach(x, recs) {
 		const cJSON *wk = cJSON_GetObjectItemCaseSensitive(x, "workload_key");
@@ -468,7 +468,11 @@ static int load_records(const char *path, rows *all, tir_workload **w, char name
 		for (int i = 0; i < *nw; i++)
 			if (!strcmp(tir_workload_key(w[i]), wk->valuestring))
 				wi = i;
-		if (wi < 0 && *nw < MAXW) {
+		if (wi < 0 && *nw == MAXW) {
+			full++;
+			continue;
+		}
+		if (wi < 0) {
 			const cJSON *doc = cJSON_GetObjectItemCaseSensitive(wls, wk->valuestring);
 			char *js = doc ? cJSON_PrintUnformatted(doc) : NULL;
 			tir_workload *nwk = js ? tir_workload_parse(js, strlen(js), NULL, &err) : NULL;
@@ -484,10 +488,13 @@ static int load_records(const char *path, rows *all, tir_workload **w, char name
 					    ok && cJSON_IsNumber(us) ? us->valuedouble : 0))
 			skipped++;
 	}
-	fprintf(stderr, "%s: %d records of %d workloads%s", path, all->n, *nw,
+	fprintf(stderr, "%s: %d records of %d workloads so far%s", path, all->n, *nw,
 		skipped ? "" : "\n");
 	if (skipped)
 		fprintf(stderr, ", %d skipped (other target, no workload, not replayable)\n", skipped);
+	if (full)
+		fprintf(stderr, "%s: %d records of workloads past the first %d left out\n", path, full,
+			MAXW);
 	cJSON_Delete(o);
 	return 0;
 }

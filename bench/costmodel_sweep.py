@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""bench/costmodel_sweep.py — held-out ranking of the cost model's features
+under other XGBoost settings, from a table `bench/costmodel_eval --records
+FILE... --dump TSV` wrote.
+
+    bench/costmodel_sweep.py TSV
+
+For each setting, every workload of the table is ranked by a booster trained
+on the other workloads' rows (labels: GFLOP/s over the workload's best, one
+ranking group per workload, as costmodel/xgb.c trains), and the mean pairwise
+accuracy over the held-out workloads is printed.  The first line is tird's
+own setting.  Needs Debian's python3-xgboost (the same libxgboost 1.7 as
+tird) and numpy; run it with /usr/bin/python3.
+"""
+import sys
+import numpy as np
+import xgboost as xgb
+
+
+def load(path):
+    with open(path) as f:
+        names = f.readline().rstrip('\n').split('\t')[2:]
+        w, g, x = [], [], []
+        for line in f:
+            p = line.rstrip('\n').split('\t')
+            w.append(p[0])
+            g.append(float(p[1]))
+            x.append([float(v) for v in p[2:]])
+    return names, np.array(w), np.array(g), np.array(x, dtype=np.float32)
+
+
+def pairwise(g, p):
+    m = (g[:, None] != g[None, :]) & np.triu(np.ones((len(g), len(g)), dtype=bool), 1)
+    tot = m.sum()
+    ok = ((p[:, None] > p[None, :]) == (g[:, None] > g[None, :]))[m].sum()
+    return ok / tot if tot else 1.0
+
+
+def labels(w, g):
+    lab = np.zeros_like(g)
+    for k in np.unique(w):
+        i = w == k
+        lab[i] = g[i] / g[i].max() if g[i].max() > 0 else 0
+    return lab
+
+
+def train(x, lab, w, params, rounds):
+    order = np.argsort(w, kind='stable')
+    x, lab, w = x[order], lab[order], w[order]
+    d = xgb.DMatrix(x, label=lab)
+    d.set_group([int((w == k).sum()) for k in dict.fromkeys(w)])
+    return xgb.train(params, d, rounds)
+
+
+def held_out(w, g, x, params, rounds):
+    lab = labels(w, g)
+    acc = []
+    for k in np.unique(w):
+        tr, te = w != k, w == k
+        b = train(x[tr], lab[tr], w[tr], params, rounds)
+        acc.append(pairwise(g[te], b.predict(xgb.DMatrix(x[te]))))
+    return float(np.mean(acc))
+
+
+TIRD = {'objective': 'rank:pairwise', 'eta': 0.2, 'max_depth': 6, 'min_child_weight': 1,
+        'nthread': 2, 'verbosity': 0, 'seed': 0}
+SETTINGS = [
+    ('tird: rank:pairwise, eta 0.2, depth 6, 60 rounds', {}, 60),
+    ('depth 3', {'max_depth': 3}, 60),
+    ('depth 4', {'max_depth': 4}, 60),
+    ('depth 8', {'max_depth': 8}, 60),
+    ('eta 0.1, 120 rounds', {'eta': 0.1}, 120),
+    ('eta 0.05, depth 4, 300 rounds', {'eta': 0.05, 'max_depth': 4}, 300),
+    ('min_child_weight 5', {'min_child_weight': 5}, 60),
+    ('subsample 0.8, colsample 0.6', {'subsample': 0.8, 'colsample_bytree': 0.6}, 60),
+    ('rank:ndcg', {'objective': 'rank:ndcg'}, 60),
+    ('rank:map', {'objective': 'rank:map'}, 60),
+    ('reg:squarederror', {'objective': 'reg:squarederror'}, 60),
+    ('reg:logistic', {'objective': 'reg:logistic'}, 60),
+]
+
+if __name__ == '__main__':
+    if len(sys.argv) != 2:
+        sys.exit('usage: bench/costmodel_sweep.py TSV')
+    names, w, g, x = load(sys.argv[1])
+    print('# %s: %d rows, %d workloads, %d features' % (sys.argv[1], len(w), len(np.unique(w)),
+                                                        len(names)))
+    print('%-50s %s' % ('setting', 'held-out pairwise (mean)'))
+    for tag, extra, rounds in SETTINGS:
+        print('%-50s %.3f' % (tag, held_out(w, g, x, {**TIRD, **extra}, rounds)), flush=True)
