@@ -130,6 +130,7 @@ static void set_clear(hashset *s)
 typedef struct record {
 	char *trace;
 	unsigned char hash[32];
+	unsigned char prog[32];    /* program_hash */
 	int status;
 	double latency_us;
 } record;
@@ -197,7 +198,7 @@ static double best_us(const search *S)
 
 /* Adds a result to the measured set; the best moves only to an ok one. */
 static void record_add(search *S, const char *trace, const unsigned char *hash,
-		       int status, double latency_us)
+		       const unsigned char *prog, int status, double latency_us)
 {
 	if (S->nrec == S->caprec) {
 		S->caprec = S->caprec ? 2 * S->caprec : 64;
@@ -206,9 +207,11 @@ static void record_add(search *S, const char *trace, const unsigned char *hash,
 	record *r = &S->rec[S->nrec];
 	r->trace = xstrdup(trace);
 	memcpy(r->hash, hash, 32);
+	memcpy(r->prog, prog, 32);
 	r->status = status;
 	r->latency_us = latency_us;
 	set_put(&S->measured, hash, S->nrec);
+	set_put(&S->measured_prog, prog, S->nrec);
 	if (is_ok(status, latency_us) && (S->best < 0 || latency_us < best_us(S)))
 		S->best = S->nrec;
 	S->nrec++;
@@ -265,14 +268,6 @@ static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned 
 	return S->npool++;
 }
 
-static int pool_add(search *S, tir_sched *s)
-{
-	char *trace = tir_sched_trace(s);
-	unsigned char h[32], ph[32];
-	search_trace_hash(trace, h);
-	program_hash(s, ph);
-	return pool_add_traced(S, s, trace, h, ph);
-}
 
 /* ---- candidates made in parallel ------------------------------------------------------ */
 
@@ -404,8 +399,9 @@ static void init_population(search *S, gen *g)
 	int nbest = (int)(S->population * SEARCH_MEASURED_SHARE);
 	for (int i = 0; i < nok && g->n < nbest; i++) {
 		tir_error e;
-		tir_sched *s = search_replay(S->w, S->t, S->rec[ok[i]].trace, &e);
-		int k = s ? pool_add(S, s) : -1;
+		const record *r = &S->rec[ok[i]];
+		tir_sched *s = search_replay(S->w, S->t, r->trace, &e);
+		int k = s ? pool_add_traced(S, s, xstrdup(r->trace), r->hash, r->prog) : -1;
 		if (k >= 0) {
 			gen_push(g, k);
 			S->st.seeded++;
@@ -623,7 +619,7 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 		out[i].trace = c->trace;
 		if (!is_ok(out[i].status, out[i].latency_us))
 			S->errors++;
-		record_add(S, c->trace, c->hash, out[i].status, out[i].latency_us);
+		record_add(S, c->trace, c->hash, c->prog, out[i].status, out[i].latency_us);
 		c->measured = true;
 		S->done++;
 		if (S->o->on_result)
@@ -631,7 +627,6 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 		free((char *)out[i].msg);
 		gflops[i] = gflops_of(S, out[i].status, out[i].latency_us);
 		s[i] = search_replay(S->w, S->t, c->trace, &e);   /* the model's input */
-		set_put(&S->measured_prog, c->prog, S->nrec - 1);
 	}
 	model_update(S, n, s, gflops);
 	for (int i = 0; i < n; i++)
@@ -708,11 +703,10 @@ static void load_prior(search *S)
 		char *trace = tir_sched_trace(s[i]);
 		unsigned char h[32];
 		search_trace_hash(trace, h);
-		unsigned char ph[32];
-		program_hash(s[i], ph);
-		set_put(&S->measured_prog, ph, S->nrec);
 		if (set_find(&S->measured, h) < 0) {
-			record_add(S, trace, h, c->status, c->latency_us);
+			unsigned char ph[32];
+			program_hash(s[i], ph);
+			record_add(S, trace, h, ph, c->status, c->latency_us);
 			gflops[i] = gflops_of(S, c->status, c->latency_us);
 		} else {
 			tir_sched_free(s[i]);
