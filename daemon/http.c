@@ -401,7 +401,8 @@ int http_start(tird *d, char *msg, size_t n)
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		/* no SO_REUSEPORT: a second tird on a port in use must fail, not
+		 * share the port (MHD still sets SO_REUSEADDR, for restarts) */
 		MHD_OPTION_END);
 	if (!m) {
 		snprintf(msg, n, "cannot listen on %s:%d (in use, or not an address of this "

@@ -69,6 +69,14 @@ wait_up "$url" && pass "tird starts and answers /healthz" || { fail "tird did no
 export TIRD_URL=$url TIRD_TOKEN=test-token-0123456789
 ctl() { "$TIRCTL" "$@"; }
 
+# a second tird on the port in use fails, naming it, instead of sharing it
+timeout 10 "$TIRD" --listen 127.0.0.1:$port --db "$tmp/dup.db" --local-workers none \
+	>"$tmp/dup.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "cannot listen on 127.0.0.1:$port" "$tmp/dup.log" \
+	&& pass "a second tird on a port in use exits 1 and says so" \
+	|| fail "second tird on the same port: exit $rc, $(tail -n 1 "$tmp/dup.log")"
+
 curl -sf "$url/metrics" | grep -q '^tird_jobs{state="queued"}' && pass "metrics in Prometheus text" \
 	|| fail "metrics"
 
