@@ -13,6 +13,7 @@
  * bookkeeping is tested on any machine.
  */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +340,7 @@ END_TEST
 typedef struct batch_log {
 	int setups;                /* setups run, one per child */
 	pid_t pid[16];             /* the process that measured each item */
+	int seq[16], nseq;         /* the items in the order they were measured */
 } batch_log;
 
 /* A batch of plain C items, one letter each: o ok, l ok after 0.3 s,
@@ -377,6 +379,8 @@ static int plan_item(void *ctx, int i, tir_child_report *rep, double *max_rel_er
 {
 	batch_plan *p = ctx;
 	p->log->pid[i] = getpid();
+	if (p->log->nseq < 16)
+		p->log->seq[p->log->nseq++] = i;
 	switch (p->items[i]) {
 	case 's':
 		raise(SIGSEGV);
@@ -512,6 +516,61 @@ START_TEST(batch_setup_fails)
 	ck_assert_int_eq(tir_child_batch(0, 1, plan_setup, plan_item, &p, r), 0);
 	/* the CPU runner keeps one child per candidate */
 	ck_assert(tir_runner_cpu.run_batch == NULL);
+	munmap(p.log, sizeof *p.log);
+}
+END_TEST
+
+/* The stream: items put from another thread, out of order and further
+ * apart than the watchdog's timeout, are measured in the order they were
+ * put, the waits not counted; after a crash the rest are measured in a
+ * fresh child forked once the stream is closed; an item never put is
+ * "not measured". */
+typedef struct putter {
+	tir_child_stream *s;
+	const int *order;
+	int n;
+} putter;
+
+static void *put_slowly(void *arg)
+{
+	putter *pu = arg;
+	for (int k = 0; k < pu->n; k++) {
+		nanosleep(&(struct timespec){ 0, 400000000L }, NULL);
+		tir_child_stream_put(pu->s, pu->order[k]);
+	}
+	return NULL;
+}
+
+START_TEST(stream_puts_over_time)
+{
+	batch_plan p = { .items = "ooosooo", .log = batch_log_new() };
+	static const int order[] = { 2, 0, 3, 5, 1, 4 };
+	tir_measure_result r[7];
+	tir_child_stream *s = tir_child_stream_start(7, 0.3, plan_setup, plan_item, &p);
+	putter pu = { s, order, 6 };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, put_slowly, &pu), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(tir_child_stream_finish(s, r), 2);
+	for (int i = 0; i < 6; i++)
+		assert_item(r, i, i == 3 ? TIR_MEASURE_CRASH : TIR_MEASURE_OK, "SIGSEGV");
+	assert_item(r, 6, TIR_MEASURE_RUN_ERROR, "not measured");
+	ck_assert_int_eq(p.log->setups, 2);
+	ck_assert_int_eq(p.log->nseq, 6);
+	for (int k = 0; k < 6; k++)
+		ck_assert_int_eq(p.log->seq[k], order[k]);
+	const pid_t *pid = p.log->pid;
+	ck_assert(pid[2] == pid[0] && pid[0] == pid[3]);
+	ck_assert(pid[5] == pid[1] && pid[1] == pid[4] && pid[5] != pid[3]);
+
+	/* nothing put at all: the child set up, waited, and ended cleanly */
+	memset(p.log, 0, sizeof *p.log);
+	s = tir_child_stream_start(3, 0.3, plan_setup, plan_item, &p);
+	nanosleep(&(struct timespec){ 0, 400000000L }, NULL);
+	ck_assert_int_eq(tir_child_stream_finish(s, r), 1);
+	for (int i = 0; i < 3; i++)
+		assert_item(r, i, TIR_MEASURE_RUN_ERROR, "not measured");
+	ck_assert_int_eq(p.log->setups, 1);
 	munmap(p.log, sizeof *p.log);
 }
 END_TEST
@@ -767,6 +826,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, batch_failures);
 	tcase_add_test(tc, batch_timeout_per_item);
 	tcase_add_test(tc, batch_setup_fails);
+	tcase_add_test(tc, stream_puts_over_time);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("cuda");
 	tcase_set_timeout(tc, 300);

@@ -239,6 +239,10 @@ typedef struct tir_code {
 	int nlaunches;             /* CUDA: kernels in launch order */
 	tir_launch *launches;
 	char entry[64];            /* C: the exported function */
+	/* CUDA: block statements and intrinsic calls in the kernels once the
+	 * compiler has unrolled every loop marked for it — the size of what it
+	 * compiles, which decides how long it takes (0 for C) */
+	int64_t unrolled_blocks;
 } tir_code;
 
 /* Generates code for the program on the target.  The C entry point is
@@ -321,9 +325,10 @@ void tir_measure_cache_free(void *cache);
 
 /* Where the last tir_measure_local with this context spent its time (wall
  * seconds): building (replay, codegen, compile, on every core), the
- * reference, running; of the run, what the candidates took in the
- * measuring processes (loading, checking, timing) and the timing alone; the
- * rest of the run is starting those processes (CUDA: a context each). */
+ * reference, and running after the last build (CUDA measures while it
+ * builds: this is what was still queued; CPU: every run); what the
+ * candidates took in the measuring processes (loading, checking, timing;
+ * for CUDA mostly during the builds) and the timing alone. */
 typedef struct tir_measure_phases {
 	double build_s, reference_s, run_s;
 	double candidates_s, timing_s;

@@ -179,6 +179,10 @@ typedef struct cu_gen {
 	/* emitting a copy stage of a pipelined loop: global -> shared copies
 	 * are cp.async */
 	bool async;
+	/* copies the compiler makes of what is emitted here: the product of
+	 * the enclosing unrolled loops' extents; and the sum over the emitted
+	 * blocks and intrinsic calls, tir_code.unrolled_blocks */
+	int64_t copies, unrolled;
 } cu_gen;
 
 static void fail(cu_gen *g, const char *fmt, ...)
@@ -1162,13 +1166,18 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 		   l->loop_kind == LOOP_VECTORIZED ? "vectorized (scalar)" :
 		   l->loop_kind == LOOP_UNROLLED ? "unroll" :
 		   l->loop_kind == LOOP_PARALLEL ? "parallel (serial on CUDA)" : "serial");
+	int64_t copies = g->copies;
 	if (unroll > 0) {
 		buf_indent(o, depth);
 		buf_printf(o, "#pragma unroll %lld\n", (long long)unroll);
+		g->copies *= unroll < l->extent ? unroll : l->extent;
 	} else if (unrolled) {
 		buf_indent(o, depth);
 		buf_puts(o, "#pragma unroll\n");
+		g->copies *= l->extent;
 	}
+	if (g->copies > ((int64_t)1 << 32))
+		g->copies = (int64_t)1 << 32;
 	buf_indent(o, depth);
 	buf_printf(o, "for (%s ", g->c.d->idx_type);
 	cg_var(o, l->var);
@@ -1179,6 +1188,7 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 	buf_puts(o, ") {\n");
 	cu_allocs(g, l, depth + 1);
 	cu_list(g, l->kids, l->nkids, depth + 1, true);
+	g->copies = copies;
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 }
@@ -1187,6 +1197,8 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 {
 	if (!lower_has_blocks(s))
 		return;
+	if (s->kind == STMT_BLOCK || (s->kind == STMT_FOR && intrin_of_loop(s)))
+		g->unrolled += g->copies;
 	if (s->kind == STMT_FOR && intrin_of_loop(s)) {
 		cu_intrin(g, s, depth);
 	} else if (s->kind == STMT_FOR) {
@@ -1310,7 +1322,7 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	if (lower_program(p, t, &L, err))
 		return NULL;
 	tir_buf o = { 0 };
-	cu_gen g = { .c = { &L, &cuda_dialect_int, &o, NULL }, .err = err,
+	cu_gen g = { .copies = 1, .c = { &L, &cuda_dialect_int, &o, NULL }, .err = err,
 		     .nbufs = p->nbufs };
 	cg_name_buffers(&g.c);
 	g.rd = xcalloc((size_t)p->nbufs + 1, 1);
@@ -1388,6 +1400,7 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 		k++;
 	}
 	code->nlaunches = nk;
+	code->unrolled_blocks = g.unrolled;
 	code->source = buf_take(&o);
 	free(owner);
 	free(g.argbuf);

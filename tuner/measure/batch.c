@@ -2,18 +2,24 @@
  * batch.c — tir_measure_local: a batch of candidates measured on this
  * machine.
  *
- * Two phases, so that timings are clean and builds are fast:
+ * Builds are fast because they run on every core, and runs are clean
+ * because they run one at a time:
  *
- *   1. build, in parallel on every core (search_parallel_for; ctx->threads to limit):
- *      each candidate's trace is replayed on a fresh schedule and validated,
- *      its code generated (tir_codegen) and built by the target's runner;
- *   2. run, ONE AT A TIME: where the runner has run_batch (CUDA), every
- *      candidate that built goes to it in one call, which measures them one
- *      after another in one guarded child (a fresh one after a candidate
- *      that crashes or hangs) and compares each output with the reference
- *      inside it, timing only the ones that matched; otherwise (CPU) each
- *      candidate runs and is timed in a child of its own (runner.c's guard)
- *      and its output is compared here.
+ *   1. build, in parallel on every core (search_parallel_for; ctx->threads to
+ *      limit): first each candidate's trace is replayed on a fresh schedule,
+ *      validated and its code generated (tir_codegen: milliseconds), then
+ *      each is compiled by the target's runner (NVRTC: a tenth of a second
+ *      to seconds);
+ *   2. run, ONE AT A TIME.  Where the runner streams (CUDA), its measuring
+ *      process is forked when the compiles start — its setup, the driver and
+ *      a context, overlaps them — and takes each candidate as soon as it is
+ *      built: it measures them one after another in one guarded child (a
+ *      fresh one after a candidate that crashes or hangs, once the builds
+ *      are over) and compares each output with the reference inside it,
+ *      timing only the ones that matched; the batch then waits only for the
+ *      runs still queued when the last compile ends.  Otherwise (CPU) each
+ *      candidate runs after every build, timed in a child of its own
+ *      (runner.c's guard), and its output is compared here.
  *
  * The reference (the slow double-precision computation, tir_measure_reference)
  * is computed once per (workload, seed): with a search_local context it is
@@ -26,8 +32,10 @@
  * message (malloc'd; the caller frees out[i].msg).
  *
  * Builds run in threads of the calling process, but no candidate code runs
- * in it and the runs fork only after the builders have joined.  The
- * reference is computed before any fork, so the children inherit it.
+ * in it: the streaming runner forks its first child before the builder
+ * threads start and any later one after they have joined; the CPU runs fork
+ * after the builds.  The reference is computed before any fork, so the
+ * children inherit it.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -52,28 +60,43 @@ typedef struct builders {
 	const tir_runner *r;
 	job *jobs;
 	int n;
+	tir_run_stream *stream;    /* NULL: the runs wait for every build */
+	int *order;                /* compile order: largest first */
 } builders;
 
-/* Phase 1 for one candidate. */
-static void build_one(const builders *b, job *j)
+/* Phase 1a for one candidate: replay, validate, generate code. */
+static void generate_at(void *ctx, int i)
 {
+	builders *b = ctx;
+	job *j = &b->jobs[i];
 	tir_error e = { "" };
 	tir_sched *s = search_replay(b->w, b->t, j->trace, &e);
 	if (s)
 		j->code = tir_codegen(tir_sched_program(s), b->t, &e);
-	if (j->code)
-		j->art = b->r->build(j->code, b->t, &e);
 	tir_sched_free(s);
-	if (!j->art) {
+	if (!j->code) {
 		j->status = TIR_MEASURE_BUILD_ERROR;
 		snprintf(j->msg, sizeof j->msg, "%s%s", !s ? "replay: " : "", e.msg);
 	}
 }
 
-static void build_at(void *ctx, int i)
+/* Phase 1b for the k-th candidate in compile order: compile; into the
+ * stream when there is one. */
+static void build_at(void *ctx, int k)
 {
 	builders *b = ctx;
-	build_one(b, &b->jobs[i]);
+	int i = b->order[k];
+	job *j = &b->jobs[i];
+	if (!j->code)
+		return;
+	tir_error e = { "" };
+	j->art = b->r->build(j->code, b->t, &e);
+	if (!j->art) {
+		j->status = TIR_MEASURE_BUILD_ERROR;
+		snprintf(j->msg, sizeof j->msg, "%s", e.msg);
+	} else if (b->stream) {
+		b->r->stream_put(b->stream, i, j->art, j->code);
+	}
 }
 
 void *tir_measure_cache_new(void)
@@ -161,32 +184,46 @@ static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
 	tir_measure_result_clear(&mr);
 }
 
-/* Phase 2 through the runner's run_batch: every candidate that built, in
- * one call. */
-static void run_batched(const builders *b, const tir_measure_opts *o, const double *ref,
-			int64_t ref_n, tir_candidate *out, tir_measure_phases *ph)
+/* The compile order: the biggest compiles (tir_code.unrolled_blocks) first,
+ * so that the slowest of a batch start at once instead of last, on a core
+ * that would otherwise sit idle while they end; ties in batch order. */
+typedef struct sized {
+	int64_t size;
+	int i;
+} sized;
+
+static int by_size(const void *x, const void *y)
 {
-	int *idx = xcalloc((size_t)b->n + 1, sizeof *idx);
-	const tir_artifact **arts = xcalloc((size_t)b->n + 1, sizeof *arts);
-	const tir_code **codes = xcalloc((size_t)b->n + 1, sizeof *codes);
-	int m = 0;
+	const sized *a = x, *b = y;
+	if (a->size != b->size)
+		return a->size > b->size ? -1 : 1;
+	return (a->i > b->i) - (a->i < b->i);
+}
+
+static void compile_order(builders *b)
+{
+	sized *k = xcalloc((size_t)b->n + 1, sizeof *k);
+	for (int i = 0; i < b->n; i++)
+		k[i] = (sized){ b->jobs[i].code ? b->jobs[i].code->unrolled_blocks : -1, i };
+	qsort(k, (size_t)b->n, sizeof *k, by_size);
+	b->order = xcalloc((size_t)b->n + 1, sizeof *b->order);
+	for (int i = 0; i < b->n; i++)
+		b->order[i] = k[i].i;
+	free(k);
+}
+
+/* Phase 2 through the runner's stream: collects what it measured. */
+static void stream_results(const builders *b, tir_candidate *out, tir_measure_phases *ph)
+{
+	tir_measure_result *res = xcalloc((size_t)b->n + 1, sizeof *res);
+	ph->processes = b->r->stream_finish(b->stream, res);
 	for (int i = 0; i < b->n; i++)
 		if (b->jobs[i].status == TIR_MEASURE_OK) {
-			idx[m] = i;
-			arts[m] = b->jobs[i].art;
-			codes[m++] = b->jobs[i].code;
+			record(&res[i], &out[i]);
+			ph->candidates_s += res[i].run_s;
+			ph->timing_s += res[i].timing_s;
 		}
-	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
-	ph->processes = b->r->run_batch(m, arts, codes, o, ref, ref_n, res);
-	for (int k = 0; k < m; k++) {
-		record(&res[k], &out[idx[k]]);
-		ph->candidates_s += res[k].run_s;
-		ph->timing_s += res[k].timing_s;
-	}
 	free(res);
-	free(codes);
-	free(arts);
-	free(idx);
 }
 
 int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int n,
@@ -200,28 +237,38 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 		b.jobs[i].trace = traces[i];
 		b.jobs[i].status = TIR_MEASURE_OK;
 	}
+	int threads = l && l->threads > 0 ? l->threads : 0;
 	tir_measure_phases ph = { 0 };
 	double t0 = tir_now_s();
-	/* 1. build everything, in parallel */
-	search_parallel_for(n, l && l->threads > 0 ? l->threads : 0, build_at, &b);
+	/* 1a. every candidate's code, in parallel (fast next to compiling) */
+	search_parallel_for(n, threads, generate_at, &b);
 	double t1 = tir_now_s();
-	ph.build_s = t1 - t0;
-	for (int i = 0; i < n; i++)
-		ph.built += b.jobs[i].art != NULL;
 
-	/* the reference, from the first candidate that built */
+	/* the reference, with the first candidate's arguments */
 	const double *ref = NULL;
 	int64_t ref_n = 0;
 	bool owned = false;
 	tir_error e = { "" };
-	for (int i = 0; i < n && !ref; i++)
-		if (b.jobs[i].art && !(ref = reference(l, w, b.jobs[i].code, o.seed, &ref_n,
-						      &owned, &e)))
-			break;
+	const tir_code *first = NULL;
+	for (int i = 0; i < n && !first; i++)
+		first = b.jobs[i].code;
+	if (first)
+		ref = reference(l, w, first, o.seed, &ref_n, &owned, &e);
 	double t2 = tir_now_s();
 	ph.reference_s = t2 - t1;
 
-	/* 2. run them one at a time: in one batch where the runner can */
+	/* 1b. compile, in parallel; where the runner streams, its measuring
+	 * process starts now and takes each candidate as it is built */
+	compile_order(&b);
+	if (ref && b.r->stream_start)
+		b.stream = b.r->stream_start(n, first, &o, ref, ref_n);
+	search_parallel_for(n, threads, build_at, &b);
+	double t3 = tir_now_s();
+	ph.build_s = (t1 - t0) + (t3 - t2);
+	for (int i = 0; i < n; i++)
+		ph.built += b.jobs[i].art != NULL;
+
+	/* 2. what is left to run, one at a time */
 	for (int i = 0; i < n; i++) {
 		job *j = &b.jobs[i];
 		memset(&out[i], 0, sizeof out[i]);
@@ -234,13 +281,13 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 		if (j->status != TIR_MEASURE_OK) {
 			out[i].status = j->status;
 			out[i].msg = xstrdup(j->msg);
-		} else if (!b.r->run_batch) {
+		} else if (!b.stream) {
 			run_one(b.r, j, &o, ref, ref_n, &out[i], &ph);
 		}
 	}
-	if (ref && b.r->run_batch)
-		run_batched(&b, &o, ref, ref_n, out, &ph);
-	ph.run_s = tir_now_s() - t2;
+	if (b.stream)
+		stream_results(&b, out, &ph);
+	ph.run_s = tir_now_s() - t3;
 	if (l)
 		l->phases = ph;
 	for (int i = 0; i < n; i++) {
@@ -249,6 +296,7 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	}
 	if (owned)
 		free((double *)ref);
+	free(b.order);
 	free(b.jobs);
 	return 0;
 }

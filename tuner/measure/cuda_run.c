@@ -49,10 +49,14 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "../ir/ir.h"
 #include "../codegen/codegen.h"
 #include "measure.h"
@@ -487,11 +491,18 @@ typedef struct shared_arg {
 	CUdeviceptr base;          /* guard, bytes, guard (in the child) */
 } shared_arg;
 
+/* A candidate put in the stream: its cubin and its code's tables, copied
+ * to the stream's shared data area at `off` — the arguments, the launches,
+ * then the image — for the children forked before it was built. */
+typedef struct slot {
+	size_t off, image_size;
+	int sm, nargs, nlaunches;
+} slot;
+
 typedef struct cuda_batch {
 	/* the parent's, read by the children */
-	const tir_artifact *const *a;
-	const tir_code *const *c;
-	const int *idx;            /* batch item -> index in a[] and c[] */
+	const slot *slots;         /* [n], shared */
+	const unsigned char *data; /* shared */
 	const tir_measure_opts *o;
 	const double *ref;
 	int64_t ref_n;
@@ -793,11 +804,19 @@ static bool item_must_end(cuda_batch *b, const tir_child_report *rep)
 	       b->x.cu.CtxSynchronize() != CUDA_SUCCESS;
 }
 
-static int batch_item(void *ctx, int k, tir_child_report *rep, double *max_rel_error)
+static int batch_item(void *ctx, int i, tir_child_report *rep, double *max_rel_error)
 {
 	cuda_batch *b = ctx;
-	int i = b->idx[k];
-	if (item_run(b, b->a[i], b->c[i], rep, max_rel_error) == 0) {
+	const slot *sl = &b->slots[i];
+	const unsigned char *at = b->data + sl->off;
+	tir_code c = { .nargs = sl->nargs, .args = (tir_arg_info *)(uintptr_t)at,
+		       .nlaunches = sl->nlaunches };
+	at += (size_t)sl->nargs * sizeof(tir_arg_info);
+	c.launches = (tir_launch *)(uintptr_t)at;
+	at += (size_t)sl->nlaunches * sizeof(tir_launch);
+	tir_artifact a = { .runner = &tir_runner_cuda, .image = (char *)(uintptr_t)at,
+			   .image_size = sl->image_size, .sm = sl->sm };
+	if (item_run(b, &a, &c, rep, max_rel_error) == 0) {
 		rep->status = TIR_MEASURE_OK;
 		rep->msg[0] = '\0';
 	}
@@ -805,46 +824,137 @@ static int batch_item(void *ctx, int k, tir_child_report *rep, double *max_rel_e
 	return item_must_end(b, rep) ? TIR_BATCH_END : 0;
 }
 
-/* The candidates idx[0..m-1], which share the arguments of the first, in
- * tir_child_batch; their results into r[idx[k]].  The inputs are filled
- * here, once, and reach every child through the fork. */
-static int batch_members(const tir_artifact *const *a, const tir_code *const *c,
-			 const int *idx, int m, const tir_measure_opts *o,
-			 const double *ref, int64_t ref_n, tir_measure_result *r)
+/* ---- the measuring stream ------------------------------------------------------------------ */
+
+struct tir_run_stream {
+	int n;
+	tir_measure_opts o;
+	const tir_code *first;     /* the argument list every streamed candidate shares */
+	const double *ref;
+	int64_t ref_n;
+	cuda_batch b;              /* what the children inherit */
+	tir_child_stream *cs;      /* NULL: no child (nothing to measure, or setup failed) */
+	/* the shared mapping: n slots, then the data area */
+	void *map;
+	size_t map_bytes, data_bytes;
+	slot *slots;
+	unsigned char *data;
+	pthread_mutex_t lock;      /* used, alone_a / alone_c */
+	size_t used;
+	/* put but run on their own at finish: other arguments, or no room */
+	const tir_artifact **alone_a;
+	const tir_code **alone_c;
+	char fail[256];            /* start failed: every candidate's message */
+};
+
+/* The shared data area: room for the tables and cubins of a batch (most
+ * cubins are tens to hundreds of KiB); pages are used only when written. */
+static size_t stream_data_bytes(int n)
 {
-	const tir_code *first = c[idx[0]];
-	cuda_batch b = { .a = a, .c = c, .idx = idx, .o = o, .ref = ref, .ref_n = ref_n,
-			 .out_k = -1 };
-	b.sh = xcalloc((size_t)first->nargs + 1, sizeof *b.sh);
+	return ((size_t)64 << 20) + (size_t)n * ((size_t)2 << 20);
+}
+
+static size_t round16(size_t x)
+{
+	return (x + 15) & ~(size_t)15;
+}
+
+static tir_run_stream *cuda_stream_start(int n, const tir_code *first,
+					 const tir_measure_opts *opts, const double *ref,
+					 int64_t ref_n)
+{
+	tir_run_stream *s = xcalloc(1, sizeof *s);
+	s->n = n > 0 ? n : 0;
+	s->o = tir_measure_opts_default(opts);
+	s->first = first;
+	s->ref = ref;
+	s->ref_n = ref_n;
+	pthread_mutex_init(&s->lock, NULL);
+	s->alone_a = xcalloc((size_t)s->n + 1, sizeof *s->alone_a);
+	s->alone_c = xcalloc((size_t)s->n + 1, sizeof *s->alone_c);
+	if (s->n == 0 || !first)
+		return s;
+	s->data_bytes = stream_data_bytes(s->n);
+	size_t table = round16((size_t)s->n * sizeof(slot));
+	s->map_bytes = table + s->data_bytes;
+	s->map = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s->map == MAP_FAILED) {
+		s->map = NULL;
+		snprintf(s->fail, sizeof s->fail, "cuda: cannot map %zu bytes for the "
+			 "candidates: %s", s->map_bytes, strerror(errno));
+		return s;
+	}
+	s->slots = s->map;
+	s->data = (unsigned char *)s->map + table;
+
+	cuda_batch *b = &s->b;
+	*b = (cuda_batch){ .slots = s->slots, .data = s->data, .o = &s->o, .ref = ref,
+			   .ref_n = ref_n, .out_k = -1 };
+	b->sh = xcalloc((size_t)first->nargs + 1, sizeof *b->sh);
 	for (int i = 0; i < first->nargs; i++) {
 		const tir_arg_info *ai = &first->args[i];
 		if (ai->is_scratch)
 			continue;
-		shared_arg *s = &b.sh[b.nshared];
-		s->info = ai;
-		s->bytes = arg_bytes(ai);
+		shared_arg *sa = &b->sh[b->nshared];
+		sa->info = ai;
+		sa->bytes = arg_bytes(ai);
 		if (ai->is_output) {
-			b.out_k = b.nshared;
+			b->out_k = b->nshared;
 		} else {
-			void *host = xmalloc(s->bytes + 1);
-			tir_measure_fill(first, i, o->seed, host);
-			s->host = host;
+			void *host = xmalloc(sa->bytes + 1);
+			tir_measure_fill(first, i, s->o.seed, host);
+			sa->host = host;
 		}
-		b.nshared++;
+		b->nshared++;
 	}
-	tir_measure_result *res = xcalloc((size_t)m, sizeof *res);
-	int children = tir_child_batch(m, o->timeout_s, batch_setup, batch_item, &b, res);
-	for (int k = 0; k < m; k++)
-		r[idx[k]] = res[k];
-	for (int k = 0; k < b.nshared; k++)
-		free((void *)b.sh[k].host);
-	free(b.sh);
-	free(res);
-	return children;
+	s->cs = tir_child_stream_start(s->n, s->o.timeout_s, batch_setup, batch_item, b);
+	return s;
 }
 
-/* A candidate whose arguments differ from the batch's: a child of its own
- * (run), then the check. */
+/* Copies a's cubin and c's tables into the data area; false when there is
+ * no room left. */
+static bool stream_copy(tir_run_stream *s, int i, const tir_artifact *a, const tir_code *c)
+{
+	size_t tables = (size_t)c->nargs * sizeof(tir_arg_info) +
+			(size_t)c->nlaunches * sizeof(tir_launch);
+	size_t need = round16(tables + a->image_size);
+	pthread_mutex_lock(&s->lock);
+	size_t off = s->used;
+	bool room = s->data && need <= s->data_bytes - off;
+	if (room)
+		s->used += need;
+	pthread_mutex_unlock(&s->lock);
+	if (!room)
+		return false;
+	unsigned char *at = s->data + off;
+	memcpy(at, c->args, (size_t)c->nargs * sizeof(tir_arg_info));
+	at += (size_t)c->nargs * sizeof(tir_arg_info);
+	memcpy(at, c->launches, (size_t)c->nlaunches * sizeof(tir_launch));
+	at += (size_t)c->nlaunches * sizeof(tir_launch);
+	memcpy(at, a->image, a->image_size);
+	s->slots[i] = (slot){ .off = off, .image_size = a->image_size, .sm = a->sm,
+			      .nargs = c->nargs, .nlaunches = c->nlaunches };
+	return true;
+}
+
+static void cuda_stream_put(tir_run_stream *s, int i, const tir_artifact *a,
+			    const tir_code *c)
+{
+	if (i < 0 || i >= s->n || !a || !a->image)
+		return;
+	if (s->cs && same_args(s->first, c) && stream_copy(s, i, a, c)) {
+		tir_child_stream_put(s->cs, i);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->alone_a[i] = a;
+	s->alone_c[i] = c;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* A candidate that could not be streamed: a child of its own (run), then
+ * the check. */
 static void run_alone(const tir_artifact *a, const tir_code *c, const tir_measure_opts *o,
 		      const double *ref, int64_t ref_n, tir_measure_result *r)
 {
@@ -856,39 +966,49 @@ static void run_alone(const tir_artifact *a, const tir_code *c, const tir_measur
 	r->out_elems = 0;
 }
 
+static int cuda_stream_finish(tir_run_stream *s, tir_measure_result *r)
+{
+	int children = 0;
+	if (s->cs) {
+		children = tir_child_stream_finish(s->cs, r);
+	} else {
+		for (int i = 0; i < s->n; i++) {
+			memset(&r[i], 0, sizeof r[i]);
+			r[i].max_rel_error = -1;
+			r[i].status = TIR_MEASURE_RUN_ERROR;
+			snprintf(r[i].msg, sizeof r[i].msg, "%s",
+				 s->fail[0] ? s->fail : "cuda: nothing built");
+		}
+	}
+	for (int i = 0; i < s->n; i++)
+		if (s->alone_a[i]) {
+			run_alone(s->alone_a[i], s->alone_c[i], &s->o, s->ref, s->ref_n, &r[i]);
+			children++;
+		}
+	for (int k = 0; k < s->b.nshared; k++)
+		free((void *)s->b.sh[k].host);
+	free(s->b.sh);
+	if (s->map)
+		munmap(s->map, s->map_bytes);
+	free(s->alone_a);
+	free(s->alone_c);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return children;
+}
+
 static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
 			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
 			  tir_measure_result *r)
 {
-	tir_measure_opts o = tir_measure_opts_default(opts);
-	int *idx = xcalloc((size_t)n + 1, sizeof *idx);
-	bool *alone = xcalloc((size_t)n + 1, sizeof *alone);
-	int m = 0, first = -1, children = 0;
-	for (int i = 0; i < n; i++) {
-		memset(&r[i], 0, sizeof r[i]);
-		r[i].max_rel_error = -1;
-		if (!a[i] || !a[i]->image) {
-			r[i].status = TIR_MEASURE_RUN_ERROR;
-			snprintf(r[i].msg, sizeof r[i].msg, "cuda: nothing built");
-			continue;
-		}
-		if (first < 0)
-			first = i;
-		if (same_args(c[first], c[i]))
-			idx[m++] = i;
-		else
-			alone[i] = true;
-	}
-	if (m > 0)
-		children += batch_members(a, c, idx, m, &o, ref, ref_n, r);
+	const tir_code *first = NULL;
+	for (int i = 0; i < n && !first; i++)
+		if (a[i] && a[i]->image)
+			first = c[i];
+	tir_run_stream *s = cuda_stream_start(n, first, opts, ref, ref_n);
 	for (int i = 0; i < n; i++)
-		if (alone[i]) {
-			run_alone(a[i], c[i], &o, ref, ref_n, &r[i]);
-			children++;
-		}
-	free(idx);
-	free(alone);
-	return children;
+		cuda_stream_put(s, i, a[i], c[i]);
+	return cuda_stream_finish(s, r);
 }
 
 /* ---- device properties (in a child) ----------------------------------------------------------- */
@@ -968,6 +1088,36 @@ int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err)
 
 #else /* !HAVE_CUDA */
 
+struct tir_run_stream {
+	int n;
+};
+
+static tir_run_stream *cuda_stream_start(int n, const tir_code *first,
+					 const tir_measure_opts *opts, const double *ref,
+					 int64_t ref_n)
+{
+	tir_run_stream *s = xcalloc(1, sizeof *s);
+	s->n = n;
+	return s;
+}
+
+static void cuda_stream_put(tir_run_stream *s, int i, const tir_artifact *a,
+			    const tir_code *c)
+{
+}
+
+static int cuda_stream_finish(tir_run_stream *s, tir_measure_result *r)
+{
+	for (int i = 0; i < s->n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].max_rel_error = -1;
+		r[i].status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r[i].msg, sizeof r[i].msg, "cuda: libtir was built without CUDA");
+	}
+	free(s);
+	return 0;
+}
+
 static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
 			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
 			  tir_measure_result *r)
@@ -1034,4 +1184,7 @@ const tir_runner tir_runner_cuda = {
 	.run = cuda_run,
 	.free = cuda_free,
 	.run_batch = cuda_run_batch,
+	.stream_start = cuda_stream_start,
+	.stream_put = cuda_stream_put,
+	.stream_finish = cuda_stream_finish,
 };

@@ -166,6 +166,8 @@ typedef struct tir_artifact {
 	int sm;                    /* cuda: compiled for */
 } tir_artifact;
 
+typedef struct tir_run_stream tir_run_stream;
+
 typedef struct tir_runner {
 	const char *name;
 	/* Builds code for target; NULL with the compiler's message on failure.
@@ -191,6 +193,23 @@ typedef struct tir_runner {
 	int (*run_batch)(int n, const tir_artifact *const *a, const tir_code *const *c,
 			 const tir_measure_opts *o, const double *ref, int64_t ref_n,
 			 tir_measure_result *r);
+	/* Optional, where run_batch is: the same measurement as a stream, so
+	 * that runs overlap the builds (run_batch is start, put, finish).
+	 * stream_start forks the measuring process at once — in the calling
+	 * thread, before the builders start — with first's inputs (the argument
+	 * list of the batch) and ref, which must stay valid until finish.
+	 * stream_put (any thread) hands it candidate i (0 <= i < n) once built;
+	 * it is measured while others still build, in the order they are put.
+	 * a and c must stay valid until finish: a candidate whose arguments
+	 * differ from first's runs on its own there.  stream_finish waits for
+	 * the last, fills r[0..n-1] as run_batch does (a candidate never put:
+	 * RUN_ERROR) and returns the number of child processes used. */
+	tir_run_stream *(*stream_start)(int n, const tir_code *first,
+					const tir_measure_opts *o, const double *ref,
+					int64_t ref_n);
+	void (*stream_put)(tir_run_stream *s, int i, const tir_artifact *a,
+			   const tir_code *c);
+	int (*stream_finish)(tir_run_stream *s, tir_measure_result *r);
 } tir_runner;
 
 extern const tir_runner tir_runner_cpu;
@@ -327,6 +346,29 @@ int tir_child_batch(int n, double timeout_s,
 		    int (*item)(void *ctx, int i, tir_child_report *rep,
 				double *max_rel_error),
 		    void *ctx, tir_measure_result *r);
+
+/* The same guard over items that become ready over time (tir_child_batch
+ * is start, every item put, finish).  start forks the first child at once,
+ * in the calling thread, so its setup (a CUDA context) overlaps whatever
+ * the caller does next; items are measured in the order they are put;
+ * while the child waits for one, the watchdog does not count.  put (from
+ * any thread) says item i (0 <= i < n, at most once) is ready: what the
+ * child's item(ctx, i) reads must by then be in memory the child shares
+ * (MAP_SHARED mapped before start; ctx itself is the parent's memory as it
+ * was at the fork).  finish closes the stream, waits for the children and
+ * fills r[0..n-1] as tir_child_batch does — an item never put gets
+ * RUN_ERROR "not measured" — and returns the number of children forked.
+ * After a child dies a fresh one is forked only once the stream is closed:
+ * callers put from threads that build, and a fork while another thread
+ * holds a lock (the dynamic loader's, say) could leave the child stuck. */
+typedef struct tir_child_stream tir_child_stream;
+tir_child_stream *tir_child_stream_start(int n, double timeout_s,
+					 int (*setup)(void *ctx, tir_child_report *rep),
+					 int (*item)(void *ctx, int i, tir_child_report *rep,
+						     double *max_rel_error),
+					 void *ctx);
+void tir_child_stream_put(tir_child_stream *s, int i);
+int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r);
 
 /* Index of c's output argument, or -1. */
 int tir_code_output(const tir_code *c);

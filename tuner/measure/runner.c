@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -593,11 +594,18 @@ typedef struct batch_item {
 	double run_s, timing_s;    /* wall seconds: the item, its timing */
 } batch_item;
 
-/* The mapping every child of one batch shares with the parent. */
+/* The mapping every child of one stream shares with the parent.  Items
+ * are measured in the order they were put: position p is item order[p]. */
 typedef struct batch_shared {
-	atomic_int current;        /* the item the child is on; -1 while it sets up */
+	atomic_int current;        /* the position the child is on; -1 while it sets up */
+	atomic_int beat;           /* moves when the child starts an item and while it
+				    * waits for one: the watchdog's progress */
+	atomic_int count;          /* positions put: order[0..count-1] */
+	atomic_int closed;         /* 1: nothing more will be put */
+	int setup_done;            /* the child's setup succeeded */
 	int setup_failed;          /* setup returned -1: setup_msg says why */
 	char setup_msg[512];
+	int *order;                /* [n], in this mapping after items */
 	batch_item items[];
 } batch_shared;
 
@@ -608,6 +616,24 @@ typedef struct batch_fns {
 	double timeout_s;
 } batch_fns;
 
+struct tir_child_stream {
+	batch_shared *sh;
+	size_t size;
+	int n;
+	batch_fns f;
+	pthread_mutex_t put_lock;  /* order[] and count, among putting threads */
+	pthread_mutex_t lock;      /* closed, below */
+	pthread_cond_t closed_cv;
+	bool closed;
+	pthread_t guard;
+	bool guard_started;
+	pid_t first_pid;           /* forked by start; 0: fork failed */
+	int children;
+	/* why the items not measured were not: set by the guard when it gave up */
+	int fail_status;
+	char fail_msg[512];
+};
+
 static void report_reset(tir_child_report *rep, const char *msg)
 {
 	memset(rep, 0, sizeof *rep);
@@ -615,11 +641,32 @@ static void report_reset(tir_child_report *rep, const char *msg)
 	snprintf(rep->msg, sizeof rep->msg, "%s", msg);
 }
 
-/* In the child: setup, then items first.. in order until one asks to end.
- * The item's report is copied to the mapping only when it is complete, and
- * `current` moves only after that, so the parent never blames a finished
- * item nor reads a half-written one. */
-static void batch_child(batch_shared *sh, int first, int n, const batch_fns *f)
+/* In the child: the item at position pos once it is put, or -1 when the
+ * stream is closed without it.  Waiting moves `beat`, so the watchdog
+ * does not count the time. */
+static int stream_wait(batch_shared *sh, int pos)
+{
+	double nap = 20e-6;
+	for (;;) {
+		int closed = atomic_load(&sh->closed);
+		if (pos < atomic_load(&sh->count))
+			return sh->order[pos];
+		if (closed)
+			return -1;
+		atomic_fetch_add(&sh->beat, 1);
+		struct timespec ts = { 0, (long)(nap * 1e9) };
+		nanosleep(&ts, NULL);
+		if (nap < 1e-3)
+			nap *= 2;
+	}
+}
+
+/* In the child: setup, then the items from position first on, as they
+ * are put, until the stream is closed or one asks to end.  The item's
+ * report is copied to the mapping only when it is complete, and `current`
+ * moves only after that, so the parent never blames a finished item nor
+ * reads a half-written one. */
+static void batch_child(batch_shared *sh, int first, const batch_fns *f)
 {
 	tir_child_report rep;
 	report_reset(&rep, "the measuring process's setup ended without a report");
@@ -629,8 +676,13 @@ static void batch_child(batch_shared *sh, int first, int n, const batch_fns *f)
 		sh->setup_failed = 1;
 		return;
 	}
-	for (int i = first; i < n; i++) {
-		atomic_store(&sh->current, i);
+	sh->setup_done = 1;
+	for (int pos = first;; pos++) {
+		int i = stream_wait(sh, pos);
+		if (i < 0)
+			return;
+		atomic_store(&sh->current, pos);
+		atomic_fetch_add(&sh->beat, 1);
 		report_reset(&rep, "the candidate ended without a report");
 		double err = -1, t0 = tir_now_s();
 		int end = f->item(f->ctx, i, &rep, &err);
@@ -650,28 +702,18 @@ static void batch_child(batch_shared *sh, int first, int n, const batch_fns *f)
 	}
 }
 
-/* Gives items first..n-1 that are not done the status and message. */
-static void batch_fail_rest(batch_shared *sh, int first, int n, int status,
-			    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The guard gives up: every item not measured, put now or later, gets
+ * this status and message (applied by tir_child_stream_finish). */
+static void stream_fail(tir_child_stream *s, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static void batch_fail_rest(batch_shared *sh, int first, int n, int status,
-			    const char *fmt, ...)
+static void stream_fail(tir_child_stream *s, int status, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(s->fail_msg, sizeof s->fail_msg, fmt, ap);
 	va_end(ap);
-	for (int i = first; i < n; i++) {
-		batch_item *it = &sh->items[i];
-		if (it->done)
-			continue;
-		memset(it, 0, sizeof *it);
-		it->status = status;
-		snprintf(it->msg, sizeof it->msg, "%s", msg);
-		it->max_rel_error = -1;
-		it->done = 1;
-	}
+	s->fail_status = status;
 }
 
 /* A child died during item `it` (wait status st; watchdog: it was killed
@@ -695,102 +737,180 @@ static void batch_blame(batch_item *it, int watchdog, int st, double timeout_s)
 	}
 }
 
-/* A child ended before its first item: its setup failed, and so would the
- * next child's.  Every item left gets the reason. */
-static void batch_setup_failed(batch_shared *sh, int first, int n, int watchdog,
-			       int st, double timeout_s)
+/* A child failed its setup: so would the next child's.  Every item left
+ * gets the reason. */
+static void batch_setup_failed(tir_child_stream *s, int watchdog, int st)
 {
 	const int err = TIR_MEASURE_RUN_ERROR;
 	char sig[128];
 	if (watchdog) {
-		batch_fail_rest(sh, first, n, err, "setting up the measuring process "
-				"timed out after %g s", timeout_s);
+		stream_fail(s, err, "setting up the measuring process timed out after %g s",
+			    s->f.timeout_s);
 	} else if (WIFSIGNALED(st)) {
 		signal_msg(WTERMSIG(st), sig, sizeof sig);
-		batch_fail_rest(sh, first, n, err, "setting up the measuring process: %s",
-				sig);
-	} else if (sh->setup_failed) {
-		batch_fail_rest(sh, first, n, err, "%s", sh->setup_msg);
+		stream_fail(s, err, "setting up the measuring process: %s", sig);
+	} else if (s->sh->setup_failed) {
+		stream_fail(s, err, "%s", s->sh->setup_msg);
 	} else {
-		batch_fail_rest(sh, first, n, err, "the measuring process exited with "
-				"status %d while setting up",
-				WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		stream_fail(s, err, "the measuring process exited with status %d while "
+			    "setting up", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
 }
 
-/* Forks one child for items first..n-1, watches it and settles how it
- * ended.  Returns the item the next child starts from; n when none is
- * needed. */
-static int batch_round(batch_shared *sh, int first, int n, const batch_fns *f,
-		       int *children)
+/* Forks one child for the positions from first on; its pid, or -1 with
+ * the stream failed. */
+static pid_t stream_fork(tir_child_stream *s, int first)
 {
+	batch_shared *sh = s->sh;
 	atomic_store(&sh->current, -1);
+	sh->setup_done = 0;
 	sh->setup_failed = 0;
 	fflush(stdout);
 	fflush(stderr);
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
-		batch_fail_rest(sh, first, n, TIR_MEASURE_RUN_ERROR, "fork: %s",
-				strerror(errno));
-		return n;
+		stream_fail(s, TIR_MEASURE_RUN_ERROR, "fork: %s", strerror(errno));
+		return -1;
 	}
 	if (pid == 0) {
 		child_setup(parent);
-		batch_child(sh, first, n, f);
+		batch_child(sh, first, &s->f);
 		_exit(0);
 	}
-	(*children)++;
+	s->children++;
+	return pid;
+}
 
+/* Watches child pid and settles how it ended.  Returns the position the
+ * next child starts from, or -1 when no child is to follow (the stream
+ * failed, or a child's setup did). */
+static int stream_watch(tir_child_stream *s, pid_t pid)
+{
+	batch_shared *sh = s->sh;
 	int st = 0;
-	int w = watch_child(pid, f->timeout_s, &sh->current, &st);
+	int w = watch_child(pid, s->f.timeout_s, &sh->beat, &st);
 	int cur = atomic_load(&sh->current);
 	if (w < 0) {
-		batch_fail_rest(sh, first, n, TIR_MEASURE_RUN_ERROR, "waitpid: %s",
-				strerror(errno));
-		return n;
+		stream_fail(s, TIR_MEASURE_RUN_ERROR, "waitpid: %s", strerror(errno));
+		return -1;
 	}
 	if (cur < 0) {
-		batch_setup_failed(sh, first, n, w == 1, st, f->timeout_s);
-		return n;
+		if (w == 1 || !sh->setup_done) {
+			batch_setup_failed(s, w == 1, st);
+			return -1;
+		}
+		return 0;                     /* set up, then closed with nothing put */
 	}
-	if (!sh->items[cur].done)
-		batch_blame(&sh->items[cur], w == 1, st, f->timeout_s);
+	batch_item *it = &sh->items[sh->order[cur]];
+	if (!it->done)
+		batch_blame(it, w == 1, st, s->f.timeout_s);
 	return cur + 1;
 }
 
-int tir_child_batch(int n, double timeout_s,
-		    int (*setup)(void *ctx, tir_child_report *rep),
-		    int (*item)(void *ctx, int i, tir_child_report *rep,
-				double *max_rel_error),
-		    void *ctx, tir_measure_result *r)
+/* The guard thread: watches the first child, and forks the next one after
+ * a child ended with items left.  A fresh child is forked only once the
+ * stream is closed: the callers put from threads that build (a compiler
+ * in another thread may hold a lock the child would need), and by then
+ * they have joined. */
+static void *stream_guard(void *arg)
 {
-	for (int i = 0; i < n; i++) {
-		memset(&r[i], 0, sizeof r[i]);
-		r[i].max_rel_error = -1;
+	tir_child_stream *s = arg;
+	int next = s->first_pid > 0 ? stream_watch(s, s->first_pid) : -1;
+	while (next >= 0) {
+		pthread_mutex_lock(&s->lock);
+		while (!s->closed)
+			pthread_cond_wait(&s->closed_cv, &s->lock);
+		pthread_mutex_unlock(&s->lock);
+		if (next >= atomic_load(&s->sh->count))
+			break;
+		pid_t pid = stream_fork(s, next);
+		if (pid < 0)
+			break;
+		next = stream_watch(s, pid);
 	}
-	if (n <= 0)
-		return 0;
-	size_t size = sizeof(batch_shared) + (size_t)n * sizeof(batch_item);
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	return NULL;
+}
+
+tir_child_stream *tir_child_stream_start(int n, double timeout_s,
+					 int (*setup)(void *ctx, tir_child_report *rep),
+					 int (*item)(void *ctx, int i, tir_child_report *rep,
+						     double *max_rel_error),
+					 void *ctx)
+{
+	tir_child_stream *s = xcalloc(1, sizeof *s);
+	s->n = n > 0 ? n : 0;
+	s->f = (batch_fns){ setup, item, ctx, timeout_s };
+	pthread_mutex_init(&s->put_lock, NULL);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->closed_cv, NULL);
+	s->size = sizeof(batch_shared) + (size_t)s->n * (sizeof(batch_item) + sizeof(int));
+	void *p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 		       -1, 0);
 	if (p == MAP_FAILED) {
-		for (int i = 0; i < n; i++) {
-			r[i].status = TIR_MEASURE_RUN_ERROR;
-			snprintf(r[i].msg, sizeof r[i].msg, "cannot map %zu bytes for the "
-				 "reports: %s", size, strerror(errno));
-		}
-		return 0;
+		stream_fail(s, TIR_MEASURE_RUN_ERROR, "cannot map %zu bytes for the reports: %s",
+			    s->size, strerror(errno));
+		return s;
 	}
-	batch_shared *sh = p;             /* zeroed: no item done */
-	atomic_init(&sh->current, -1);
-	batch_fns f = { setup, item, ctx, timeout_s };
-	int children = 0;
-	for (int next = 0; next < n; )
-		next = batch_round(sh, next, n, &f, &children);
+	s->sh = p;                        /* zeroed: no item done, none put */
+	s->sh->order = (int *)(void *)&s->sh->items[s->n];
+	atomic_init(&s->sh->current, -1);
+	if (s->n == 0)
+		return s;
+	pid_t pid = stream_fork(s, 0);
+	s->first_pid = pid > 0 ? pid : 0;
+	if (pthread_create(&s->guard, NULL, stream_guard, s) == 0) {
+		s->guard_started = true;
+	} else {
+		stream_fail(s, TIR_MEASURE_RUN_ERROR, "cannot start the guard thread");
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+	}
+	return s;
+}
 
-	for (int i = 0; i < n; i++) {
-		const batch_item *it = &sh->items[i];
+void tir_child_stream_put(tir_child_stream *s, int i)
+{
+	if (!s->sh || i < 0 || i >= s->n)
+		return;
+	pthread_mutex_lock(&s->put_lock);
+	int c = atomic_load(&s->sh->count);
+	if (c < s->n) {
+		s->sh->order[c] = i;
+		atomic_store(&s->sh->count, c + 1);
+	}
+	pthread_mutex_unlock(&s->put_lock);
+}
+
+int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r)
+{
+	for (int i = 0; i < s->n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].max_rel_error = -1;
+		r[i].status = TIR_MEASURE_RUN_ERROR;
+		snprintf(r[i].msg, sizeof r[i].msg, "not measured: never put in the stream");
+	}
+	if (s->sh)
+		atomic_store(&s->sh->closed, 1);
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	pthread_cond_broadcast(&s->closed_cv);
+	pthread_mutex_unlock(&s->lock);
+	if (s->guard_started)
+		pthread_join(s->guard, NULL);
+	int count = s->sh ? atomic_load(&s->sh->count) : 0;
+	for (int p = 0; p < count; p++) {
+		int i = s->sh->order[p];
+		const batch_item *it = &s->sh->items[i];
+		if (!it->done) {
+			r[i].status = s->fail_status ? s->fail_status : TIR_MEASURE_RUN_ERROR;
+			snprintf(r[i].msg, sizeof r[i].msg, "%s", s->fail_msg[0] ? s->fail_msg
+				 : "the measuring process ended before this candidate");
+			continue;
+		}
 		r[i].status = (tir_measure_status)it->status;
 		if ((int)r[i].status < 0 || r[i].status >= TIR_MEASURE_NSTATUSES)
 			r[i].status = TIR_MEASURE_RUN_ERROR;
@@ -805,8 +925,26 @@ int tir_child_batch(int n, double timeout_s,
 		r[i].run_s = it->run_s;
 		r[i].timing_s = it->timing_s;
 	}
-	munmap(p, size);
+	int children = s->children;
+	if (s->sh)
+		munmap(s->sh, s->size);
+	pthread_cond_destroy(&s->closed_cv);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->put_lock);
+	free(s);
 	return children;
+}
+
+int tir_child_batch(int n, double timeout_s,
+		    int (*setup)(void *ctx, tir_child_report *rep),
+		    int (*item)(void *ctx, int i, tir_child_report *rep,
+				double *max_rel_error),
+		    void *ctx, tir_measure_result *r)
+{
+	tir_child_stream *s = tir_child_stream_start(n, timeout_s, setup, item, ctx);
+	for (int i = 0; i < n; i++)
+		tir_child_stream_put(s, i);
+	return tir_child_stream_finish(s, r);
 }
 
 int tir_child_measure(const tir_code *c, double timeout_s,
