@@ -505,7 +505,8 @@ END_TEST
 
 /* MM64 (64 x 64 x 64): the k loop unrolled is 64 copies of the block, j too
  * 4096 > VFY_MAX_UNROLLED; as an auto_unroll_max_step the same, and a
- * step below the nest's size unrolls nothing. */
+ * step below the nest's size unrolls nothing; an "unroll" = N annotation
+ * makes N copies (`#pragma unroll N`). */
 START_TEST(test_unrolled_too_much)
 {
 	prog g = build(MM64);
@@ -515,7 +516,7 @@ START_TEST(test_unrolled_too_much)
 	ok(&g, &t_cuda);
 	loop(c, 1)->loop_kind = LOOP_UNROLLED;
 	ok(&g, &t_cpu);
-	bad(&g, &t_cuda, "unrolls to 4096 block instances, more than 2048");
+	bad(&g, &t_cuda, "unrolls to 4096 block instances, more than 1024");
 	loop(c, 1)->loop_kind = LOOP_SERIAL;
 	loop(c, 2)->loop_kind = LOOP_SERIAL;
 	tir_stmt *j = loop(c, 1);
@@ -523,6 +524,13 @@ START_TEST(test_unrolled_too_much)
 	j->ann[j->nann++].value = 4096;
 	bad(&g, &t_cuda, "unrolls to 4096 block instances");
 	j->ann[j->nann - 1].value = 512;     /* j's nest is 4096: only k unrolls */
+	ok(&g, &t_cuda);
+	j->nann--;
+	loop(c, 2)->loop_kind = LOOP_UNROLLED;
+	j->ann[j->nann].key = "unroll";
+	j->ann[j->nann++].value = 32;        /* 32 x 64 */
+	bad(&g, &t_cuda, "unrolls to 2048 block instances, more than 1024");
+	j->ann[j->nann - 1].value = 16;      /* 16 x 64 */
 	ok(&g, &t_cuda);
 	drop(&g);
 }

@@ -22,6 +22,15 @@ typedef struct tir_codegen_backend {
 extern const tir_codegen_backend tir_codegen_c;
 extern const tir_codegen_backend tir_codegen_cuda;
 
+/* The size of what NVRTC compiles for s (a kernel, or the program's root):
+ * its blocks and intrinsic calls
+ * counted once per copy the compiler makes of them, i.e. multiplied by the
+ * extent of every enclosing loop the CUDA code unrolls (unroll, vectorized,
+ * vthread loops, `unroll` annotations, loops under "auto_unroll_max_step"
+ * small enough), thread-bound loops once.  Compile time grows faster than
+ * it (tir_code.unrolled_blocks; validation bounds it). */
+int64_t cuda_unrolled_blocks(const tir_stmt *s);
+
 /* ---- lower.c: allocation sites, compaction, flattened offsets ------------- */
 
 /* How one buffer is laid out in the generated code.  Params and global-scope

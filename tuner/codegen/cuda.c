@@ -179,10 +179,6 @@ typedef struct cu_gen {
 	/* emitting a copy stage of a pipelined loop: global -> shared copies
 	 * are cp.async */
 	bool async;
-	/* copies the compiler makes of what is emitted here: the product of
-	 * the enclosing unrolled loops' extents; and the sum over the emitted
-	 * blocks and intrinsic calls, tir_code.unrolled_blocks */
-	int64_t copies, unrolled;
 } cu_gen;
 
 static void fail(cu_gen *g, const char *fmt, ...)
@@ -1141,6 +1137,50 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 	buf_puts(o, "}\n");
 }
 
+/* Whether the non-hardware loop l gets a bare `#pragma unroll` under an
+ * "auto_unroll_max_step" of auto_unroll: unroll, vectorized (scalar) and
+ * vthread loops, and a loop holding one block whose body copies, fully
+ * unrolled, are at most auto_unroll. */
+static bool unrolls_fully(const tir_stmt *l, int64_t auto_unroll)
+{
+	return l->loop_kind == LOOP_UNROLLED || l->loop_kind == LOOP_VECTORIZED ||
+	       l->loop_kind == LOOP_THREAD ||  /* vthread */
+	       (auto_unroll > 0 && stmt_blocks((tir_stmt *)l, NULL, 0) == 1 &&
+		unrolled_size(l) <= auto_unroll);
+}
+
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+	const int64_t cap = (int64_t)1 << 40;
+	return a > 0 && b > cap / a ? cap : a * b;
+}
+
+/* cuda_unrolled_blocks below s, under an auto_unroll_max_step of auto_unroll. */
+static int64_t count_unrolled(const tir_stmt *s, int64_t auto_unroll)
+{
+	if (s->kind == STMT_BLOCK || (s->kind == STMT_FOR && intrin_of_loop(s)))
+		return 1;
+	if (s->kind == STMT_FOR)
+		auto_unroll = ann_value(s, "auto_unroll_max_step", auto_unroll);
+	int64_t n = 0;
+	for (int i = 0; i < s->nkids; i++) {
+		n += count_unrolled(s->kids[i], auto_unroll);
+		if (n > ((int64_t)1 << 40))
+			n = (int64_t)1 << 40;
+	}
+	if (s->kind != STMT_FOR || is_hw(s))
+		return n;
+	int64_t unroll = ann_value(s, "unroll", 0);
+	if (unroll > 0)
+		return sat_mul(n, unroll < s->extent ? unroll : s->extent);
+	return unrolls_fully(s, auto_unroll) ? sat_mul(n, s->extent) : n;
+}
+
+int64_t cuda_unrolled_blocks(const tir_stmt *s)
+{
+	return count_unrolled(s, 0);
+}
+
 static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 {
 	tir_buf *o = g->c.out;
@@ -1156,28 +1196,20 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 		return;
 	}
 	int64_t unroll = ann_value(l, "unroll", 0);
-	bool unrolled = l->loop_kind == LOOP_UNROLLED || l->loop_kind == LOOP_VECTORIZED ||
-			l->loop_kind == LOOP_THREAD ||  /* vthread */
-			(g->auto_unroll > 0 && stmt_blocks((tir_stmt *)l, NULL, 0) == 1 &&
-			 unrolled_size(l) <= g->auto_unroll);
+	bool unrolled = unrolls_fully(l, g->auto_unroll);
 	buf_indent(o, depth);
 	buf_printf(o, "/* %s: %s */\n", l->var->name,
 		   l->loop_kind == LOOP_THREAD ? tag_names[l->tag] :
 		   l->loop_kind == LOOP_VECTORIZED ? "vectorized (scalar)" :
 		   l->loop_kind == LOOP_UNROLLED ? "unroll" :
 		   l->loop_kind == LOOP_PARALLEL ? "parallel (serial on CUDA)" : "serial");
-	int64_t copies = g->copies;
 	if (unroll > 0) {
 		buf_indent(o, depth);
 		buf_printf(o, "#pragma unroll %lld\n", (long long)unroll);
-		g->copies *= unroll < l->extent ? unroll : l->extent;
 	} else if (unrolled) {
 		buf_indent(o, depth);
 		buf_puts(o, "#pragma unroll\n");
-		g->copies *= l->extent;
 	}
-	if (g->copies > ((int64_t)1 << 32))
-		g->copies = (int64_t)1 << 32;
 	buf_indent(o, depth);
 	buf_printf(o, "for (%s ", g->c.d->idx_type);
 	cg_var(o, l->var);
@@ -1188,7 +1220,6 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 	buf_puts(o, ") {\n");
 	cu_allocs(g, l, depth + 1);
 	cu_list(g, l->kids, l->nkids, depth + 1, true);
-	g->copies = copies;
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 }
@@ -1197,8 +1228,6 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 {
 	if (!lower_has_blocks(s))
 		return;
-	if (s->kind == STMT_BLOCK || (s->kind == STMT_FOR && intrin_of_loop(s)))
-		g->unrolled += g->copies;
 	if (s->kind == STMT_FOR && intrin_of_loop(s)) {
 		cu_intrin(g, s, depth);
 	} else if (s->kind == STMT_FOR) {
@@ -1322,7 +1351,7 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	if (lower_program(p, t, &L, err))
 		return NULL;
 	tir_buf o = { 0 };
-	cu_gen g = { .copies = 1, .c = { &L, &cuda_dialect_int, &o, NULL }, .err = err,
+	cu_gen g = { .c = { &L, &cuda_dialect_int, &o, NULL }, .err = err,
 		     .nbufs = p->nbufs };
 	cg_name_buffers(&g.c);
 	g.rd = xcalloc((size_t)p->nbufs + 1, 1);
@@ -1400,7 +1429,7 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 		k++;
 	}
 	code->nlaunches = nk;
-	code->unrolled_blocks = g.unrolled;
+	code->unrolled_blocks = cuda_unrolled_blocks(p->root);
 	code->source = buf_take(&o);
 	free(owner);
 	free(g.argbuf);

@@ -477,46 +477,6 @@ static int check_vectorized(kernel *kn, tir_stmt *s, tir_error *err)
 	return 0;
 }
 
-/* Block instances the CUDA code of s holds once unrolled, as codegen/cuda.c
- * unrolls: loops of kind unroll or vectorized, vthread loops, and under an
- * "auto_unroll_max_step" of A every loop over one block whose full
- * unrolling is at most A copies; a tensorized nest is one call.  `full` is
- * the copies with every loop unrolled; `au` the enclosing annotation's
- * value. */
-static int64_t sat_mul(int64_t a, int64_t b)
-{
-	return a > 0 && b > INT64_MAX / 4 / a ? INT64_MAX / 4 : a * b;
-}
-
-static int64_t unrolled(const tir_stmt *s, int64_t au, int64_t *full)
-{
-	if (s->kind == STMT_BLOCK || intrin_of_loop(s)) {   /* a tensorized nest: one call */
-		*full = 1;
-		return 1;
-	}
-	int64_t a = au;
-	for (int i = 0; s->kind == STMT_FOR && i < s->nann; i++)
-		if (s->ann[i].key && !strcmp(s->ann[i].key, "auto_unroll_max_step"))
-			a = s->ann[i].value;
-	int64_t copies = 0, all = 0, f;
-	int nblocks = 0;
-	for (int i = 0; i < s->nkids; i++) {
-		copies += unrolled(s->kids[i], a, &f);
-		all += f;
-		nblocks += stmt_blocks(s->kids[i], NULL, 0);
-	}
-	if (s->kind != STMT_FOR) {
-		*full = all;
-		return copies;
-	}
-	*full = sat_mul(s->extent, all);
-	bool unroll = s->loop_kind == LOOP_UNROLLED || s->loop_kind == LOOP_VECTORIZED ||
-		      (s->loop_kind == LOOP_THREAD && s->tag >= TIR_VTHREAD_X &&
-		       s->tag <= TIR_VTHREAD_Z) ||
-		      (a > 0 && nblocks == 1 && *full <= a);
-	return unroll ? sat_mul(s->extent, copies) : copies;
-}
-
 static int check_kernel(vfy_ctx *c, const tir_lowered *L, tir_stmt *k, tir_error *err)
 {
 	kernel kn = { c, k, { 0 }, NULL };
@@ -545,10 +505,10 @@ static int check_kernel(vfy_ctx *c, const tir_lowered *L, tir_stmt *k, tir_error
 			return -1;
 	if (check_vectorized(&kn, k, err))
 		return -1;
-	int64_t full, copies = unrolled(k, 0, &full);
+	int64_t copies = cuda_unrolled_blocks(k);
 	if (copies > VFY_MAX_UNROLLED)
 		return tir_fail(err, "threading: %s unrolls to %lld block instances, more than %d "
-				"(NVRTC would take tens of seconds to compile it)", kname,
+				"(NVRTC would take seconds to minutes to compile it)", kname,
 				(long long)copies, VFY_MAX_UNROLLED);
 	int64_t shared = shared_bytes(c, L, k);
 	if (shared > c->t->max_shared_per_block)

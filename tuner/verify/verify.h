@@ -26,9 +26,13 @@
 
 #define VFY_MAX_DEPTH 64   /* loops around one block */
 /* Block instances one CUDA kernel may hold once its unrolled loops are
- * unrolled: past a few thousand NVRTC takes tens of seconds (measured: a
- * 4,100-instance convolution kernel ran past NVRTC's 30 s limit). */
-#define VFY_MAX_UNROLLED 2048
+ * unrolled (cuda_unrolled_blocks).  NVRTC's time grows faster than the
+ * count: a 4,100-instance convolution kernel ran past NVRTC's 30 s limit,
+ * 1,792-instance ones take 8-18 s, ~100 instances 0.2-0.5 s; and a batch
+ * waits for its slowest compile.  Of the best kernels of 53 H200 tasks
+ * (session 5's suite, both dtypes) one had more than 1,024 (conv3d float32,
+ * 1,584; the best under 1,024 was 3% slower). */
+#define VFY_MAX_UNROLLED 1024
 
 /* ---- verify.c: shared context and helpers ------------------------------- */
 
