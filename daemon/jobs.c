@@ -701,8 +701,11 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 	store_error err;
 	if (store_job_progress(rc->js->d->db, j->id, done, errors, best, &err))
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
-	log_debug("job %lld: round %d, %d/%d trials, best %.3f us", (long long)j->id,
-		  p->round, done, j->trials, best);
+	if (p->round > 0)           /* 0: the final store after tir_tune */
+		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "
+			 "measuring %.2f s, recording and model update %.2f s",
+			 (long long)j->id, p->round, done, j->trials, best, p->search_s,
+			 p->measure_s, p->update_s);
 }
 
 typedef struct prior_set {

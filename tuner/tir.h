@@ -342,6 +342,10 @@ typedef struct tir_tune_progress {
 	int errors;                /* candidates that did not end ok */
 	double best_us;            /* 0 until one candidate is ok */
 	double best_gflops;
+	/* where this round's wall time went: the search (population,
+	 * evolution, scoring, the batch), waiting for the measurements, and
+	 * recording them and updating the cost model */
+	double search_s, measure_s, update_s;
 } tir_tune_progress;
 
 typedef struct tir_tune_opts {

@@ -47,6 +47,7 @@
 #include <nettle/sha2.h>
 #include "search.h"
 #include "../ir/ir.h"
+#include "../measure/measure.h"
 
 /* ---- identities ---------------------------------------------------------------- */
 
@@ -174,6 +175,7 @@ typedef struct search {
 
 	int round, done, errors;
 	search_stats st;
+	double search_s, measure_s, update_s;   /* the last round's phases */
 } search;
 
 static void note_invalid(search *S, const char *what, const char *msg)
@@ -604,7 +606,11 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 		out[i].status = TIR_MEASURE_RUN_ERROR;
 		out[i].max_rel_error = -1;
 	}
-	if (S->measure(S->measure_ctx, S->w, S->t, n, traces, out)) {
+	double t0 = tir_now_s();
+	int failed = S->measure(S->measure_ctx, S->w, S->t, n, traces, out);
+	double t1 = tir_now_s();
+	S->measure_s = t1 - t0;
+	if (failed) {
 		for (int i = 0; i < n; i++)
 			free((char *)out[i].msg);
 		free(traces);
@@ -635,6 +641,7 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 	free(gflops);
 	free(traces);
 	free(out);
+	S->update_s = tir_now_s() - t1;
 	return 0;
 }
 
@@ -667,6 +674,8 @@ static int search_round(search *S, tir_error *err)
 	int max = left < S->batch ? left : S->batch, n = 0;
 	int *batch = xmalloc(sizeof(int) * (size_t)(max + 1));
 
+	double t0 = tir_now_s();
+	S->search_s = S->measure_s = S->update_s = 0;
 	/* a. population: the best measured traces, fresh samples of each sketch */
 	init_population(S, &g);
 	/* b, c. evolution under the cost model; every candidate scored */
@@ -674,6 +683,7 @@ static int search_round(search *S, tir_error *err)
 	/* d. the batch: best scores first, an epsilon share at random */
 	if (!rc)
 		n = pick_batch(S, max, batch);
+	S->search_s = tir_now_s() - t0;
 	/* e. measurement; results recorded, reported, fed to the model */
 	if (!rc && n)
 		rc = measure(S, n, batch, err);
@@ -729,6 +739,7 @@ static void progress(search *S)
 		.round = S->round, .trials_done = S->done, .trials_total = S->trials,
 		.errors = S->errors, .best_us = best_us(S),
 		.best_gflops = S->best >= 0 ? gflops_of(S, 0, best_us(S)) : 0,
+		.search_s = S->search_s, .measure_s = S->measure_s, .update_s = S->update_s,
 	};
 	S->o->on_progress(S->o->cb_ctx, &p);
 }
