@@ -56,6 +56,7 @@ static int run(const tir_workload *w, const tir_target *t, int trials, int batch
 	       double *secs, int *rounds, double *best)
 {
 	cm_model *m = cm_model_new();
+	cm_model_set_threads(m, threads);
 	tir_tune_opts o = { .trials = trials, .batch = batch, .seed = 3, .threads = threads,
 			    .model = &cm_xgboost, .model_self = m, .measure = stand_in };
 	tir_tune_result r;

@@ -39,6 +39,10 @@ typedef struct cm_model cm_model;
 #define CM_MIN_ROWS 16
 cm_model *cm_model_new(void);
 void cm_model_free(cm_model *m);
+/* Threads the tir_cost_model table (cm_xgboost) may use to compute the
+ * features of the programs it scores or learns (0: a core each; 1, the
+ * default: the calling thread only).  Scores never depend on it. */
+void cm_model_set_threads(cm_model *m, int threads);
 
 /* Adds measured candidates: n rows of features with their GFLOP/s (0 for a
  * candidate that failed), of the workload `group` (its key).  Then retrains

@@ -21,6 +21,7 @@
 #include <xgboost/c_api.h>
 #include "costmodel.h"
 #include "ir/ir.h"
+#include "search/search.h"
 
 #define CM_ROUNDS 60
 #define CM_SMALL_ROWS 256
@@ -34,6 +35,7 @@ struct cm_model {
 	int ngroups;
 	char **groups;
 	BoosterHandle booster;  /* NULL until trained */
+	int threads;            /* for features (cm_model_set_threads) */
 };
 
 static const char *xgb_err(void) { return XGBGetLastError(); }
@@ -42,7 +44,13 @@ cm_model *cm_model_new(void)
 {
 	cm_model *m = xcalloc(1, sizeof *m);
 	pthread_mutex_init(&m->mu, NULL);
+	m->threads = 1;
 	return m;
+}
+
+void cm_model_set_threads(cm_model *m, int threads)
+{
+	m->threads = threads;
 }
 
 void cm_model_free(cm_model *m)
@@ -346,15 +354,28 @@ bad:
 
 /* ---- the tir_cost_model table ------------------------------------------------ */
 
-static float *features_of(const tir_target *t, int n, const tir_program *const *progs,
-			  bool *ok)
+typedef struct feat_job {
+	const tir_target *t;
+	const tir_program *const *progs;
+	float *f;
+	bool *ok;
+} feat_job;
+
+static void feature_row(void *ctx, int i)
 {
-	float *f = xcalloc((size_t)n * CM_NFEATURES, sizeof(float));
-	for (int i = 0; i < n; i++) {
-		tir_error e;
-		ok[i] = cm_features(progs[i], t, &f[(size_t)i * CM_NFEATURES], &e) == 0;
-	}
-	return f;
+	feat_job *j = ctx;
+	tir_error e;
+	j->ok[i] = cm_features(j->progs[i], j->t, &j->f[(size_t)i * CM_NFEATURES], &e) == 0;
+}
+
+/* The feature rows of n programs, on m's threads (each row its own slot:
+ * the result does not depend on the count). */
+static float *features_of(const cm_model *m, const tir_target *t, int n,
+			  const tir_program *const *progs, bool *ok)
+{
+	feat_job j = { t, progs, xcalloc((size_t)n * CM_NFEATURES + 1, sizeof(float)), ok };
+	search_parallel_for(n, m->threads, feature_row, &j);
+	return j.f;
 }
 
 static int xgb_predict(void *self, const tir_workload *w, const tir_target *t, int n,
@@ -364,7 +385,7 @@ static int xgb_predict(void *self, const tir_workload *w, const tir_target *t, i
 	if (!cm_model_trained(m))
 		return -1;
 	bool *ok = xcalloc((size_t)n, sizeof(bool));
-	float *f = features_of(t, n, progs, ok);
+	float *f = features_of(m, t, n, progs, ok);
 	int rc = cm_model_predict(m, n, f, scores);
 	for (int i = 0; rc == 0 && i < n; i++)
 		if (!ok[i])
@@ -379,7 +400,7 @@ static void xgb_update(void *self, const tir_workload *w, const tir_target *t, i
 {
 	cm_model *m = self;
 	bool *ok = xcalloc((size_t)n, sizeof(bool));
-	float *f = features_of(t, n, progs, ok);
+	float *f = features_of(m, t, n, progs, ok);
 	/* rows whose features could not be computed are left out */
 	int k = 0;
 	double *g = xmalloc(sizeof(double) * (size_t)(n ? n : 1));

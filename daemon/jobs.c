@@ -1004,6 +1004,10 @@ void jobs_models_load(tird *d)
 			d->models[k] = cm_model_new();
 		free(blob);
 	}
+	/* as the search of each kind (run_job): GPU candidates are measured
+	 * elsewhere, CPU ones perhaps on this machine's cores */
+	for (int k = 0; k < 2; k++)
+		cm_model_set_threads(d->models[k], k ? 0 : 1);
 }
 
 void jobs_model_save(tird *d, tir_target_kind kind)

@@ -218,6 +218,41 @@ START_TEST(learns_and_round_trips)
 }
 END_TEST
 
+/* cm_xgboost over programs: features computed on several threads give
+ * the model exactly what one thread gives it, and the same scores. */
+START_TEST(threads_change_nothing)
+{
+	enum { N = 48 };
+	tir_error err;
+	const char *json = "{\"op\":\"matmul\",\"M\":256,\"N\":256,\"K\":256}";
+	tir_workload *w = tir_workload_parse(json, strlen(json), NULL, &err);
+	ck_assert_msg(w, "%s", err.msg);
+	tir_sched *s[N];
+	int n = tir_sample_candidates(w, &sm90, N, 5, s, &err);
+	ck_assert_msg(n >= 32, "%d samples: %s", n, err.msg);
+	const tir_program *progs[N];
+	double g[N], one[N], four[N];
+	for (int i = 0; i < n; i++) {
+		progs[i] = tir_sched_program(s[i]);
+		g[i] = 1 + (i * 37) % 11;
+	}
+	cm_model *a = cm_model_new(), *b = cm_model_new();
+	cm_model_set_threads(b, 4);
+	cm_xgboost.update(a, w, &sm90, n, progs, g);
+	cm_xgboost.update(b, w, &sm90, n, progs, g);
+	ck_assert(cm_model_trained(a) && cm_model_trained(b));
+	ck_assert(cm_xgboost.predict(a, w, &sm90, n, progs, one) == 0);
+	ck_assert(cm_xgboost.predict(b, w, &sm90, n, progs, four) == 0);
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(one[i] == four[i], "candidate %d: %g vs %g", i, one[i], four[i]);
+	cm_model_free(a);
+	cm_model_free(b);
+	for (int i = 0; i < n; i++)
+		tir_sched_free(s[i]);
+	tir_workload_free(w);
+}
+END_TEST
+
 START_TEST(degenerate_data)
 {
 	enum { N = 64 };
@@ -260,6 +295,7 @@ static Suite *make_costmodel_suite(void)
 	tc = tcase_create("model");
 	tcase_add_test(tc, learns_and_round_trips);
 	tcase_add_test(tc, degenerate_data);
+	tcase_add_test(tc, threads_change_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
