@@ -3,13 +3,16 @@
 under other XGBoost settings, from a table `bench/costmodel_eval --records
 FILE... --dump TSV` wrote.
 
-    bench/costmodel_sweep.py TSV
+    bench/costmodel_sweep.py [--max-rows N...] TSV
 
 For each setting, every workload of the table is ranked by a booster trained
 on the other workloads' rows (labels: GFLOP/s over the workload's best, one
 ranking group per workload, as costmodel/xgb.c trains), and the mean pairwise
 accuracy over the held-out workloads is printed.  The first line is tird's
-own setting.  Needs Debian's python3-xgboost (the same libxgboost 1.7 as
+own setting.  With --max-rows, tird's setting again with each training
+limited to N rows the way costmodel/xgb.c's train_rows limits its trainings
+to CM_MAX_TRAIN_ROWS (here no workload is the current one: every workload
+gets a fair share, an evenly spaced subset of its rows).  Needs Debian's python3-xgboost (the same libxgboost 1.7 as
 tird) and numpy; run it with /usr/bin/python3.
 """
 import sys
@@ -52,11 +55,36 @@ def train(x, lab, w, params, rounds):
     return xgb.train(params, d, rounds)
 
 
-def held_out(w, g, x, params, rounds):
+def limit(w, max_rows):
+    """Indices of at most max_rows rows: train_rows's fair shares (water-filling,
+    smallest workloads first), an evenly spaced subset of each larger one."""
+    if max_rows is None or len(w) <= max_rows:
+        return np.arange(len(w))
+    keys, counts = np.unique(w, return_counts=True)
+    quota, budget, left = {}, max_rows, len(keys)
+    for k, c in sorted(zip(keys, counts), key=lambda kc: kc[1]):
+        share = budget // left
+        quota[k] = min(c, share)
+        budget -= quota[k]
+        left -= 1
+    keep = []
+    seen = dict.fromkeys(keys, 0)
+    cnt = dict(zip(keys, counts))
+    for i, k in enumerate(w):
+        j, c, q = seen[k], cnt[k], quota[k]
+        seen[k] += 1
+        if q > 0 and (j + 1) * q // c != j * q // c:
+            keep.append(i)
+    return np.array(keep)
+
+
+def held_out(w, g, x, params, rounds, max_rows=None):
     lab = labels(w, g)
     acc = []
     for k in np.unique(w):
-        tr, te = w != k, w == k
+        tr = np.flatnonzero(w != k)
+        tr = tr[limit(w[tr], max_rows)]
+        te = w == k
         b = train(x[tr], lab[tr], w[tr], params, rounds)
         acc.append(pairwise(g[te], b.predict(xgb.DMatrix(x[te]))))
     return float(np.mean(acc))
@@ -80,11 +108,21 @@ SETTINGS = [
 ]
 
 if __name__ == '__main__':
-    if len(sys.argv) != 2:
-        sys.exit('usage: bench/costmodel_sweep.py TSV')
-    names, w, g, x = load(sys.argv[1])
-    print('# %s: %d rows, %d workloads, %d features' % (sys.argv[1], len(w), len(np.unique(w)),
+    args = sys.argv[1:]
+    limits = []
+    while len(args) > 2 and args[0] == '--max-rows':
+        limits.append(int(args[1]))
+        args = args[2:]
+    if len(args) != 1:
+        sys.exit('usage: bench/costmodel_sweep.py [--max-rows N...] TSV')
+    names, w, g, x = load(args[0])
+    print('# %s: %d rows, %d workloads, %d features' % (args[0], len(w), len(np.unique(w)),
                                                         len(names)))
     print('%-50s %s' % ('setting', 'held-out pairwise (mean)'))
-    for tag, extra, rounds in SETTINGS:
+    settings = SETTINGS if not limits else SETTINGS[:1]
+    for tag, extra, rounds in settings:
         print('%-50s %.3f' % (tag, held_out(w, g, x, {**TIRD, **extra}, rounds)), flush=True)
+    for n in limits:
+        tag, extra, rounds = SETTINGS[0]
+        print('%-50s %.3f' % ('tird, trainings limited to %d rows' % n,
+                              held_out(w, g, x, {**TIRD, **extra}, rounds, n)), flush=True)

@@ -52,8 +52,11 @@ int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 /* Scores n feature rows (higher: predicted faster).  Returns -1 while the
  * model is untrained (callers then fall back to random scores). */
 int cm_model_predict(cm_model *m, int n, const float *features, double *scores);
-/* Rows held and whether the booster is trained. */
+/* Rows held, rows the booster was last trained on (at most 8,192: past
+ * that, the workload just added keeps up to half and the others share the
+ * rest), and whether the booster is trained. */
 int cm_model_rows(const cm_model *m);
+int cm_model_trained_rows(const cm_model *m);
 bool cm_model_trained(const cm_model *m);
 
 /* The whole model as one blob (malloc'd) and back; a loaded model predicts

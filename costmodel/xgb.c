@@ -2,8 +2,10 @@
  * xgb.c — the XGBoost ranker behind costmodel.h.
  *
  * The model keeps every row it was given (features, workload, GFLOP/s) and
- * retrains the booster from scratch on all of them after each batch: tuning
- * adds tens of rows a round, and a few thousand rows train in milliseconds.
+ * retrains the booster from scratch after each batch, on all of them up to
+ * CM_MAX_TRAIN_ROWS and on a fair share of each workload beyond (train_rows):
+ * tuning adds tens of rows a round, and the time of a training grows with
+ * its rows.
  * Labels are throughputs normalized by the best of the same workload, and
  * the objective is XGBoost's pairwise ranking with one group per workload:
  * the search only ever compares candidates of one workload, and workloads
@@ -25,6 +27,11 @@
 
 #define CM_ROUNDS 60
 #define CM_SMALL_ROWS 256
+/* Rows one training takes at most (train_rows): the shared model retrains
+ * after every batch of every job, and its time grows with the rows
+ * (this VM, hist trees: 4,096 rows 0.9 s, 16,384 rows 1.35 s) while a
+ * team's database only grows. */
+#define CM_MAX_TRAIN_ROWS 8192
 
 struct cm_model {
 	pthread_mutex_t mu;
@@ -36,6 +43,7 @@ struct cm_model {
 	char **groups;
 	BoosterHandle booster;  /* NULL until trained */
 	int threads;            /* for features (cm_model_set_threads) */
+	int trained_rows;       /* rows the booster was last trained on */
 };
 
 static const char *xgb_err(void) { return XGBGetLastError(); }
@@ -99,9 +107,70 @@ static void add_rows(cm_model *m, int g, int n, const float *f, const double *gf
 	m->nrows += n;
 }
 
-/* Retrains the booster on every row, when there is something to learn:
- * enough rows and labels that are not all equal. */
-static int train(cm_model *m, tir_error *err)
+/* Which rows train the booster: every row while there are at most
+ * CM_MAX_TRAIN_ROWS; past that, the workload just added (`current`) keeps
+ * up to half of them, its latest, and the rest are shared fairly among the
+ * other workloads (one with fewer rows than its share keeps them all; the
+ * others an evenly spaced subset).  Deterministic: the same rows give the
+ * same choice.  keep[] has a flag per row. */
+static void train_rows(const cm_model *m, int current, bool *keep)
+{
+	if (m->nrows <= CM_MAX_TRAIN_ROWS) {
+		for (int i = 0; i < m->nrows; i++)
+			keep[i] = true;
+		return;
+	}
+	int *count = xcalloc((size_t)m->ngroups + 1, sizeof(int));
+	int *quota = xcalloc((size_t)m->ngroups + 1, sizeof(int));
+	for (int i = 0; i < m->nrows; i++)
+		count[m->group[i]]++;
+	int budget = CM_MAX_TRAIN_ROWS;
+	if (current >= 0 && current < m->ngroups) {
+		quota[current] = count[current] < budget / 2 ? count[current] : budget / 2;
+		budget -= quota[current];
+	}
+	/* water-filling: the smallest groups first, each the fair share of
+	 * what is left */
+	int left = 0;
+	for (int g = 0; g < m->ngroups; g++)
+		left += g != current && count[g] > 0;
+	bool *done = xcalloc((size_t)m->ngroups + 1, sizeof(bool));
+	while (left > 0) {
+		int share = budget / left, small = -1;
+		for (int g = 0; g < m->ngroups; g++)
+			if (g != current && count[g] > 0 && !done[g] && count[g] <= share &&
+			    (small < 0 || count[g] < count[small]))
+				small = g;
+		if (small < 0) {                  /* every group left has more: share */
+			for (int g = 0; g < m->ngroups; g++)
+				if (g != current && count[g] > 0 && !done[g])
+					quota[g] = share;
+			break;
+		}
+		quota[small] = count[small];
+		budget -= count[small];
+		done[small] = true;
+		left--;
+	}
+	/* within a group: the latest rows of the current one, an evenly spaced
+	 * subset of the others */
+	int *seen = xcalloc((size_t)m->ngroups + 1, sizeof(int));
+	for (int i = 0; i < m->nrows; i++) {
+		int g = m->group[i], j = seen[g]++, c = count[g], q = quota[g];
+		if (g == current)
+			keep[i] = j >= c - q;
+		else
+			keep[i] = q > 0 && (int64_t)(j + 1) * q / c != (int64_t)j * q / c;
+	}
+	free(seen);
+	free(done);
+	free(quota);
+	free(count);
+}
+
+/* Retrains the booster on the rows train_rows chooses, when there is
+ * something to learn: enough rows and labels that are not all equal. */
+static int train(cm_model *m, int current, tir_error *err)
 {
 	if (m->nrows < CM_MIN_ROWS)
 		return 0;
@@ -111,6 +180,8 @@ static int train(cm_model *m, tir_error *err)
 			best[m->group[i]] = m->gflops[i];
 	/* rows in workload order, with the group sizes the ranking objective
 	 * needs: pairs are only ever compared within one workload */
+	bool *keep = xcalloc((size_t)m->nrows + 1, sizeof(bool));
+	train_rows(m, current, keep);
 	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
 	float *feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
 	unsigned *group = xcalloc((size_t)m->ngroups, sizeof(unsigned));
@@ -118,7 +189,7 @@ static int train(cm_model *m, tir_error *err)
 	int k = 0;
 	for (int g = 0; g < m->ngroups; g++)
 		for (int i = 0; i < m->nrows; i++) {
-			if (m->group[i] != g)
+			if (m->group[i] != g || !keep[i])
 				continue;
 			double b = best[g];
 			label[k] = b > 0 ? (float)(m->gflops[i] / b) : 0;
@@ -129,6 +200,7 @@ static int train(cm_model *m, tir_error *err)
 			k++;
 		}
 	free(best);
+	free(keep);
 	int rc = 0;
 	DMatrixHandle d = NULL;
 	BoosterHandle bst = NULL;
@@ -139,8 +211,8 @@ static int train(cm_model *m, tir_error *err)
 	for (int g = 0; g < m->ngroups; g++)
 		if (group[g])
 			group[ng++] = group[g];
-	if (XGDMatrixCreateFromMat(feat, (bst_ulong)m->nrows, CM_NFEATURES, NAN, &d) ||
-	    XGDMatrixSetFloatInfo(d, "label", label, (bst_ulong)m->nrows) ||
+	if (XGDMatrixCreateFromMat(feat, (bst_ulong)k, CM_NFEATURES, NAN, &d) ||
+	    XGDMatrixSetFloatInfo(d, "label", label, (bst_ulong)k) ||
 	    XGDMatrixSetUIntInfo(d, "group", group, (bst_ulong)ng) ||
 	    XGBoosterCreate(&d, 1, &bst)) {
 		rc = tir_fail(err, "xgboost: %s", xgb_err());
@@ -148,7 +220,7 @@ static int train(cm_model *m, tir_error *err)
 	}
 	/* shallow trees while the rows are few (a workload's first batches):
 	 * deep ones fit the noise of a few dozen measurements */
-	const char *depth = m->nrows < CM_SMALL_ROWS ? "3" : "6";
+	const char *depth = k < CM_SMALL_ROWS ? "3" : "6";
 	const char *const params[][2] = {
 		{ "objective", "rank:pairwise" }, { "eta", "0.2" }, { "max_depth", depth },
 		{ "min_child_weight", "1" }, { "nthread", "1" }, { "verbosity", "0" },
@@ -173,6 +245,7 @@ static int train(cm_model *m, tir_error *err)
 	if (m->booster)
 		XGBoosterFree(m->booster);
 	m->booster = bst;
+	m->trained_rows = k;
 	bst = NULL;
 out:
 	if (bst)
@@ -191,8 +264,9 @@ int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 	if (n <= 0)
 		return 0;
 	pthread_mutex_lock(&m->mu);
-	add_rows(m, group_id(m, group ? group : ""), n, features, gflops);
-	int rc = train(m, err);
+	int g = group_id(m, group ? group : "");
+	add_rows(m, g, n, features, gflops);
+	int rc = train(m, g, err);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
 }
@@ -220,6 +294,7 @@ out:
 }
 
 int cm_model_rows(const cm_model *m) { return m->nrows; }
+int cm_model_trained_rows(const cm_model *m) { return m->trained_rows; }
 bool cm_model_trained(const cm_model *m) { return m->booster != NULL; }
 
 /* ---- the blob: "TIRCM1\n\0", then little-endian u32 / f64 / f32 fields ---- */

@@ -230,6 +230,7 @@ START_TEST(threads_change_nothing)
 	tir_sched *s[N];
 	int n = tir_sample_candidates(w, &sm90, N, 5, s, &err);
 	ck_assert_msg(n >= 32, "%d samples: %s", n, err.msg);
+	ck_assert(sm90.kind == TIR_TARGET_CUDA);
 	const tir_program *progs[N];
 	double g[N], one[N], four[N];
 	for (int i = 0; i < n; i++) {
@@ -250,6 +251,33 @@ START_TEST(threads_change_nothing)
 	for (int i = 0; i < n; i++)
 		tir_sched_free(s[i]);
 	tir_workload_free(w);
+}
+END_TEST
+
+/* Past 8,192 rows a training takes a bounded set: the workload just
+ * added keeps its rows, the others share the rest; it still ranks. */
+START_TEST(bounded_training)
+{
+	enum { PER = 3000 };
+	float *f = malloc(sizeof(float) * PER * CM_NFEATURES);
+	double g[PER], pred[PER];
+	tir_error err;
+	cm_model *m = cm_model_new();
+	static const int want[] = { 3000, 6000, 8192 };
+	for (int w = 0; w < 3; w++) {
+		char name[16];
+		snprintf(name, sizeof name, "w%d", w);
+		synth(PER, (unsigned)w + 1, f, g, 1 + w);
+		ck_assert(cm_model_add(m, name, PER, f, g, &err) == 0);
+		ck_assert_int_eq(cm_model_rows(m), (w + 1) * PER);
+		ck_assert_int_eq(cm_model_trained_rows(m), want[w]);
+	}
+	synth(PER, 99, f, g, 3);
+	ck_assert(cm_model_predict(m, PER, f, pred) == 0);
+	double acc = pairwise(pred, g, PER);
+	ck_assert_msg(acc > 0.8, "pairwise accuracy %.3f", acc);
+	cm_model_free(m);
+	free(f);
 }
 END_TEST
 
@@ -293,9 +321,15 @@ static Suite *make_costmodel_suite(void)
 	tcase_add_test(tc, features_see_tensor_cores);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("model");
+	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, learns_and_round_trips);
 	tcase_add_test(tc, degenerate_data);
 	tcase_add_test(tc, threads_change_nothing);
+	suite_add_tcase(s, tc);
+	/* trainings of thousands of rows: seconds each */
+	tc = tcase_create("bounded");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, bounded_training);
 	suite_add_tcase(s, tc);
 	return s;
 }
