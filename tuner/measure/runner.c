@@ -891,7 +891,8 @@ int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r)
 		memset(&r[i], 0, sizeof r[i]);
 		r[i].max_rel_error = -1;
 		r[i].status = TIR_MEASURE_RUN_ERROR;
-		snprintf(r[i].msg, sizeof r[i].msg, "not measured: never put in the stream");
+		snprintf(r[i].msg, sizeof r[i].msg, "%s", !s->sh && s->fail_msg[0] ? s->fail_msg
+			 : "not measured: never put in the stream");
 	}
 	if (s->sh)
 		atomic_store(&s->sh->closed, 1);
