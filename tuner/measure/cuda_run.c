@@ -27,12 +27,17 @@
  * are RUN_ERROR; a kernel that never ends is killed by the parent's watchdog
  * (TIMEOUT).
  *
- * run_batch, the tuner's path: one child (tir_child_batch) measures the
- * candidates one after another, paying once for what run() pays per
- * candidate — cuInit and the context, the device buffers of the inputs and
- * the output (the parent fills the inputs once before forking; candidates
- * of one workload share them, same_args checks it, and one that does not
- * runs alone with run()), the events and the L2-flush buffer.  Per
+ * The stream (stream_start / put / finish), the tuner's path, and
+ * run_batch (the same, every candidate put at once): one child
+ * (tir_child_stream) measures the candidates one after another as they are
+ * put, paying once for what run() pays per candidate — cuInit and the
+ * context, the device buffers of the inputs and the output (the parent
+ * fills the inputs once before forking; candidates of one workload share
+ * them, same_args checks it, and one that does not runs alone with run()
+ * at finish), the events and the L2-flush buffer.  The child is forked
+ * before the candidates are built, so put copies each cubin and its code's
+ * tables into a MAP_SHARED area mapped at start (one that does not fit
+ * runs alone too).  Per
  * candidate: cuModuleLoadData, its kernels, scratch buffers of its own,
  * the output set to all-ones, one run, the output compared with the
  * reference in the child (the parent computed it before forking), timing
