@@ -14,13 +14,15 @@
  * normal exit, signal, watchdog — decides the status; the parent never runs
  * candidate code.
  *
- * The batch guard (tir_child_batch) is the same watch over a child that
- * measures many items: the mapping holds one report per item and the index
- * of the item the child is on, the deadline restarts whenever that index
- * moves, and when a child dies the item it was on takes the blame and a
- * fresh child continues after it.  Every child finishes an item, has one
- * blamed, or fails its setup, which settles every item left; so a batch of
- * n items forks at most n children.
+ * The batch guard (tir_child_stream; tir_child_batch puts every item at
+ * once) is the same watch over a child that measures many items as they
+ * are put: the mapping holds one report per item, the order they were put
+ * in and the position the child is on; a guard thread restarts the deadline
+ * whenever the child starts an item or waits for one, and when a child dies
+ * the item it was on takes the blame and a fresh child (forked once the
+ * stream is closed) continues after it.  Every child finishes an item, has
+ * one blamed, or fails its setup, which settles every item left; so n items
+ * fork at most n children.
  */
 #define _GNU_SOURCE
 #include <errno.h>
