@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../ir/ir.h"
 #include "measure.h"
@@ -164,26 +165,29 @@ int tir_reference_args(const tir_workload *w, tir_ref_arg *args, int max,
 
 /* ---- operators ------------------------------------------------------------------- */
 
-/* Rows [i0, i1) of every batch of C. */
+/* Rows [i0, i1) of every batch of C: C[i, :] = sum over k of A[i, k] B[k, :],
+ * k outside j so that the inner loop runs along a row of B (in NN and TN). */
 REF_HOT static void ref_matmul_rows(const tir_workload *w, const double *A, const double *B,
 				    double *C, int64_t i0, int64_t i1)
 {
 	int64_t nb = w->batch > 0 ? w->batch : 1, M = w->M, N = w->N, K = w->K;
+	/* element strides: A[i, k] at i * ai + k * ak, B[k, j] at k * bk + j * bj */
+	bool ta = w->mm_layout == TIR_LAYOUT_TN, tb = w->mm_layout == TIR_LAYOUT_NT;
+	int64_t ai = ta ? 1 : K, ak = ta ? M : 1, bk = tb ? 1 : N, bj = tb ? K : 1;
 	for (int64_t b = 0; b < nb; b++) {
 		const double *a = A + b * M * K, *bb = B + b * K * N;
 		double *c = C + b * M * N;
-		for (int64_t i = i0; i < i1; i++)
-			for (int64_t j = 0; j < N; j++) {
-				double acc = 0;
-				for (int64_t k = 0; k < K; k++) {
-					double x = w->mm_layout == TIR_LAYOUT_TN ? a[k * M + i]
-										 : a[i * K + k];
-					double y = w->mm_layout == TIR_LAYOUT_NT ? bb[j * K + k]
-										 : bb[k * N + j];
-					acc += x * y;
-				}
-				c[i * N + j] = acc;
+		for (int64_t i = i0; i < i1; i++) {
+			double *row = c + i * N;
+			for (int64_t j = 0; j < N; j++)
+				row[j] = 0;
+			for (int64_t k = 0; k < K; k++) {
+				double x = a[i * ai + k * ak];
+				const double *y = bb + k * bk;
+				for (int64_t j = 0; j < N; j++)
+					row[j] += x * y[j * bj];
 			}
+		}
 	}
 }
 
@@ -240,13 +244,67 @@ static void ref_matmul(const tir_workload *w, const double *A, const double *B, 
 	ref_split(ref_matmul_rows, w, A, B, C, w->M, macs);
 }
 
-/* Forward convolution, grouped or depthwise. */
+/* Forward convolution, channels-last and not depthwise (W[*ker, C/groups,
+ * K]): for each output position the output channels [k0, k1) are summed
+ * together, the innermost loop running along a contiguous row of W. */
+REF_HOT static void ref_conv_last(const tir_workload *w, const double *X, const double *W,
+				  double *Y, int64_t k0, int64_t k1)
+{
+	geom g = geom_of(w);
+	int64_t cg = g.c / g.groups, kg = g.k / g.groups;
+	double *acc = xcalloc((size_t)(k1 - k0) + 1, sizeof(double));
+	for (int64_t n = 0; n < g.n; n++)
+	for (int64_t o0 = 0; o0 < g.out[0]; o0++)
+	for (int64_t o1 = 0; o1 < g.out[1]; o1++)
+	for (int64_t o2 = 0; o2 < g.out[2]; o2++) {
+		memset(acc, 0, sizeof(double) * (size_t)(k1 - k0));
+		for (int64_t r0 = 0; r0 < g.ker[0]; r0++) {
+			int64_t i0 = o0 * g.stride[0] - g.pad[0] + r0 * g.dil[0];
+			if (i0 < 0 || i0 >= g.in[0])
+				continue;
+			for (int64_t r1 = 0; r1 < g.ker[1]; r1++) {
+				int64_t i1 = o1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
+				if (i1 < 0 || i1 >= g.in[1])
+					continue;
+				for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
+					int64_t i2 = o2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
+					if (i2 < 0 || i2 >= g.in[2])
+						continue;
+					const double *x = X + act(&g, g.in, g.c, n, 0, i0, i1, i2);
+					/* the groups that [k0, k1) meets */
+					for (int64_t grp = k0 / kg; grp * kg < k1; grp++) {
+						int64_t lo = grp * kg > k0 ? grp * kg : k0;
+						int64_t hi = (grp + 1) * kg < k1 ? (grp + 1) * kg : k1;
+						for (int64_t c = 0; c < cg; c++) {
+							double xv = x[grp * cg + c];
+							const double *f = W + wgt(&g, cg, g.k, c, 0, r0, r1, r2);
+							for (int64_t k = lo; k < hi; k++)
+								acc[k - k0] += xv * f[k];
+						}
+					}
+				}
+			}
+		}
+		for (int64_t k = k0; k < k1; k++)
+			Y[act(&g, g.out, g.k, n, k, o0, o1, o2)] = acc[k - k0];
+	}
+	free(acc);
+}
+
+/* Forward convolution, grouped or depthwise.  For each output element the
+ * kernel window is walked outside and the input channels inside, so that
+ * bounds are checked once per window position and the inner loop runs at
+ * fixed strides (contiguous in X for channels-last layouts). */
 REF_HOT static void ref_conv_channels(const tir_workload *w, const double *X,
 				      const double *W, double *Y, int64_t k0, int64_t k1)
 {
 	geom g = geom_of(w);
 	bool dw = w->op == TIR_OP_DEPTHWISE_CONV2D;
 	int64_t cg = dw ? 1 : g.c / g.groups, kg = dw ? g.mult : g.k / g.groups;
+	/* strides between input channels: in X, and in W (conv: W[K, C/groups,
+	 * *ker] / W[*ker, C/groups, K]; depthwise has one channel per group) */
+	int64_t xc = g.last ? 1 : g.in[0] * g.in[1] * g.in[2];
+	int64_t wc = g.last ? g.k : g.ker[0] * g.ker[1] * g.ker[2];
 	for (int64_t n = 0; n < g.n; n++)
 	for (int64_t k = k0; k < k1; k++)
 	for (int64_t o0 = 0; o0 < g.out[0]; o0++)
@@ -254,24 +312,28 @@ REF_HOT static void ref_conv_channels(const tir_workload *w, const double *X,
 	for (int64_t o2 = 0; o2 < g.out[2]; o2++) {
 		int64_t grp = k / kg;
 		double acc = 0;
-		for (int64_t c = 0; c < cg; c++)
-		for (int64_t r0 = 0; r0 < g.ker[0]; r0++)
-		for (int64_t r1 = 0; r1 < g.ker[1]; r1++)
-		for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
+		for (int64_t r0 = 0; r0 < g.ker[0]; r0++) {
 			int64_t i0 = o0 * g.stride[0] - g.pad[0] + r0 * g.dil[0];
-			int64_t i1 = o1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
-			int64_t i2 = o2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
-			if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] ||
-			    i2 < 0 || i2 >= g.in[2])
+			if (i0 < 0 || i0 >= g.in[0])
 				continue;
-			int64_t ic = grp * cg + c;
-			double x = X[act(&g, g.in, g.c, n, ic, i0, i1, i2)];
-			/* depthwise: W[C, mult, *ker] / W[*ker, C, mult];
-			 * conv: W[K, C/groups, *ker] / W[*ker, C/groups, K] */
-			double f = dw ? W[wgt(&g, g.c, g.mult, grp, k % g.mult, r0, r1, r2)]
-				 : g.last ? W[wgt(&g, cg, g.k, c, k, r0, r1, r2)]
-					  : W[wgt(&g, g.k, cg, k, c, r0, r1, r2)];
-			acc += x * f;
+			for (int64_t r1 = 0; r1 < g.ker[1]; r1++) {
+				int64_t i1 = o1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
+				if (i1 < 0 || i1 >= g.in[1])
+					continue;
+				for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
+					int64_t i2 = o2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
+					if (i2 < 0 || i2 >= g.in[2])
+						continue;
+					const double *x = X + act(&g, g.in, g.c, n, grp * cg, i0, i1, i2);
+					/* depthwise: W[C, mult, *ker] / W[*ker, C, mult] */
+					const double *f =
+						dw ? W + wgt(&g, g.c, g.mult, grp, k % g.mult, r0, r1, r2)
+						: g.last ? W + wgt(&g, cg, g.k, 0, k, r0, r1, r2)
+							 : W + wgt(&g, g.k, cg, k, 0, r0, r1, r2);
+					for (int64_t c = 0; c < cg; c++)
+						acc += x[c * xc] * f[c * wc];
+				}
+			}
 		}
 		Y[act(&g, g.out, g.k, n, k, o0, o1, o2)] = acc;
 	}
@@ -317,7 +379,8 @@ static double conv_macs(const tir_workload *w)
 
 static void ref_conv(const tir_workload *w, const double *X, const double *W, double *Y)
 {
-	ref_split(ref_conv_channels, w, X, W, Y, w->k, conv_macs(w));
+	bool last = w->channels_last && w->op != TIR_OP_DEPTHWISE_CONV2D;
+	ref_split(last ? ref_conv_last : ref_conv_channels, w, X, W, Y, w->k, conv_macs(w));
 }
 
 /* Threads take disjoint output channels of each group (the scatter writes
