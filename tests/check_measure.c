@@ -575,6 +575,55 @@ START_TEST(stream_puts_over_time)
 }
 END_TEST
 
+/* The timing loop on a stand-in device whose calls take 5 ms each: five
+ * repeats of one call; with slow_us below that, the one timed call alone. */
+typedef struct fake_dev {
+	int calls, flushes;
+} fake_dev;
+
+static int fake_flush(void *ctx, tir_child_report *rep)
+{
+	(void)rep;
+	((fake_dev *)ctx)->flushes++;
+	return 0;
+}
+
+static int fake_timed(void *ctx, long n, double *us, tir_child_report *rep)
+{
+	(void)rep;
+	((fake_dev *)ctx)->calls += (int)n;
+	*us = 5000.0 * (double)n;
+	return 0;
+}
+
+START_TEST(timing_slow_cutoff)
+{
+	tir_measure_opts o = tir_measure_opts_default(NULL);
+	tir_child_report rep;
+	fake_dev d = { 0 };
+	memset(&rep, 0, sizeof rep);
+	ck_assert_int_eq(tir_time_repeats(&o, &d, fake_flush, fake_timed, &rep), 0);
+	ck_assert_int_eq(rep.nrepeats, 5);
+	ck_assert(rep.median_us == 5000);
+	ck_assert_int_eq(d.calls, 2 + 5);
+	ck_assert_int_eq(d.flushes, 5);
+
+	o.slow_us = 1000;
+	memset(&d, 0, sizeof d);
+	memset(&rep, 0, sizeof rep);
+	ck_assert_int_eq(tir_time_repeats(&o, &d, fake_flush, fake_timed, &rep), 0);
+	ck_assert_int_eq(rep.nrepeats, 1);
+	ck_assert(rep.median_us == 5000 && rep.repeat_us[0] == 5000);
+	ck_assert_int_eq(d.calls, 2);
+	ck_assert_int_eq(d.flushes, 0);
+
+	o.slow_us = 6000;                  /* not past it: timed in full */
+	memset(&d, 0, sizeof d);
+	ck_assert_int_eq(tir_time_repeats(&o, &d, fake_flush, fake_timed, &rep), 0);
+	ck_assert_int_eq(rep.nrepeats, 5);
+}
+END_TEST
+
 /* ---- NVRTC and the CUDA runner ------------------------------------------------------- */
 
 static const char *const cu_add =
@@ -827,6 +876,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, batch_timeout_per_item);
 	tcase_add_test(tc, batch_setup_fails);
 	tcase_add_test(tc, stream_puts_over_time);
+	tcase_add_test(tc, timing_slow_cutoff);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("cuda");
 	tcase_set_timeout(tc, 300);

@@ -41,7 +41,9 @@
  * candidate: cuModuleLoadData, its kernels, scratch buffers of its own,
  * the output set to all-ones, one run, the output compared with the
  * reference in the child (the parent computed it before forking), timing
- * only when it matched, cuModuleUnload.  Sharing buffers gives up some of
+ * only when it matched (a candidate whose first timed call is over 10x the
+ * best this child measured is reported from that call: opts.slow_us),
+ * cuModuleUnload.  Sharing buffers gives up some of
  * the isolation a child per candidate had, so: every buffer sits between
  * guard zones that are checked after the run (a write past them is CRASH);
  * a wrong result is re-run once on inputs read back and restored, in case
@@ -525,6 +527,7 @@ typedef struct cuda_batch {
 	unsigned char *readback;   /* an input read back */
 	size_t readback_bytes;
 	const char *overwritten;   /* the input restore_inputs found changed */
+	double best_us;            /* the best median this child measured, 0: none */
 } cuda_batch;
 
 /* Whether c takes the inputs and output of first at the same argument
@@ -771,7 +774,14 @@ static int item_run(cuda_batch *b, const tir_artifact *a, const tir_code *c,
 		return -1;
 	if (b->o->no_timing)
 		return 0;
-	return tir_time_repeats(b->o, x, cuda_flush, cuda_timed, rep);
+	tir_measure_opts o = *b->o;
+	if (b->best_us > 0)
+		o.slow_us = 10 * b->best_us;
+	if (tir_time_repeats(&o, x, cuda_flush, cuda_timed, rep))
+		return -1;
+	if (b->best_us <= 0 || rep->median_us < b->best_us)
+		b->best_us = rep->median_us;
+	return 0;
 }
 
 /* What item_run took: the cubin, the scratch buffers, the tables.  Errors

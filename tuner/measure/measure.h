@@ -132,6 +132,10 @@ typedef struct tir_measure_opts {
 	double timeout_s;          /* run(): the whole child; run_batch(): each
 				    * candidate, and the child's setup; 0: 10 */
 	bool no_timing;            /* run once for the output only */
+	/* a candidate whose one timed call takes longer than this is reported
+	 * from that call alone (one repeat): it is no contender, and its figure
+	 * needs no precision (0: off; the CUDA stream sets 10x its best so far) */
+	double slow_us;
 	int device;                /* CUDA device ordinal */
 	/* tir_measure only: the reference output for this seed
 	 * (tir_measure_reference), computed once per workload and reused for
@@ -374,8 +378,9 @@ int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r);
 int tir_code_output(const tir_code *c);
 
 /* The timing loop every runner shares: one warm-up call, one timed call to
- * choose how many calls make a repeat of at least o->min_repeat_us, then
- * o->repeats repeats, each after flush(ctx).  timed(ctx, n, &us) runs n
+ * choose how many calls make a repeat of at least o->min_repeat_us (or, past
+ * o->slow_us, to be the one repeat reported), then o->repeats repeats, each
+ * after flush(ctx).  timed(ctx, n, &us) runs n
  * calls and returns 0 with the elapsed microseconds, or -1 with a message in
  * rep->msg (and rep->status set).  Fills rep's times; returns 0 or -1. */
 int tir_time_repeats(const tir_measure_opts *o, void *ctx,

@@ -1013,6 +1013,12 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 		return -1;
 	if (timed(ctx, 1, &one, rep))            /* how long one call takes */
 		return -1;
+	if (o->slow_us > 0 && one > o->slow_us) {
+		rep->nrepeats = 1;
+		rep->repeat_us[0] = rep->median_us = one;
+		rep->timing_s = tir_now_s() - start;
+		return 0;
+	}
 	if (one < 0.01)
 		one = 0.01;
 	double n = ceil(o->min_repeat_us / one);
