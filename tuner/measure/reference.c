@@ -244,6 +244,34 @@ static void ref_matmul(const tir_workload *w, const double *A, const double *B, 
 	ref_split(ref_matmul_rows, w, A, B, C, w->M, macs);
 }
 
+/* The kernel window of output position (o0, o1, o2) that lands inside the
+ * input: for each such tap, its kernel offsets and input position, into
+ * tap[k][0..5] = r0, r1, r2, i0, i1, i2 (room for the whole window).
+ * Returns how many. */
+REF_HOT static int window(const geom *g, int64_t o0, int64_t o1, int64_t o2,
+			  int64_t (*tap)[6])
+{
+	int n = 0;
+	for (int64_t r0 = 0; r0 < g->ker[0]; r0++) {
+		int64_t i0 = o0 * g->stride[0] - g->pad[0] + r0 * g->dil[0];
+		if (i0 < 0 || i0 >= g->in[0])
+			continue;
+		for (int64_t r1 = 0; r1 < g->ker[1]; r1++) {
+			int64_t i1 = o1 * g->stride[1] - g->pad[1] + r1 * g->dil[1];
+			if (i1 < 0 || i1 >= g->in[1])
+				continue;
+			for (int64_t r2 = 0; r2 < g->ker[2]; r2++) {
+				int64_t i2 = o2 * g->stride[2] - g->pad[2] + r2 * g->dil[2];
+				if (i2 < 0 || i2 >= g->in[2])
+					continue;
+				int64_t *t = tap[n++];
+				t[0] = r0, t[1] = r1, t[2] = r2, t[3] = i0, t[4] = i1, t[5] = i2;
+			}
+		}
+	}
+	return n;
+}
+
 /* Forward convolution, channels-last and not depthwise (W[*ker, C/groups,
  * K]): for each output position the output channels [k0, k1) are summed
  * together, the innermost loop running along a contiguous row of W. */
@@ -253,41 +281,32 @@ REF_HOT static void ref_conv_last(const tir_workload *w, const double *X, const 
 	geom g = geom_of(w);
 	int64_t cg = g.c / g.groups, kg = g.k / g.groups;
 	double *acc = xcalloc((size_t)(k1 - k0) + 1, sizeof(double));
+	int64_t (*tap)[6] = xcalloc((size_t)(g.ker[0] * g.ker[1] * g.ker[2]) + 1, sizeof *tap);
 	for (int64_t n = 0; n < g.n; n++)
 	for (int64_t o0 = 0; o0 < g.out[0]; o0++)
 	for (int64_t o1 = 0; o1 < g.out[1]; o1++)
 	for (int64_t o2 = 0; o2 < g.out[2]; o2++) {
 		memset(acc, 0, sizeof(double) * (size_t)(k1 - k0));
-		for (int64_t r0 = 0; r0 < g.ker[0]; r0++) {
-			int64_t i0 = o0 * g.stride[0] - g.pad[0] + r0 * g.dil[0];
-			if (i0 < 0 || i0 >= g.in[0])
-				continue;
-			for (int64_t r1 = 0; r1 < g.ker[1]; r1++) {
-				int64_t i1 = o1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
-				if (i1 < 0 || i1 >= g.in[1])
-					continue;
-				for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
-					int64_t i2 = o2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
-					if (i2 < 0 || i2 >= g.in[2])
-						continue;
-					const double *x = X + act(&g, g.in, g.c, n, 0, i0, i1, i2);
-					/* the groups that [k0, k1) meets */
-					for (int64_t grp = k0 / kg; grp * kg < k1; grp++) {
-						int64_t lo = grp * kg > k0 ? grp * kg : k0;
-						int64_t hi = (grp + 1) * kg < k1 ? (grp + 1) * kg : k1;
-						for (int64_t c = 0; c < cg; c++) {
-							double xv = x[grp * cg + c];
-							const double *f = W + wgt(&g, cg, g.k, c, 0, r0, r1, r2);
-							for (int64_t k = lo; k < hi; k++)
-								acc[k - k0] += xv * f[k];
-						}
-					}
+		int taps = window(&g, o0, o1, o2, tap);
+		for (int t = 0; t < taps; t++) {
+			const int64_t *p = tap[t];
+			const double *x = X + act(&g, g.in, g.c, n, 0, p[3], p[4], p[5]);
+			/* the groups that [k0, k1) meets */
+			for (int64_t grp = k0 / kg; grp * kg < k1; grp++) {
+				int64_t lo = grp * kg > k0 ? grp * kg : k0;
+				int64_t hi = (grp + 1) * kg < k1 ? (grp + 1) * kg : k1;
+				for (int64_t c = 0; c < cg; c++) {
+					double xv = x[grp * cg + c];
+					const double *f = W + wgt(&g, cg, g.k, c, 0, p[0], p[1], p[2]);
+					for (int64_t k = lo; k < hi; k++)
+						acc[k - k0] += xv * f[k];
 				}
 			}
 		}
 		for (int64_t k = k0; k < k1; k++)
 			Y[act(&g, g.out, g.k, n, k, o0, o1, o2)] = acc[k - k0];
 	}
+	free(tap);
 	free(acc);
 }
 
@@ -305,6 +324,7 @@ REF_HOT static void ref_conv_channels(const tir_workload *w, const double *X,
 	 * *ker] / W[*ker, C/groups, K]; depthwise has one channel per group) */
 	int64_t xc = g.last ? 1 : g.in[0] * g.in[1] * g.in[2];
 	int64_t wc = g.last ? g.k : g.ker[0] * g.ker[1] * g.ker[2];
+	int64_t (*tap)[6] = xcalloc((size_t)(g.ker[0] * g.ker[1] * g.ker[2]) + 1, sizeof *tap);
 	for (int64_t n = 0; n < g.n; n++)
 	for (int64_t k = k0; k < k1; k++)
 	for (int64_t o0 = 0; o0 < g.out[0]; o0++)
@@ -312,31 +332,21 @@ REF_HOT static void ref_conv_channels(const tir_workload *w, const double *X,
 	for (int64_t o2 = 0; o2 < g.out[2]; o2++) {
 		int64_t grp = k / kg;
 		double acc = 0;
-		for (int64_t r0 = 0; r0 < g.ker[0]; r0++) {
-			int64_t i0 = o0 * g.stride[0] - g.pad[0] + r0 * g.dil[0];
-			if (i0 < 0 || i0 >= g.in[0])
-				continue;
-			for (int64_t r1 = 0; r1 < g.ker[1]; r1++) {
-				int64_t i1 = o1 * g.stride[1] - g.pad[1] + r1 * g.dil[1];
-				if (i1 < 0 || i1 >= g.in[1])
-					continue;
-				for (int64_t r2 = 0; r2 < g.ker[2]; r2++) {
-					int64_t i2 = o2 * g.stride[2] - g.pad[2] + r2 * g.dil[2];
-					if (i2 < 0 || i2 >= g.in[2])
-						continue;
-					const double *x = X + act(&g, g.in, g.c, n, grp * cg, i0, i1, i2);
-					/* depthwise: W[C, mult, *ker] / W[*ker, C, mult] */
-					const double *f =
-						dw ? W + wgt(&g, g.c, g.mult, grp, k % g.mult, r0, r1, r2)
-						: g.last ? W + wgt(&g, cg, g.k, 0, k, r0, r1, r2)
-							 : W + wgt(&g, g.k, cg, k, 0, r0, r1, r2);
-					for (int64_t c = 0; c < cg; c++)
-						acc += x[c * xc] * f[c * wc];
-				}
-			}
+		int taps = window(&g, o0, o1, o2, tap);
+		for (int t = 0; t < taps; t++) {
+			const int64_t *p = tap[t];
+			const double *x = X + act(&g, g.in, g.c, n, grp * cg, p[3], p[4], p[5]);
+			/* depthwise: W[C, mult, *ker] / W[*ker, C, mult] */
+			const double *f =
+				dw ? W + wgt(&g, g.c, g.mult, grp, k % g.mult, p[0], p[1], p[2])
+				: g.last ? W + wgt(&g, cg, g.k, 0, k, p[0], p[1], p[2])
+					 : W + wgt(&g, g.k, cg, k, 0, p[0], p[1], p[2]);
+			for (int64_t c = 0; c < cg; c++)
+				acc += x[c * xc] * f[c * wc];
 		}
 		Y[act(&g, g.out, g.k, n, k, o0, o1, o2)] = acc;
 	}
+	free(tap);
 }
 
 /* Transposed convolution, written as the scatter that defines it. */
