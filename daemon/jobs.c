@@ -749,6 +749,14 @@ static void prior_free(prior_set *p)
 
 /* Runs j (running, not under js->mu) and returns the state it ends in, with
  * the message in msg. */
+/* Threads for a search of this target kind and for its model's features:
+ * every core, except for a CPU target, whose candidates other jobs may be
+ * timing on this machine's cores meanwhile. */
+static int search_threads(tir_target_kind kind)
+{
+	return kind == TIR_TARGET_CUDA ? 0 : 1;
+}
+
 static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 {
 	tird *d = js->d;
@@ -787,9 +795,7 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	o.prior = prior.c;
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
-	/* the search on every core, except for a CPU target, whose candidates
-	 * other jobs may be timing on this machine's cores meanwhile */
-	o.threads = j->target.kind == TIR_TARGET_CUDA ? 0 : 1;
+	o.threads = search_threads(j->target.kind);
 	/* "xgboost": the model shared by every job of the target kind, so each
 	 * workload teaches the next (tir_tune draws random scores while it is
 	 * untrained); "random": tir_tune's own random model (o.model NULL),
@@ -1004,10 +1010,9 @@ void jobs_models_load(tird *d)
 			d->models[k] = cm_model_new();
 		free(blob);
 	}
-	/* as the search of each kind (run_job): GPU candidates are measured
-	 * elsewhere, CPU ones perhaps on this machine's cores */
 	for (int k = 0; k < 2; k++)
-		cm_model_set_threads(d->models[k], k ? 0 : 1);
+		cm_model_set_threads(d->models[k],
+				     search_threads(k ? TIR_TARGET_CUDA : TIR_TARGET_CPU));
 }
 
 void jobs_model_save(tird *d, tir_target_kind kind)

@@ -1012,20 +1012,6 @@ static int cuda_stream_finish(tir_run_stream *s, tir_measure_result *r)
 	return children;
 }
 
-static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
-			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
-			  tir_measure_result *r)
-{
-	const tir_code *first = NULL;
-	for (int i = 0; i < n && !first; i++)
-		if (a[i] && a[i]->image)
-			first = c[i];
-	tir_run_stream *s = cuda_stream_start(n, first, opts, ref, ref_n);
-	for (int i = 0; i < n; i++)
-		cuda_stream_put(s, i, a[i], c[i]);
-	return cuda_stream_finish(s, r);
-}
-
 /* ---- device properties (in a child) ----------------------------------------------------------- */
 
 typedef struct cuda_props {
@@ -1133,19 +1119,6 @@ static int cuda_stream_finish(tir_run_stream *s, tir_measure_result *r)
 	return 0;
 }
 
-static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
-			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
-			  tir_measure_result *r)
-{
-	for (int i = 0; i < n; i++) {
-		memset(&r[i], 0, sizeof r[i]);
-		r[i].max_rel_error = -1;
-		r[i].status = TIR_MEASURE_RUN_ERROR;
-		snprintf(r[i].msg, sizeof r[i].msg, "cuda: libtir was built without CUDA");
-	}
-	return 0;
-}
-
 static int cuda_run(const tir_artifact *a, const tir_code *c, const tir_measure_opts *opts,
 		    tir_measure_result *r)
 {
@@ -1164,6 +1137,21 @@ int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err)
 }
 
 #endif
+
+/* run_batch: the stream with every candidate put at once. */
+static int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
+			  const tir_measure_opts *opts, const double *ref, int64_t ref_n,
+			  tir_measure_result *r)
+{
+	const tir_code *first = NULL;
+	for (int i = 0; i < n && !first; i++)
+		if (a[i] && a[i]->image)
+			first = c[i];
+	tir_run_stream *s = cuda_stream_start(n, first, opts, ref, ref_n);
+	for (int i = 0; i < n; i++)
+		cuda_stream_put(s, i, a[i], c[i]);
+	return cuda_stream_finish(s, r);
+}
 
 /* ---- build ----------------------------------------------------------------------------------- */
 
