@@ -10,6 +10,8 @@
  * the real sketches and tir_measure_local, a few trials each.
  */
 #include <math.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +660,53 @@ static char *sample_trace(const tir_workload *w, uint64_t seed)
 	return tr;
 }
 
+/* A builder process that dies costs the candidate it was building and no
+ * other: the compiler (CC) kills its parent, the builder, the first time. */
+START_TEST(test_measure_local_builder_dies)
+{
+	char dir[] = "/tmp/tir-builder-XXXXXX", cc[64], once[64];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cc, sizeof cc, "%s/cc", dir);
+	snprintf(once, sizeof once, "%s/once", dir);
+	FILE *f = fopen(cc, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\nif mkdir %s 2>/dev/null; then kill -9 $PPID; sleep 5; fi\n"
+		   "exec cc \"$@\"\n", once);
+	fclose(f);
+	ck_assert_int_eq(chmod(cc, 0700), 0);
+	const char *old = getenv("CC");
+	char *saved = old ? strdup(old) : NULL;
+	setenv("CC", cc, 1);
+
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	char *a = sample_trace(w, 1), *b = sample_trace(w, 2);
+	const char *traces[2] = { a, b };
+	tir_candidate out[2];
+	search_local l = fast_local();
+	l.threads = 1;                 /* one builder: it takes the first and dies */
+	ck_assert_int_eq(tir_measure_local(&l, w, &t, 2, traces, out), 0);
+	ck_assert_int_eq(out[0].status, TIR_MEASURE_BUILD_ERROR);
+	ck_assert_msg(strstr(out[0].msg, "builder process died"), "%s", out[0].msg);
+	ck_assert_msg(out[1].status == TIR_MEASURE_OK, "%s", out[1].msg);
+	for (int i = 0; i < 2; i++)
+		free((char *)out[i].msg);
+	search_local_clear(&l);
+
+	if (saved)
+		setenv("CC", saved, 1);
+	else
+		unsetenv("CC");
+	free(saved);
+	unlink(cc);
+	rmdir(once);
+	rmdir(dir);
+	free(a);
+	free(b);
+	tir_workload_free(w);
+}
+END_TEST
+
 START_TEST(test_measure_local_statuses)
 {
 	tir_workload *w = load(mm_json);
@@ -821,6 +870,7 @@ static Suite *make_search_suite(void)
 	TCase *real = tcase_create("measured");
 	tcase_set_timeout(real, 300);          /* compiles and runs candidates */
 	tcase_add_test(real, test_measure_local_statuses);
+	tcase_add_test(real, test_measure_local_builder_dies);
 	tcase_add_test(real, test_real_planted);
 	tcase_add_test(real, test_e2e_matmul);
 	tcase_add_test(real, test_e2e_conv);

@@ -324,13 +324,15 @@ void *tir_measure_cache_new(void);
 void tir_measure_cache_free(void *cache);
 
 /* Where the last tir_measure_local with this context spent its time (wall
- * seconds): building (replay, codegen, compile, on every core), the
+ * seconds): building (replay, codegen, compile, on every core; generate_s
+ * is its part before the compiles), the
  * reference, and running after the last build (CUDA measures while it
  * builds: this is what was still queued; CPU: every run); what the
  * candidates took in the measuring processes (loading, checking, timing;
  * for CUDA mostly during the builds) and the timing alone. */
 typedef struct tir_measure_phases {
 	double build_s, reference_s, run_s;
+	double generate_s;         /* of build_s: replaying, validating, generating code */
 	double candidates_s, timing_s;
 	int built, processes;
 } tir_measure_phases;

@@ -5,11 +5,11 @@
  * Builds are fast because they run on every core, and runs are clean
  * because they run one at a time:
  *
- *   1. build, in parallel on every core (search_parallel_for; ctx->threads to
- *      limit): first each candidate's trace is replayed on a fresh schedule,
+ *   1. build, in builder processes, one per core (ctx->threads to limit):
+ *      first each candidate's trace is replayed on a fresh schedule,
  *      validated and its code generated (tir_codegen: milliseconds), then
  *      each is compiled by the target's runner (NVRTC: a tenth of a second
- *      to seconds);
+ *      to seconds), the biggest first;
  *   2. run, ONE AT A TIME.  Where the runner streams (CUDA), its measuring
  *      process is forked when the compiles start — its setup, the driver and
  *      a context, overlaps them — and takes each candidate as soon as it is
@@ -31,17 +31,22 @@
  * here aborts the batch: every candidate gets a status and, when not ok, a
  * message (malloc'd; the caller frees out[i].msg).
  *
- * Builds run in threads of the calling process, but no candidate code runs
- * in it: the streaming runner forks its first child before the builder
- * threads start and any later one after they have joined; the CPU runs fork
- * after the builds.  The reference is computed before any fork, so the
- * children inherit it.
+ * Builds run in forked builder processes (below: threads of one process do
+ * not overlap them on the H200 machine), and no candidate code runs in the
+ * calling process: the streaming runner forks its measuring child before
+ * the compiles start and any later one after the builders have ended; the
+ * CPU runs fork after the builds.  The reference is computed before any
+ * fork, so the children inherit it.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include "measure.h"
 #include "../search/search.h"
 #include "../ir/ir.h"
@@ -64,39 +69,379 @@ typedef struct builders {
 	int *order;                /* compile order: largest first */
 } builders;
 
-/* Phase 1a for one candidate: replay, validate, generate code. */
-static void generate_at(void *ctx, int i)
+/* ---- phase 1: in builder processes ------------------------------------------------
+ *
+ * Both steps of a build, generating code and compiling it, run in forked
+ * builder processes, not in threads: on the H200 machine the threads of one
+ * process do not overlap this allocation-heavy work (NVRTC, 128 builds: one
+ * thread 4.9 s, 16 threads 5.0 s, 16 processes 0.8 s;
+ * bench/results/2026-11-30-h200-build-processes.txt).  A builder takes the
+ * next item from a counter they share, works on it and sends the result up
+ * its pipe as bytes: a candidate's tir_code, or its artifact (both plain
+ * data; an artifact's files, if any, pass to the parent with it), or the
+ * message of its failure.  Only the work itself runs in a builder (no stdio,
+ * no exit handlers): the parent may have other threads.  A builder that dies
+ * costs the item it was on (build_error); the others take the rest; what no
+ * builder took (none could start) is done in the parent. */
+
+typedef struct bytes {
+	char *p;
+	size_t n, cap;
+} bytes;
+
+static void put(bytes *b, const void *p, size_t n)
 {
-	builders *b = ctx;
-	job *j = &b->jobs[i];
-	tir_error e = { "" };
-	tir_sched *s = search_replay(b->w, b->t, j->trace, &e);
-	if (s)
-		j->code = tir_codegen(tir_sched_program(s), b->t, &e);
-	tir_sched_free(s);
-	if (!j->code) {
-		j->status = TIR_MEASURE_BUILD_ERROR;
-		snprintf(j->msg, sizeof j->msg, "%s%s", !s ? "replay: " : "", e.msg);
+	if (b->n + n > b->cap) {
+		b->cap = 2 * (b->n + n) + 256;
+		b->p = xrealloc(b->p, b->cap);
+	}
+	memcpy(b->p + b->n, p, n);
+	b->n += n;
+}
+
+/* Reads n bytes at *at of b into p; -1 past the end. */
+static int get(const char *b, size_t len, size_t *at, void *p, size_t n)
+{
+	if (n > len - *at)
+		return -1;
+	memcpy(p, b + *at, n);
+	*at += n;
+	return 0;
+}
+
+/* What a builder sends for one item, followed by len bytes. */
+typedef struct item_msg {
+	int i;
+	int ok;
+	size_t len;
+} item_msg;
+
+typedef struct pool {
+	int n;
+	const int *order;          /* the items in the order they are taken; NULL: 0..n-1 */
+	/* in a builder: the item's result (return 0) or the message of its
+	 * failure (-1) into out; 1: nothing to send (nothing to do) */
+	int (*work)(void *ctx, int i, bytes *out);
+	/* in the parent: a result a builder sent */
+	void (*take)(void *ctx, int i, bool ok, const char *data, size_t len);
+	void *ctx;
+	int *shared;               /* MAP_SHARED: [0] the next position, [1 + i] item i taken */
+} pool;
+
+static int write_full(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t k = write(fd, c, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		c += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* 1 when n bytes were read, 0 at end of file before them, -1 on error. */
+static int read_full(int fd, void *p, size_t n)
+{
+	char *c = p;
+	while (n) {
+		ssize_t k = read(fd, c, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k == 0 ? 0 : -1;
+		c += k;
+		n -= (size_t)k;
+	}
+	return 1;
+}
+
+static _Noreturn void builder(pool *pl, int fd)
+{
+	bytes out = { 0 };
+	for (;;) {
+		int k = __atomic_fetch_add(&pl->shared[0], 1, __ATOMIC_SEQ_CST);
+		if (k >= pl->n)
+			_exit(0);
+		int i = pl->order ? pl->order[k] : k;
+		__atomic_store_n(&pl->shared[1 + i], 1, __ATOMIC_SEQ_CST);
+		out.n = 0;
+		int rc = pl->work(pl->ctx, i, &out);
+		if (rc > 0)
+			continue;
+		item_msg m = { i, rc == 0, out.n };
+		if (write_full(fd, &m, sizeof m) || (out.n && write_full(fd, out.p, out.n)))
+			_exit(1);
 	}
 }
 
-/* Phase 1b for the k-th candidate in compile order: compile; into the
- * stream when there is one. */
-static void build_at(void *ctx, int k)
+/* One result from a builder's pipe; -1 at its end or on a broken message. */
+static int take_one(pool *pl, int fd)
+{
+	item_msg m;
+	if (read_full(fd, &m, sizeof m) != 1 || m.i < 0 || m.i >= pl->n)
+		return -1;
+	char *data = xmalloc(m.len + 1);
+	if (m.len && read_full(fd, data, m.len) != 1) {
+		free(data);
+		return -1;
+	}
+	data[m.len] = '\0';
+	pl->take(pl->ctx, m.i, m.ok, data, m.len);
+	free(data);
+	return 0;
+}
+
+/* Runs pl's items in up to `procs` builder processes, taking each result
+ * as it comes.  taken[i] says whether a builder took item i (whether or not
+ * it sent a result: one that died did not).  Returns how many builders ran
+ * (0: none could start; nothing was taken). */
+static int in_processes(pool *pl, int procs, int *taken)
+{
+	memset(taken, 0, sizeof(int) * (size_t)pl->n);
+	if (procs > pl->n)
+		procs = pl->n;
+	if (procs < 1)
+		return 0;
+	size_t shsize = sizeof(int) * ((size_t)pl->n + 1);
+	pl->shared = mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (pl->shared == MAP_FAILED)
+		return 0;
+	pid_t *pid = xcalloc((size_t)procs, sizeof *pid);
+	struct pollfd *pf = xcalloc((size_t)procs, sizeof *pf);
+	int started = 0;
+	for (int k = 0; k < procs; k++) {
+		int fd[2];
+		if (pipe(fd))
+			break;
+		pid_t c = fork();
+		if (c == 0) {
+			close(fd[0]);
+			for (int q = 0; q < started; q++)
+				close(pf[q].fd);
+			builder(pl, fd[1]);
+		}
+		close(fd[1]);
+		if (c < 0) {
+			close(fd[0]);
+			break;
+		}
+		pid[started] = c;
+		pf[started++] = (struct pollfd){ .fd = fd[0], .events = POLLIN };
+	}
+	for (int open = started; open > 0;) {
+		if (poll(pf, (nfds_t)started, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int k = 0; k < started; k++)
+			if (pf[k].fd >= 0 && pf[k].revents && take_one(pl, pf[k].fd) < 0) {
+				close(pf[k].fd);
+				pf[k].fd = -1;
+				open--;
+			}
+	}
+	for (int k = 0; k < started; k++) {
+		if (pf[k].fd >= 0)
+			close(pf[k].fd);
+		while (waitpid(pid[k], NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	memcpy(taken, pl->shared + 1, sizeof(int) * (size_t)pl->n);
+	munmap(pl->shared, shsize);
+	pl->shared = NULL;
+	free(pid);
+	free(pf);
+	return started;
+}
+
+/* ---- the two steps ---------------------------------------------------------------- */
+
+/* Step 1 for one candidate: replay, validate, generate code; NULL with the
+ * message in msg. */
+static tir_code *generate(const builders *b, int i, char *msg, size_t cap)
+{
+	tir_error e = { "" };
+	tir_sched *s = search_replay(b->w, b->t, b->jobs[i].trace, &e);
+	tir_code *c = s ? tir_codegen(tir_sched_program(s), b->t, &e) : NULL;
+	tir_sched_free(s);
+	if (!c)
+		snprintf(msg, cap, "%s%s", !s ? "replay: " : "", e.msg);
+	return c;
+}
+
+/* tir_code as bytes: the counts, the tables, the source. */
+static void code_bytes(const tir_code *c, bytes *out)
+{
+	size_t len = strlen(c->source);
+	put(out, &c->nargs, sizeof c->nargs);
+	put(out, &c->nlaunches, sizeof c->nlaunches);
+	put(out, c->entry, sizeof c->entry);
+	put(out, &c->unrolled_blocks, sizeof c->unrolled_blocks);
+	put(out, c->args, sizeof *c->args * (size_t)c->nargs);
+	put(out, c->launches, sizeof *c->launches * (size_t)c->nlaunches);
+	put(out, &len, sizeof len);
+	put(out, c->source, len);
+}
+
+static tir_code *code_of_bytes(const char *d, size_t n)
+{
+	tir_code *c = xcalloc(1, sizeof *c);
+	size_t at = 0, len;
+	if (get(d, n, &at, &c->nargs, sizeof c->nargs) ||
+	    get(d, n, &at, &c->nlaunches, sizeof c->nlaunches) ||
+	    get(d, n, &at, c->entry, sizeof c->entry) ||
+	    get(d, n, &at, &c->unrolled_blocks, sizeof c->unrolled_blocks) ||
+	    c->nargs < 0 || c->nlaunches < 0 ||
+	    (size_t)c->nargs > n / sizeof *c->args || (size_t)c->nlaunches > n / sizeof *c->launches)
+		goto bad;
+	c->args = xcalloc((size_t)c->nargs + 1, sizeof *c->args);
+	c->launches = xcalloc((size_t)c->nlaunches + 1, sizeof *c->launches);
+	if (get(d, n, &at, c->args, sizeof *c->args * (size_t)c->nargs) ||
+	    get(d, n, &at, c->launches, sizeof *c->launches * (size_t)c->nlaunches) ||
+	    get(d, n, &at, &len, sizeof len) || len != n - at)
+		goto bad;
+	c->source = xmalloc(len + 1);
+	memcpy(c->source, d + at, len);
+	c->source[len] = '\0';
+	c->entry[sizeof c->entry - 1] = '\0';
+	return c;
+bad:
+	tir_code_free(c);
+	return NULL;
+}
+
+static int generate_work(void *ctx, int i, bytes *out)
+{
+	char msg[512];
+	tir_code *c = generate(ctx, i, msg, sizeof msg);
+	if (!c) {
+		put(out, msg, strlen(msg));
+		return -1;
+	}
+	code_bytes(c, out);
+	return 0;
+}
+
+static void generate_take(void *ctx, int i, bool ok, const char *data, size_t len)
+{
+	job *j = &((builders *)ctx)->jobs[i];
+	if (ok && !(j->code = code_of_bytes(data, len))) {
+		ok = false;
+		data = "a builder process sent broken code";
+	}
+	if (!ok) {
+		j->status = TIR_MEASURE_BUILD_ERROR;
+		snprintf(j->msg, sizeof j->msg, "%s", data);
+	}
+}
+
+/* Step 2 for one candidate: compile. */
+static int build_work(void *ctx, int i, bytes *out)
 {
 	builders *b = ctx;
-	int i = b->order[k];
-	job *j = &b->jobs[i];
-	if (!j->code)
-		return;
+	if (!b->jobs[i].code)
+		return 1;
 	tir_error e = { "" };
-	j->art = b->r->build(j->code, b->t, &e);
-	if (!j->art) {
-		j->status = TIR_MEASURE_BUILD_ERROR;
-		snprintf(j->msg, sizeof j->msg, "%s", e.msg);
-	} else if (b->stream) {
-		b->r->stream_put(b->stream, i, j->art, j->code);
+	tir_artifact *a = b->r->build(b->jobs[i].code, b->t, &e);
+	if (!a) {
+		put(out, e.msg, strlen(e.msg));
+		return -1;
 	}
+	/* the artifact is plain data: its paths (its files now belong to the
+	 * parent) and its image; its memory goes with this process */
+	put(out, &a->sm, sizeof a->sm);
+	put(out, a->dir, sizeof a->dir);
+	put(out, a->path, sizeof a->path);
+	if (a->image_size)
+		put(out, a->image, a->image_size);
+	return 0;
+}
+
+static void built(builders *b, int i, tir_artifact *a, const char *msg)
+{
+	job *j = &b->jobs[i];
+	if (!a) {
+		j->status = TIR_MEASURE_BUILD_ERROR;
+		snprintf(j->msg, sizeof j->msg, "%s", msg);
+		return;
+	}
+	j->art = a;
+	if (b->stream)
+		b->r->stream_put(b->stream, i, a, j->code);
+}
+
+static void build_take(void *ctx, int i, bool ok, const char *data, size_t len)
+{
+	builders *b = ctx;
+	if (!ok || b->jobs[i].art) {
+		built(b, i, NULL, ok ? "a builder process sent it twice" : data);
+		return;
+	}
+	tir_artifact *a = xcalloc(1, sizeof *a);
+	size_t at = 0;
+	a->runner = b->r;
+	if (get(data, len, &at, &a->sm, sizeof a->sm) ||
+	    get(data, len, &at, a->dir, sizeof a->dir) ||
+	    get(data, len, &at, a->path, sizeof a->path)) {
+		free(a);
+		built(b, i, NULL, "a builder process sent a broken artifact");
+		return;
+	}
+	a->dir[sizeof a->dir - 1] = a->path[sizeof a->path - 1] = '\0';
+	if ((a->image_size = len - at)) {
+		a->image = xmalloc(a->image_size);
+		memcpy(a->image, data + at, a->image_size);
+	}
+	built(b, i, a, NULL);
+}
+
+/* Step 1 for every candidate, in builder processes. */
+static void generate_all(builders *b, int procs)
+{
+	pool pl = { .n = b->n, .work = generate_work, .take = generate_take, .ctx = b };
+	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
+	int ran = in_processes(&pl, procs, taken);
+	for (int i = 0; i < b->n; i++) {
+		job *j = &b->jobs[i];
+		if (j->code || j->status != TIR_MEASURE_OK)
+			continue;
+		if (ran && taken[i]) {
+			j->status = TIR_MEASURE_BUILD_ERROR;
+			snprintf(j->msg, sizeof j->msg, "the builder process died generating its code");
+		} else if (!(j->code = generate(b, i, j->msg, sizeof j->msg))) {
+			j->status = TIR_MEASURE_BUILD_ERROR;
+		}
+	}
+	free(taken);
+}
+
+/* Step 2 for every generated candidate, in compile order, in builder
+ * processes; each result into the stream, when there is one, as it comes. */
+static void build_all(builders *b, int procs)
+{
+	pool pl = { .n = b->n, .order = b->order, .work = build_work, .take = build_take,
+		    .ctx = b };
+	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
+	int ran = in_processes(&pl, procs, taken);
+	for (int k = 0; k < b->n; k++) {
+		int i = b->order[k];
+		job *j = &b->jobs[i];
+		if (!j->code || j->art || j->status != TIR_MEASURE_OK)
+			continue;
+		if (ran && taken[i]) {
+			built(b, i, NULL, "the builder process died compiling it");
+		} else {
+			tir_error e = { "" };
+			tir_artifact *a = b->r->build(j->code, b->t, &e);
+			built(b, i, a, e.msg);
+		}
+	}
+	free(taken);
 }
 
 void *tir_measure_cache_new(void)
@@ -240,8 +585,9 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	int threads = l && l->threads > 0 ? l->threads : 0;
 	tir_measure_phases ph = { 0 };
 	double t0 = tir_now_s();
-	/* 1a. every candidate's code, in parallel (fast next to compiling) */
-	search_parallel_for(n, threads, generate_at, &b);
+	int procs = threads > 0 ? threads : search_cores();
+	/* 1a. every candidate's code (fast next to compiling) */
+	generate_all(&b, procs);
 	double t1 = tir_now_s();
 
 	/* the reference, with the first candidate's arguments */
@@ -262,9 +608,10 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	compile_order(&b);
 	if (ref && b.r->stream_start)
 		b.stream = b.r->stream_start(n, first, &o, ref, ref_n);
-	search_parallel_for(n, threads, build_at, &b);
+	build_all(&b, procs);
 	double t3 = tir_now_s();
 	ph.build_s = (t1 - t0) + (t3 - t2);
+	ph.generate_s = t1 - t0;
 	for (int i = 0; i < n; i++)
 		ph.built += b.jobs[i].art != NULL;
 
