@@ -31,8 +31,8 @@
  * here aborts the batch: every candidate gets a status and, when not ok, a
  * message (malloc'd; the caller frees out[i].msg).
  *
- * Builds run in forked builder processes (below: threads of one process do
- * not overlap them on the H200 machine), and no candidate code runs in the
+ * Builds run in forked builder processes (below: threads of one process
+ * overlap them poorly on the H200 machine), and no candidate code runs in the
  * calling process: the streaming runner forks its measuring child before
  * the compiles start and any later one after the builders have ended; the
  * CPU runs fork after the builds.  The reference is computed before any
@@ -73,9 +73,10 @@ typedef struct builders {
  *
  * Both steps of a build, generating code and compiling it, run in forked
  * builder processes, not in threads: on the H200 machine the threads of one
- * process do not overlap this allocation-heavy work (NVRTC, 128 builds: one
- * thread 4.9 s, 16 threads 5.0 s, 16 processes 0.8 s;
- * bench/results/2026-11-30-h200-build-processes.txt).  A builder takes the
+ * process overlap NVRTC's compiles poorly (32 new sources each: one thread
+ * 2.6 compiles/s, 16 threads 10.2, 16 processes 24.8; bench/nvrtc_parallel,
+ * bench/results/2026-11-30-h200-build-processes.txt), and a compiler that
+ * crashes then takes a builder, not the worker.  A builder takes the
  * next item from a counter they share, works on it and sends the result up
  * its pipe as bytes: a candidate's tir_code, or its artifact (both plain
  * data; an artifact's files, if any, pass to the parent with it), or the
@@ -91,6 +92,8 @@ typedef struct bytes {
 
 static void put(bytes *b, const void *p, size_t n)
 {
+	if (!n)
+		return;
 	if (b->n + n > b->cap) {
 		b->cap = 2 * (b->n + n) + 256;
 		b->p = xrealloc(b->p, b->cap);
@@ -104,7 +107,8 @@ static int get(const char *b, size_t len, size_t *at, void *p, size_t n)
 {
 	if (n > len - *at)
 		return -1;
-	memcpy(p, b + *at, n);
+	if (n)
+		memcpy(p, b + *at, n);
 	*at += n;
 	return 0;
 }
