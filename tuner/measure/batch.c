@@ -72,18 +72,21 @@ typedef struct builders {
 /* ---- phase 1: in builder processes ------------------------------------------------
  *
  * Both steps of a build, generating code and compiling it, run in forked
- * builder processes, not in threads: on the H200 machine the threads of one
- * process overlap NVRTC's compiles poorly (32 new sources each: one thread
- * 2.6 compiles/s, 16 threads 10.2, 16 processes 24.8; bench/nvrtc_parallel,
- * bench/results/2026-11-30-h200-build-processes.txt), and a compiler that
- * crashes then takes a builder, not the worker.  A builder takes the
- * next item from a counter they share, works on it and sends the result up
- * its pipe as bytes: a candidate's tir_code, or its artifact (both plain
- * data; an artifact's files, if any, pass to the parent with it), or the
- * message of its failure.  Only the work itself runs in a builder (no stdio,
- * no exit handlers): the parent may have other threads.  A builder that dies
- * costs the item it was on (build_error); the others take the rest; what no
- * builder took (none could start) is done in the parent. */
+ * builder processes, not in threads of this process.  Generating code is
+ * allocation-heavy work, and on the H200 machine the threads of one process
+ * share such work poorly (NVRTC in-process, 32 new sources each: one thread
+ * 2.6 compiles/s, 16 threads 10.2, 16 processes 24.8; bench/nvrtc_parallel);
+ * the worker end to end went from 24.2 to 27.5 candidates/s (geomean of 20
+ * tasks; bench/results/2026-11-30-h200-build-processes.txt).  A crash in
+ * replay or code generation now costs one candidate, not the worker.  Each
+ * compile still runs NVRTC in a child of its own (nvrtc.c).  A builder
+ * takes the next item from a counter they share, works on it and sends the
+ * result up its pipe as bytes: a candidate's tir_code, or its artifact (both
+ * plain data; an artifact's files, if any, pass to the parent with it), or
+ * the message of its failure.  Only the work itself runs in a builder (no
+ * stdio, no exit handlers): the parent may have other threads.  A builder
+ * that dies costs the item it was on (build_error); the others take the
+ * rest; what no builder took (none could start) is done in the parent. */
 
 typedef struct bytes {
 	char *p;
