@@ -189,7 +189,7 @@ static _Noreturn void builder(pool *pl, int fd)
 static int take_one(pool *pl, int fd)
 {
 	item_msg m;
-	if (read_full(fd, &m, sizeof m) != 1 || m.i < 0 || m.i >= pl->n)
+	if (read_full(fd, &m, sizeof m) != 1 || m.i < 0 || m.i >= pl->n || m.len > ((size_t)1 << 30))
 		return -1;
 	char *data = xmalloc(m.len + 1);
 	if (m.len && read_full(fd, data, m.len) != 1) {
