@@ -23,7 +23,11 @@
  *   d. the batch: the unmeasured candidates of the pool ranked by score;
  *      1 - SEARCH_EPSILON of the batch from the model: its best-scored in
  *      the proportion of the budget spent, the others at random from the
- *      best SEARCH_TOP_FRACTION; the rest at random from all the others;
+ *      best SEARCH_TOP_FRACTION — under a model that starts from nothing,
+ *      half of them (once this workload has a measurement) shared among the
+ *      sketches by each one's chance to beat the best so far (every
+ *      candidate knows the sketch it was sampled from); the rest at random
+ *      from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
  *      GFLOP/s (0 for a failure).
@@ -134,6 +138,7 @@ typedef struct record {
 	unsigned char prog[32];    /* program_hash */
 	int status;
 	double latency_us;
+	int sketch;                /* the sketch it came from; -1: unknown (a prior record) */
 } record;
 
 /* A candidate of this round. */
@@ -144,6 +149,7 @@ typedef struct cand {
 	tir_sched *s;              /* alive while its generation is scored and bred */
 	double score;
 	bool measured;
+	int sketch;                /* fresh sample's sketch, inherited by mutants; -1: unknown */
 } cand;
 
 typedef struct search {
@@ -176,6 +182,9 @@ typedef struct search {
 	int round, done, errors;
 	search_stats st;
 	double search_s, measure_s, update_s;   /* the last round's phases */
+	int scored;                /* predictions asked for so far */
+	bool cold;                 /* the model could not rank at the first: it starts
+	                              from nothing (pick_batch) */
 } search;
 
 static void note_invalid(search *S, const char *what, const char *msg)
@@ -200,7 +209,7 @@ static double best_us(const search *S)
 
 /* Adds a result to the measured set; the best moves only to an ok one. */
 static void record_add(search *S, const char *trace, const unsigned char *hash,
-		       const unsigned char *prog, int status, double latency_us)
+		       const unsigned char *prog, int sketch, int status, double latency_us)
 {
 	if (S->nrec == S->caprec) {
 		S->caprec = S->caprec ? 2 * S->caprec : 64;
@@ -212,6 +221,7 @@ static void record_add(search *S, const char *trace, const unsigned char *hash,
 	memcpy(r->prog, prog, 32);
 	r->status = status;
 	r->latency_us = latency_us;
+	r->sketch = sketch;
 	set_put(&S->measured, hash, S->nrec);
 	set_put(&S->measured_prog, prog, S->nrec);
 	if (is_ok(status, latency_us) && (S->best < 0 || latency_us < best_us(S)))
@@ -243,11 +253,12 @@ tir_sched *search_replay(const tir_workload *w, const tir_target *t, const char 
 /* ---- the pool ------------------------------------------------------------------------ */
 
 /* Adds schedule s (valid; its trace, the trace's hash h and its program's
- * hash ph, the first two taken over) to the pool unless the trace or the
- * program is there already; returns its index, or -1 (s and trace are then
- * freed).  A program measured under another trace counts as measured. */
+ * hash ph, the first two taken over; the sketch it came from) to the pool
+ * unless the trace or the program is there already; returns its index, or
+ * -1 (s and trace are then freed).  A program measured under another trace
+ * counts as measured. */
 static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned char *h,
-			   const unsigned char *ph)
+			   const unsigned char *ph, int sketch)
 {
 	if (set_find(&S->in_pool, h) >= 0 || set_find(&S->in_pool_prog, ph) >= 0) {
 		free(trace);
@@ -264,6 +275,7 @@ static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned 
 	memcpy(c->prog, ph, 32);
 	c->s = s;
 	c->score = 0;
+	c->sketch = sketch;
 	c->measured = set_find(&S->measured, h) >= 0 || set_find(&S->measured_prog, ph) >= 0;
 	set_put(&S->in_pool, h, S->npool);
 	set_put(&S->in_pool_prog, ph, S->npool);
@@ -279,7 +291,7 @@ static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned 
 typedef struct made {
 	const char *parent;          /* a mutant: its parent's trace, mutated with seed */
 	char *text;
-	int sketch;
+	int sketch;                  /* a fresh sample's sketch, or a mutant's parent's */
 	uint64_t seed;
 	tir_sched *s;
 	char *trace;
@@ -304,7 +316,7 @@ static void make_one(void *ctx, int i)
 	}
 	if (m->text) {
 		m->s = search_replay(S->w, S->t, m->text, &e);
-	} else if (m->sketch >= 0) {
+	} else if (!m->parent && m->sketch >= 0) {
 		m->s = tir_sched_new(S->w, m->seed, &e);
 		if (m->s && (S->space->apply(S->space->ctx, m->sketch, m->s, &e) ||
 			     tir_verify(tir_sched_program(m->s), S->t, &e))) {
@@ -403,7 +415,8 @@ static void init_population(search *S, gen *g)
 		tir_error e;
 		const record *r = &S->rec[ok[i]];
 		tir_sched *s = search_replay(S->w, S->t, r->trace, &e);
-		int k = s ? pool_add_traced(S, s, xstrdup(r->trace), r->hash, r->prog) : -1;
+		int k = s ? pool_add_traced(S, s, xstrdup(r->trace), r->hash, r->prog, r->sketch)
+			  : -1;
 		if (k >= 0) {
 			gen_push(g, k);
 			S->st.seeded++;
@@ -432,7 +445,8 @@ static void init_population(search *S, gen *g)
 				note_invalid(S, S->space->names[m[i].sketch], m[i].msg);
 				continue;
 			}
-			int k = pool_add_traced(S, m[i].s, m[i].trace, m[i].hash, m[i].prog);
+			int k = pool_add_traced(S, m[i].s, m[i].trace, m[i].hash, m[i].prog,
+						m[i].sketch);
 			if (k >= 0)
 				gen_push(g, k);
 		}
@@ -456,6 +470,8 @@ static int score(search *S, const gen *g, tir_error *err)
 	for (int i = 0; i < g->n; i++)
 		progs[i] = tir_sched_program(S->pool[g->idx[i]].s);
 	int rc = S->model->predict(S->model_self, S->w, S->t, g->n, progs, sc);
+	if (!S->scored++)
+		S->cold = rc != 0;
 	if (rc)   /* the model cannot rank yet (too little data): random scores */
 		rc = search_random_cost_model.predict(&S->random, S->w, S->t, g->n, progs, sc);
 	for (int i = 0; i < g->n; i++)
@@ -487,9 +503,10 @@ static void evolve(search *S, const gen *parents, gen *next)
 		int n = S->population - next->n;
 		made *m = xcalloc((size_t)n, sizeof *m);
 		for (int c = 0; c < n; c++) {
-			m[c].parent = S->pool[tournament(S, parents)].trace;
+			const cand *p = &S->pool[tournament(S, parents)];
+			m[c].parent = p->trace;
 			m[c].seed = search_rand(&S->rng);
-			m[c].sketch = -1;
+			m[c].sketch = p->sketch;
 		}
 		make_all(S, n, m);
 		for (int c = 0; c < n; c++) {
@@ -502,7 +519,8 @@ static void evolve(search *S, const gen *parents, gen *next)
 				note_invalid(S, "mutant", m[c].msg);
 				continue;
 			}
-			int k = pool_add_traced(S, m[c].s, m[c].trace, m[c].hash, m[c].prog);
+			int k = pool_add_traced(S, m[c].s, m[c].trace, m[c].hash, m[c].prog,
+						m[c].sketch);
 			if (k < 0) {
 				S->st.mutants_duplicate++;
 				continue;
@@ -524,7 +542,94 @@ static int cand_cmp(const search *S, int a, int b)
 	return memcmp(x->hash, y->hash, 32);
 }
 
-/* Fills batch[] with pool indices; returns how many (at most max). */
+/* Removes and returns u[j], keeping the order of the rest. */
+static int take_at(int *u, int *nu, int j)
+{
+	int x = u[j];
+	memmove(u + j, u + j + 1, sizeof(int) * (size_t)(*nu - j - 1));
+	(*nu)--;
+	return x;
+}
+
+/* One of the best-scored fraction (at least one) of the candidates of
+ * sketch group g (sketch + 1; 0: unknown) left in u, drawn at random and
+ * taken out; -1 if the group has none left. */
+static int take_of_sketch(search *S, int *u, int *nu, int g)
+{
+	int cnt = 0;
+	for (int i = 0; i < *nu; i++)
+		cnt += S->pool[u[i]].sketch + 1 == g;
+	if (!cnt)
+		return -1;
+	int top = (int)ceil(cnt * SEARCH_TOP_FRACTION);
+	int r = (int)(search_rand(&S->rng) % (uint64_t)top);
+	for (int i = 0; i < *nu; i++)
+		if (S->pool[u[i]].sketch + 1 == g && r-- == 0)
+			return take_at(u, nu, i);
+	return -1;
+}
+
+/* The chance that a new candidate of each sketch group (sketch + 1; 0:
+ * unknown) beats the best measured so far, from the group's own ok
+ * measurements of this workload: their log-latencies taken as normal, the
+ * spread shrunk towards SEARCH_SKETCH_SPREAD by two pseudo-measurements (one
+ * measurement says little of a sketch whose tilings spread by several
+ * times).  A group never measured gets an even chance. */
+static void sketch_chances(const search *S, int groups, double *p)
+{
+	double *n = xcalloc((size_t)groups, sizeof(double));
+	double *sum = xcalloc((size_t)groups, sizeof(double));
+	double *sq = xcalloc((size_t)groups, sizeof(double));
+	for (int i = 0; i < S->nrec; i++) {
+		const record *r = &S->rec[i];
+		int g = r->sketch + 1;
+		if (g < 0 || g >= groups || !is_ok(r->status, r->latency_us))
+			continue;
+		double x = log(r->latency_us);
+		n[g]++;
+		sum[g] += x;
+		sq[g] += x * x;
+	}
+	double best = log(best_us(S)), k0 = 2, s0 = SEARCH_SKETCH_SPREAD;
+	for (int g = 0; g < groups; g++) {
+		if (!n[g]) {
+			p[g] = 0.5;
+			continue;
+		}
+		double mu = sum[g] / n[g], ss = sq[g] - n[g] * mu * mu;
+		double sd = sqrt((ss > 0 ? ss : 0) + k0 * s0 * s0) / sqrt(n[g] - 1 + k0);
+		p[g] = 0.5 * erfc(-(best - mu) / (sd * sqrt(2.0)));
+	}
+	free(n);
+	free(sum);
+	free(sq);
+}
+
+/* Fills batch[] with pool indices; returns how many (at most max).
+ *
+ * The model's share (1 - SEARCH_EPSILON): its best-scored candidates in the
+ * proportion of the budget already spent (none in the first batch, most in
+ * the last), the rest explores.  A model trained on tens of rows ranks
+ * regions, not candidates: its very top is a cluster of near-twins around
+ * what it has seen, which teaches it little early on, while the top
+ * fraction keeps its signal and the variety of the pool; late in the
+ * budget the very top is what should be measured.
+ *
+ * A model that starts from nothing (it could not rank the search's first
+ * generation) knows a sketch only from this workload's few samples, and
+ * within a sketch latencies spread by several times (a CPU tiling's first
+ * samples were seen 3-6x off its best): judging a sketch by an unlucky
+ * first batch, it would never measure it again, and its evolution, bred
+ * from what scores well, would stop making it (GMM-2 on the CPU:
+ * bench/results/2026-11-30-search-sketch-share.txt).  So under such a
+ * model, once something is measured, SEARCH_SKETCH_SHARE of the exploring
+ * picks are shared among the sketches by each one's chance to beat the
+ * best so far (sketch_chances), each from its sketch's own best-scored
+ * fraction; the others come at random from the best-scored fraction of the
+ * whole pool.  A model that already ranked other workloads (tird's shared
+ * model after its first job) keeps its exploring picks: on the H200 the
+ * share cost 8% there.  The random share (SEARCH_EPSILON) is drawn from
+ * all the others. */
 static int pick_batch(search *S, int max, int *batch)
 {
 	int *c = xmalloc(sizeof(int) * (size_t)(S->npool + 1)), n = 0;
@@ -543,38 +648,46 @@ static int pick_batch(search *S, int max, int *batch)
 	int take = n < max ? n : max;
 	int nrand = (int)floor(take * SEARCH_EPSILON + 0.5);
 	int ntop = take - nrand, k = 0;
-	/* the model's share: its best-scored candidates in the proportion of
-	 * the budget already spent (none in the first batch, most in the last),
-	 * the rest drawn at random from the best-scored fraction of the pool.
-	 * A model trained on tens of rows ranks regions, not candidates: its
-	 * very top is a cluster of near-twins around what it has seen, which
-	 * teaches it little early on, while the top fraction keeps its signal
-	 * and the variety of the pool; late in the budget the very top is what
-	 * should be measured. */
 	int nbest = S->trials > 0 ? (int)floor((double)ntop * S->done / S->trials) : 0;
-	k = nbest;
+	int nsketch = (int)ceil((ntop - nbest) * SEARCH_SKETCH_SHARE);
 	int top = (int)ceil(n * SEARCH_TOP_FRACTION);
 	if (top < ntop)
 		top = ntop;
-	for (int i = 0; i < nbest; i++)
-		batch[i] = c[i];
-	for (int left = top - nbest; k < ntop; k++, left--) {
-		int j = k + (int)(search_rand(&S->rng) % (uint64_t)left);
-		int x = c[j];
-		c[j] = c[k];
-		c[k] = x;
-		batch[k] = x;
+	int nu = n;                  /* c[0..nu): not taken yet, best scored first */
+	for (; k < nbest; k++)
+		batch[k] = take_at(c, &nu, 0);
+	int groups = S->space->nsketches + 1;
+	double *p = xmalloc(sizeof(double) * (size_t)groups);
+	if (S->cold && S->best >= 0)
+		sketch_chances(S, groups, p);
+	else
+		nsketch = 0;
+	while (k < nbest + nsketch) {
+		double tot = 0;
+		for (int g = 0; g < groups; g++)
+			tot += p[g];
+		if (!(tot > 0))
+			break;
+		double r = (double)(search_rand(&S->rng) >> 11) * 0x1p-53 * tot;
+		int g = 0;
+		while (g < groups - 1 && (r -= p[g]) >= 0)
+			g++;
+		int x = take_of_sketch(S, c, &nu, g);
+		if (x < 0)
+			p[g] = 0;            /* none left of this sketch */
+		else
+			batch[k++] = x;
 	}
-	/* the random share: drawn without replacement from the rest */
-	for (int left = n - ntop; k < take; k++, left--) {
-		int j = k + (int)(search_rand(&S->rng) % (uint64_t)left);
-		int x = c[j];
-		c[j] = c[k];
-		c[k] = x;
-		batch[k] = x;
-	}
+	free(p);
+	/* the rest of the model's share: at random from the best-scored part */
+	int left = top - k;
+	for (; k < ntop && nu; k++, left--)
+		batch[k] = take_at(c, &nu, (int)(search_rand(&S->rng) % (uint64_t)(left < nu ? left : nu)));
+	/* the random share: from all the others */
+	for (; k < take && nu; k++)
+		batch[k] = take_at(c, &nu, (int)(search_rand(&S->rng) % (uint64_t)nu));
 	free(c);
-	return take;
+	return k;
 }
 
 /* ---- e. measurement --------------------------------------------------------------- */
@@ -625,7 +738,8 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 		out[i].trace = c->trace;
 		if (!is_ok(out[i].status, out[i].latency_us))
 			S->errors++;
-		record_add(S, c->trace, c->hash, c->prog, out[i].status, out[i].latency_us);
+		record_add(S, c->trace, c->hash, c->prog, c->sketch, out[i].status,
+			   out[i].latency_us);
 		c->measured = true;
 		S->done++;
 		if (S->o->on_result)
@@ -716,7 +830,7 @@ static void load_prior(search *S)
 		if (set_find(&S->measured, h) < 0) {
 			unsigned char ph[32];
 			program_hash(s[i], ph);
-			record_add(S, trace, h, ph, c->status, c->latency_us);
+			record_add(S, trace, h, ph, -1, c->status, c->latency_us);
 			gflops[i] = gflops_of(S, c->status, c->latency_us);
 		} else {
 			tir_sched_free(s[i]);
