@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
 #include "tir.h"
 #include "ir/ir.h"
 #include "testutil.h"
@@ -305,6 +307,46 @@ START_TEST(simplify_split_and_fuse)
 }
 END_TEST
 
+/* buf_put appends any bytes (zeros included) and keeps the text
+ * terminated; tir_write_all writes all of a buffer larger than a pipe's. */
+START_TEST(buffers_and_writes)
+{
+	tir_buf b = { 0 };
+	buf_puts(&b, "ab");
+	const char bin[4] = { 0, 1, 0, 2 };
+	buf_put(&b, bin, sizeof bin);
+	buf_put(&b, NULL, 0);
+	ck_assert_uint_eq(b.len, 6);
+	ck_assert_int_eq(memcmp(b.s, "ab\0\1\0\2", 6), 0);
+	ck_assert_int_eq(b.s[6], '\0');
+	free(buf_take(&b));
+
+	int fd[2];
+	ck_assert_int_eq(pipe(fd), 0);
+	size_t n = 1 << 20;
+	char *big = malloc(n), *back = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		big[i] = (char)(i * 7);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fd[0]);
+		_exit(tir_write_all(fd[1], big, n) ? 1 : 0);
+	}
+	close(fd[1]);
+	size_t got = 0;
+	for (ssize_t k; got < n && (k = read(fd[0], back + got, n - got)) > 0;)
+		got += (size_t)k;
+	close(fd[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_uint_eq(got, n);
+	ck_assert_int_eq(memcmp(big, back, n), 0);
+	free(big);
+	free(back);
+}
+END_TEST
+
 START_TEST(intervals)
 {
 	tir_program *p = program_new(NULL);
@@ -349,6 +391,7 @@ static Suite *make_ir_suite(void)
 	tcase_add_test(tc, bad_traces_rejected);
 	tcase_add_test(tc, simplify_split_and_fuse);
 	tcase_add_test(tc, intervals);
+	tcase_add_test(tc, buffers_and_writes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -115,21 +115,6 @@ typedef struct reply {
 	uint64_t len;
 } reply;
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *s = p;
-	while (n > 0) {
-		ssize_t w = write(fd, s, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		s += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Reads n bytes before the deadline; 0, or -1 (EOF, error: errno; ETIMEDOUT). */
 static int read_all(int fd, void *p, size_t n, double deadline)
 {
@@ -172,12 +157,12 @@ static void child_main(int fd, const char *source, int sm)
 	reply h = { 0, 0 };
 	if (compile_here(source, sm, &bin, &n, &e) == 0) {
 		h.len = n;
-		if (write_all(fd, &h, sizeof h) || write_all(fd, bin, n))
+		if (tir_write_all(fd, &h, sizeof h) || tir_write_all(fd, bin, n))
 			_exit(1);
 	} else {
 		h.rc = -1;
 		h.len = strlen(e.msg);
-		if (write_all(fd, &h, sizeof h) || write_all(fd, e.msg, h.len))
+		if (tir_write_all(fd, &h, sizeof h) || tir_write_all(fd, e.msg, h.len))
 			_exit(1);
 	}
 	_exit(0);

@@ -2,10 +2,12 @@
  * arena.c — memory for libtir: a bump arena per program (freed whole when the
  * candidate is done), the fatal-on-failure allocators, and a growable string.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "ir.h"
 
 struct tir_arena_chunk {
@@ -119,6 +121,16 @@ void buf_puts(tir_buf *b, const char *s)
 	b->len += n;
 }
 
+void buf_put(tir_buf *b, const void *p, size_t n)
+{
+	if (!n)
+		return;
+	buf_reserve(b, n);
+	memcpy(b->s + b->len, p, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
 void buf_printf(tir_buf *b, const char *fmt, ...)
 {
 	va_list ap;
@@ -146,4 +158,19 @@ char *buf_take(tir_buf *b)
 	b->s = NULL;
 	b->len = b->cap = 0;
 	return s;
+}
+
+int tir_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t k = write(fd, c, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		c += k;
+		n -= (size_t)k;
+	}
+	return 0;
 }

@@ -49,10 +49,15 @@ typedef struct tir_buf {
 	size_t len, cap;
 } tir_buf;
 void buf_puts(tir_buf *b, const char *s);
+void buf_put(tir_buf *b, const void *p, size_t n);   /* n bytes, any bytes */
 void buf_printf(tir_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void buf_indent(tir_buf *b, int depth);
 char *buf_take(tir_buf *b);                      /* the string, malloc'd */
+
+/* Writes all n bytes to fd, again after EINTR or a short write; 0, or -1
+ * (errno) when the write fails (a pipe whose reader is gone). */
+int tir_write_all(int fd, const void *p, size_t n);
 
 /* ---- dtypes (dtypes.def) ------------------------------------------------ */
 

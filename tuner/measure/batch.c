@@ -88,23 +88,6 @@ typedef struct builders {
  * that dies costs the item it was on (build_error); the others take the
  * rest; what no builder took (none could start) is done in the parent. */
 
-typedef struct bytes {
-	char *p;
-	size_t n, cap;
-} bytes;
-
-static void put(bytes *b, const void *p, size_t n)
-{
-	if (!n)
-		return;
-	if (b->n + n > b->cap) {
-		b->cap = 2 * (b->n + n) + 256;
-		b->p = xrealloc(b->p, b->cap);
-	}
-	memcpy(b->p + b->n, p, n);
-	b->n += n;
-}
-
 /* Reads n bytes at *at of b into p; -1 past the end. */
 static int get(const char *b, size_t len, size_t *at, void *p, size_t n)
 {
@@ -128,27 +111,12 @@ typedef struct pool {
 	const int *order;          /* the items in the order they are taken; NULL: 0..n-1 */
 	/* in a builder: the item's result (return 0) or the message of its
 	 * failure (-1) into out; 1: nothing to send (nothing to do) */
-	int (*work)(void *ctx, int i, bytes *out);
+	int (*work)(void *ctx, int i, tir_buf *out);
 	/* in the parent: a result a builder sent */
 	void (*take)(void *ctx, int i, bool ok, const char *data, size_t len);
 	void *ctx;
 	int *shared;               /* MAP_SHARED: [0] the next position, [1 + i] item i taken */
 } pool;
-
-static int write_full(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t k = write(fd, c, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		c += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
 
 /* 1 when n bytes were read, 0 at end of file before them, -1 on error. */
 static int read_full(int fd, void *p, size_t n)
@@ -168,19 +136,19 @@ static int read_full(int fd, void *p, size_t n)
 
 static _Noreturn void builder(pool *pl, int fd)
 {
-	bytes out = { 0 };
+	tir_buf out = { 0 };
 	for (;;) {
 		int k = __atomic_fetch_add(&pl->shared[0], 1, __ATOMIC_SEQ_CST);
 		if (k >= pl->n)
 			_exit(0);
 		int i = pl->order ? pl->order[k] : k;
 		__atomic_store_n(&pl->shared[1 + i], 1, __ATOMIC_SEQ_CST);
-		out.n = 0;
+		out.len = 0;
 		int rc = pl->work(pl->ctx, i, &out);
 		if (rc > 0)
 			continue;
-		item_msg m = { i, rc == 0, out.n };
-		if (write_full(fd, &m, sizeof m) || (out.n && write_full(fd, out.p, out.n)))
+		item_msg m = { i, rc == 0, out.len };
+		if (tir_write_all(fd, &m, sizeof m) || (out.len && tir_write_all(fd, out.s, out.len)))
 			_exit(1);
 	}
 }
@@ -282,17 +250,17 @@ static tir_code *generate(const builders *b, int i, char *msg, size_t cap)
 }
 
 /* tir_code as bytes: the counts, the tables, the source. */
-static void code_bytes(const tir_code *c, bytes *out)
+static void code_bytes(const tir_code *c, tir_buf *out)
 {
 	size_t len = strlen(c->source);
-	put(out, &c->nargs, sizeof c->nargs);
-	put(out, &c->nlaunches, sizeof c->nlaunches);
-	put(out, c->entry, sizeof c->entry);
-	put(out, &c->unrolled_blocks, sizeof c->unrolled_blocks);
-	put(out, c->args, sizeof *c->args * (size_t)c->nargs);
-	put(out, c->launches, sizeof *c->launches * (size_t)c->nlaunches);
-	put(out, &len, sizeof len);
-	put(out, c->source, len);
+	buf_put(out, &c->nargs, sizeof c->nargs);
+	buf_put(out, &c->nlaunches, sizeof c->nlaunches);
+	buf_put(out, c->entry, sizeof c->entry);
+	buf_put(out, &c->unrolled_blocks, sizeof c->unrolled_blocks);
+	buf_put(out, c->args, sizeof *c->args * (size_t)c->nargs);
+	buf_put(out, c->launches, sizeof *c->launches * (size_t)c->nlaunches);
+	buf_put(out, &len, sizeof len);
+	buf_put(out, c->source, len);
 }
 
 static tir_code *code_of_bytes(const char *d, size_t n)
@@ -322,15 +290,16 @@ bad:
 	return NULL;
 }
 
-static int generate_work(void *ctx, int i, bytes *out)
+static int generate_work(void *ctx, int i, tir_buf *out)
 {
 	char msg[512];
 	tir_code *c = generate(ctx, i, msg, sizeof msg);
 	if (!c) {
-		put(out, msg, strlen(msg));
+		buf_puts(out, msg);
 		return -1;
 	}
 	code_bytes(c, out);
+	tir_code_free(c);
 	return 0;
 }
 
@@ -348,7 +317,7 @@ static void generate_take(void *ctx, int i, bool ok, const char *data, size_t le
 }
 
 /* Step 2 for one candidate: compile. */
-static int build_work(void *ctx, int i, bytes *out)
+static int build_work(void *ctx, int i, tir_buf *out)
 {
 	builders *b = ctx;
 	if (!b->jobs[i].code)
@@ -356,16 +325,17 @@ static int build_work(void *ctx, int i, bytes *out)
 	tir_error e = { "" };
 	tir_artifact *a = b->r->build(b->jobs[i].code, b->t, &e);
 	if (!a) {
-		put(out, e.msg, strlen(e.msg));
+		buf_puts(out, e.msg);
 		return -1;
 	}
 	/* the artifact is plain data: its paths (its files now belong to the
-	 * parent) and its image; its memory goes with this process */
-	put(out, &a->sm, sizeof a->sm);
-	put(out, a->dir, sizeof a->dir);
-	put(out, a->path, sizeof a->path);
-	if (a->image_size)
-		put(out, a->image, a->image_size);
+	 * parent) and its image */
+	buf_put(out, &a->sm, sizeof a->sm);
+	buf_put(out, a->dir, sizeof a->dir);
+	buf_put(out, a->path, sizeof a->path);
+	buf_put(out, a->image, a->image_size);
+	free(a->image);
+	free(a);              /* not runner->free: the files stay for the parent */
 	return 0;
 }
 
