@@ -573,6 +573,70 @@ START_TEST(test_scheduled_cuda)
 }
 END_TEST
 
+/* A cooperative fetch whose split leaves a partial tail: the fused loop of
+ * A_shared's 16 x 12 = 192 elements split [2, 8 (threadIdx.y), 4
+ * (threadIdx.x), 4 (vector)] covers 256, so the copy is guarded by
+ * `fused < 192`.  With whole vectors (192 % 4 == 0 and each part of the
+ * index a multiple of 4) the guard is the same for every lane and the copy
+ * stays one float4 (case 0); a tail that ends inside a vector (case 1: K
+ * tile 13 x 16 = 208 ... of 8-lane vectors, 208 % 8 != 0) is copied lane by
+ * lane.  Both compute the reference's result and compile with NVRTC. */
+START_TEST(test_cuda_guarded_vector_fetch)
+{
+	bool whole = _i == 0;
+	int kt = whole ? 12 : 13, lanes = whole ? 4 : 8;
+	char json[160];
+	snprintf(json, sizeof json, "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":%d}", kt * 4);
+	tir_workload *w = parse(json);
+	tir_sched *s = sched(w);
+	tir_error err;
+	int b = tir_get_block(s, "compute", &err);
+	int l[3], i[2], j[2], k[2];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 3, &err), 3);
+	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
+	tir_int fk[2] = { TIR_LIT(0), TIR_LIT(kt) };
+	OK(tir_split(s, l[0], 2, f16, i, &err));
+	OK(tir_split(s, l[1], 2, f16, j, &err));
+	OK(tir_split(s, l[2], 2, fk, k, &err));
+	int order[6] = { i[0], j[0], k[0], i[1], j[1], k[1] };
+	OK(tir_reorder(s, 6, order, &err));
+	OK(tir_bind(s, i[0], "blockIdx.y", &err));
+	OK(tir_bind(s, j[0], "blockIdx.x", &err));
+	OK(tir_bind(s, i[1], "threadIdx.y", &err));
+	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+	int cr = tir_cache_read(s, b, 0, "shared", &err);
+	ck_assert_msg(cr >= 0, "cache_read: %s", err.msg);
+	OK(tir_compute_at(s, cr, k[0], &err));
+	int cl[8];
+	int n = tir_get_loops(s, cr, cl, 8, &err);
+	ck_assert_msg(n == 5, "%d loops", n);
+	int f = tir_fuse(s, 2, cl + 3, &err);
+	ck_assert_msg(f >= 0, "fuse: %s", err.msg);
+	int ft[4];
+	tir_int ff[4] = { TIR_LIT(0), TIR_LIT(8), TIR_LIT(4), TIR_LIT(lanes) };
+	OK(tir_split(s, f, 4, ff, ft, &err));
+	OK(tir_bind(s, ft[1], "threadIdx.y", &err));
+	OK(tir_bind(s, ft[2], "threadIdx.x", &err));
+	OK(tir_vectorize(s, ft[3], &err));
+	const tir_program *p = tir_sched_program(s);
+	double er = run_c_against_reference(w, p);
+	ck_assert_msg(er <= 1e-5, "error %g", er);
+	tir_target t = target("cuda:sm_90");
+	tir_code *code = tir_codegen(p, &t, &err);
+	ck_assert_msg(code, "cuda: %s", err.msg);
+	ck_assert(strstr(code->source, "< 192") || !whole);
+	if (whole)
+		ck_assert_msg(strstr(code->source, "lanes as one float4") &&
+			      !strstr(code->source, "vectorized (scalar)"), "the guarded fetch is not one float4");
+	else
+		ck_assert_msg(strstr(code->source, "vectorized (scalar)"), "a tail inside a vector was vectorized");
+	tir_code_free(code);
+	check_cuda_compiles(p, "guarded vector fetch");
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
 /* The generic test schedules (tests/schedules.c) on every workload: the
  * CPU tiling and the GPU tiling (run on the CPU, where thread loops are
  * serial) must compute the reference's result, and the GPU one must compile
@@ -691,6 +755,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(tc, test_c_scheduled_conv);
 	tcase_add_loop_test(tc, test_generic_schedules, 0, 2 * NWORKLOADS);
 	tcase_add_loop_test(tc, test_scheduled_cuda, 0, 4);
+	tcase_add_loop_test(tc, test_cuda_guarded_vector_fetch, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -42,9 +42,10 @@
  *
  * A vectorized loop whose body is a copy of contiguous, provably aligned
  * elements (a plain one, or a padded one: select(c, load, 0) with conditions
- * the same for every lane, as an im2col fetch along the channels) becomes
- * one 4-, 8- or 16-byte load and store; otherwise it is an unrolled scalar
- * loop.  float16 / bfloat16 are __half /
+ * the same for every lane, as an im2col fetch along the channels), under a
+ * predicate the same for every lane too (a fused fetch loop's guard when its
+ * split leaves a partial tail of whole vectors), becomes one 4-, 8- or
+ * 16-byte load and store; otherwise it is an unrolled scalar loop.  float16 / bfloat16 are __half /
  * __nv_bfloat16 in memory and float in arithmetic.
  *
  * Software pipelining: a serial loop annotated "software_pipeline" = S with
@@ -569,6 +570,44 @@ static tir_expr *split_lanes(tir_lowered *L, tir_expr *e, const tir_var *v, int6
 	return mk_bin(ar, e->kind, a, b);
 }
 
+/* Whether condition c (bound, simplified, its floordivs and floormods
+ * split by split_lanes) holds for all n lanes of v alike: each conjunct
+ * either does not use v or compares a multiple of n plus the lane with a
+ * bound that is a multiple of n, which the lane cannot cross:
+ *   y + v < 0   iff  y < 0        y - v <= 0  iff  y <= 0
+ * (y a multiple of n, v in [0, n)), as a fused loop's guard `i < extent`
+ * reads when the extent is a whole number of vectors. */
+static bool lane_uniform(tir_lowered *L, const tir_expr *c, const tir_var *v, int64_t n)
+{
+	if (!expr_uses_var(c, v))
+		return true;
+	if (c->kind == E_AND)
+		return lane_uniform(L, c->a, v, n) && lane_uniform(L, c->b, v, n);
+	if (c->kind != E_LT && c->kind != E_LE)
+		return false;
+	tir_expr *d = lower_simplify(L, mk_sub(&L->arena, c->a, c->b)), *y;
+	tir_affine f;
+	if (!affine_of(d, &f))
+		return false;
+	int64_t s = 0;
+	for (int i = 0; i < f.nterms; i++)
+		if (f.var[i] == v)
+			s = f.coef[i];
+	if ((c->kind == E_LT && s == 1) || (c->kind == E_LE && s == -1))
+		return lane_split(L, s == 1 ? d : lower_simplify(L, mk_sub(&L->arena, mk_int(&L->arena, 0), d)),
+				  v, n, &y);
+	return false;
+}
+
+/* Whether condition c of block b holds for all n lanes of v alike
+ * (lane_uniform, after binding and splitting the lanes out). */
+static bool uniform_over_lanes(tir_lowered *L, const tir_block *b, const tir_expr *c,
+			       const tir_var *v, int64_t n)
+{
+	tir_expr *x = lower_simplify(L, lower_bind(L, b, (tir_expr *)c));
+	return lane_uniform(L, lower_simplify(L, split_lanes(L, x, v, n)), v, n);
+}
+
 /* Whether offset `off` of block b is base + v with base a multiple of n,
  * v the vectorized loop's variable: n lanes, contiguous and aligned. */
 static bool aligned_lanes(tir_lowered *L, const tir_block *b, tir_expr *off,
@@ -689,23 +728,21 @@ static bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth)
 	const tir_expr *v = copy_of(b, conds, &nconds);
 	if (!v)
 		return false;
-	if (b->predicate && expr_uses_var(b->predicate, l->var))
+	tir_lowered *L = g->c.L;
+	if (b->predicate && !uniform_over_lanes(L, b, b->predicate, l->var, l->extent))
 		return false;
 	int64_t bytes = l->extent * dtype_bytes(b->store->dtype);
 	const char *vt = vec_type(b->store->dtype, bytes);
 	if (!vt)
 		return false;
-	tir_lowered *L = g->c.L;
 	tir_expr *doff = lower_offset(L, b->store, b->store->ndim, b->store_idx);
 	tir_expr *soff = lower_offset(L, v->buf, v->nidx, v->idx);
 	if (!aligned_lanes(L, b, doff, l->var, l->extent) ||
 	    !aligned_lanes(L, b, soff, l->var, l->extent))
 		return false;
-	for (int i = 0; i < nconds; i++) {
-		tir_expr *c = lower_simplify(L, lower_bind(L, b, (tir_expr *)conds[i]));
-		if (expr_uses_var(lower_simplify(L, split_lanes(L, c, l->var, l->extent)), l->var))
+	for (int i = 0; i < nconds; i++)
+		if (!uniform_over_lanes(L, b, conds[i], l->var, l->extent))
 			return false;
-	}
 
 	tir_buf *o = g->c.out;
 	buf_indent(o, depth);
