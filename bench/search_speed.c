@@ -5,7 +5,10 @@
  * workload with a stand-in measurer (latencies from a hash of the trace, so
  * every run sees the same values) under the XGBoost model, once with one
  * thread and once with one per core, and prints the seconds per round side
- * by side and whether both found the same best (they must).
+ * by side, how those of the run on all cores split between the search and
+ * the update after the measurements (replaying the measured traces for the
+ * model's features, training the model), and whether both found the same
+ * best (they must).
  *
  *   bench/search_speed [--target T] [--trials N] [--batch B] WORKLOAD.json...
  */
@@ -52,13 +55,25 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+typedef struct phases {
+	double search_s, update_s;
+} phases;
+
+static void on_progress(void *ctx, const tir_tune_progress *p)
+{
+	phases *ph = ctx;
+	ph->search_s += p->search_s;
+	ph->update_s += p->update_s;
+}
+
 static int run(const tir_workload *w, const tir_target *t, int trials, int batch, int threads,
-	       double *secs, int *rounds, double *best)
+	       double *secs, int *rounds, double *best, phases *ph)
 {
 	cm_model *m = cm_model_new();
 	cm_model_set_threads(m, threads);
 	tir_tune_opts o = { .trials = trials, .batch = batch, .seed = 3, .threads = threads,
-			    .model = &cm_xgboost, .model_self = m, .measure = stand_in };
+			    .model = &cm_xgboost, .model_self = m, .measure = stand_in,
+			    .on_progress = on_progress, .cb_ctx = ph };
 	tir_tune_result r;
 	tir_error err = { "" };
 	double t0 = now();
@@ -100,8 +115,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err.msg);
 		return 2;
 	}
-	printf("%-28s %6s %7s %12s %12s %8s %s\n", "workload", "rounds", "trials",
-	       "1 thread s/r", "all cores s/r", "speedup", "same best");
+	printf("%-28s %6s %7s %12s %12s %8s %9s %9s %s\n", "workload", "rounds", "trials",
+	       "1 thread s/r", "all cores s/r", "speedup", "search", "update", "same best");
 	for (; i < argc; i++) {
 		char *json = slurp(argv[i]);
 		tir_workload *w = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
@@ -112,11 +127,13 @@ int main(int argc, char **argv)
 		}
 		double s1, sn, b1, bn;
 		int r1, rn;
-		if (run(w, &t, trials, batch, 1, &s1, &r1, &b1) ||
-		    run(w, &t, trials, batch, 0, &sn, &rn, &bn))
+		phases p1 = { 0, 0 }, pn = { 0, 0 };
+		if (run(w, &t, trials, batch, 1, &s1, &r1, &b1, &p1) ||
+		    run(w, &t, trials, batch, 0, &sn, &rn, &bn, &pn))
 			return 1;
-		printf("%-28.28s %6d %7d %12.3f %12.3f %7.2fx %s\n", argv[i], r1, trials, s1 / r1,
-		       sn / rn, s1 / sn, b1 == bn && r1 == rn ? "yes" : "NO");
+		printf("%-28.28s %6d %7d %12.3f %12.3f %7.2fx %9.3f %9.3f %s\n", argv[i], r1, trials,
+		       s1 / r1, sn / rn, s1 / sn, pn.search_s / rn, pn.update_s / rn,
+		       b1 == bn && r1 == rn ? "yes" : "NO");
 		tir_workload_free(w);
 	}
 	return 0;
