@@ -255,27 +255,34 @@ START_TEST(threads_change_nothing)
 END_TEST
 
 /* Past 8,192 rows a training takes a bounded set: the workload just
- * added keeps its rows, the others share the rest; it still ranks. */
+ * added keeps its rows, the others share the rest; it still ranks.  The
+ * same rows train the same booster (trainings run on several threads):
+ * a second model given them predicts exactly the same. */
 START_TEST(bounded_training)
 {
 	enum { PER = 3000 };
 	float *f = malloc(sizeof(float) * PER * CM_NFEATURES);
-	double g[PER], pred[PER];
+	double g[PER], pred[PER], pred2[PER];
 	tir_error err;
-	cm_model *m = cm_model_new();
+	cm_model *m = cm_model_new(), *m2 = cm_model_new();
 	static const int want[] = { 3000, 6000, 8192 };
 	for (int w = 0; w < 3; w++) {
 		char name[16];
 		snprintf(name, sizeof name, "w%d", w);
 		synth(PER, (unsigned)w + 1, f, g, 1 + w);
 		ck_assert(cm_model_add(m, name, PER, f, g, &err) == 0);
+		ck_assert(cm_model_add(m2, name, PER, f, g, &err) == 0);
 		ck_assert_int_eq(cm_model_rows(m), (w + 1) * PER);
 		ck_assert_int_eq(cm_model_trained_rows(m), want[w]);
 	}
 	synth(PER, 99, f, g, 3);
 	ck_assert(cm_model_predict(m, PER, f, pred) == 0);
+	ck_assert(cm_model_predict(m2, PER, f, pred2) == 0);
+	for (int i = 0; i < PER; i++)
+		ck_assert_msg(pred[i] == pred2[i], "row %d: %g vs %g", i, pred[i], pred2[i]);
 	double acc = pairwise(pred, g, PER);
 	ck_assert_msg(acc > 0.8, "pairwise accuracy %.3f", acc);
+	cm_model_free(m2);
 	cm_model_free(m);
 	free(f);
 }
