@@ -4,6 +4,7 @@ under other XGBoost settings, from a table `bench/costmodel_eval --records
 FILE... --dump TSV` wrote.
 
     bench/costmodel_sweep.py [--max-rows N...] TSV
+    bench/costmodel_sweep.py --margins TSV
 
 For each setting, every workload of the table is ranked by a booster trained
 on the other workloads' rows (labels: GFLOP/s over the workload's best, one
@@ -12,8 +13,12 @@ accuracy over the held-out workloads is printed.  The first line is tird's
 own setting.  With --max-rows, tird's setting again with each training
 limited to N rows the way costmodel/xgb.c's train_rows limits its trainings
 to CM_MAX_TRAIN_ROWS (here no workload is the current one: every workload
-gets a fair share, an evenly spaced subset of its rows).  Needs Debian's python3-xgboost (the same libxgboost 1.7 as
-tird) and numpy; run it with /usr/bin/python3.
+gets a fair share, an evenly spaced subset of its rows).  With --margins,
+tird's setting only, scored on the pairs whose throughputs differ by more
+than 2, 5, 10 and 25% as well (how much of the error is pairs within
+measurement noise), then each held-out workload's accuracy, worst first.
+Needs Debian's python3-xgboost (the same libxgboost 1.7 as tird) and numpy;
+run it with /usr/bin/python3.
 """
 import sys
 import numpy as np
@@ -78,7 +83,7 @@ def limit(w, max_rows):
     return np.array(keep)
 
 
-def held_out(w, g, x, params, rounds, max_rows=None):
+def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=None):
     lab = labels(w, g)
     acc = []
     for k in np.unique(w):
@@ -86,14 +91,26 @@ def held_out(w, g, x, params, rounds, max_rows=None):
         tr = tr[limit(w[tr], max_rows)]
         te = w == k
         b = train(x[tr], lab[tr], w[tr], params, rounds)
-        acc.append(pairwise(g[te], b.predict(xgb.DMatrix(x[te]))))
-    return float(np.mean(acc))
+        p = b.predict(xgb.DMatrix(x[te]))
+        if margin > 0:      # only pairs whose throughputs differ by more than margin
+            gt = g[te]
+            hi, lo = np.maximum(gt[:, None], gt[None, :]), np.minimum(gt[:, None], gt[None, :])
+            far = hi > lo * (1 + margin)
+            m = far & np.triu(np.ones(far.shape, dtype=bool), 1)
+            ok = ((p[:, None] > p[None, :]) == (gt[:, None] > gt[None, :]))[m].sum()
+            acc.append(ok / m.sum() if m.sum() else np.nan)
+        else:
+            acc.append(pairwise(g[te], p))
+        if per_workload is not None:
+            per_workload.append((acc[-1], k, int(te.sum())))
+    return float(np.nanmean(acc))
 
 
 TIRD = {'objective': 'rank:pairwise', 'eta': 0.2, 'max_depth': 6, 'min_child_weight': 1,
-        'nthread': 2, 'verbosity': 0, 'seed': 0}
+        'nthread': 2, 'verbosity': 0, 'seed': 0, 'tree_method': 'hist'}
 SETTINGS = [
-    ('tird: rank:pairwise, eta 0.2, depth 6, 60 rounds', {}, 60),
+    ('tird: rank:pairwise, eta 0.2, depth 6, 60 rounds, hist', {}, 60),
+    ('exact splits', {'tree_method': 'exact'}, 60),
     ('depth 3', {'max_depth': 3}, 60),
     ('depth 4', {'max_depth': 4}, 60),
     ('depth 8', {'max_depth': 8}, 60),
@@ -109,6 +126,19 @@ SETTINGS = [
 
 if __name__ == '__main__':
     args = sys.argv[1:]
+    if len(args) == 2 and args[0] == '--margins':
+        names, w, g, x = load(args[1])
+        tag, extra, rounds = SETTINGS[0]
+        print('# %s: %d rows, %d workloads; %s' % (args[1], len(w), len(np.unique(w)), tag))
+        each = []
+        for m in (0.0, 0.02, 0.05, 0.10, 0.25):
+            r = held_out(w, g, x, {**TIRD, **extra}, rounds, margin=m,
+                         per_workload=each if m == 0 else None)
+            print('pairs differing by more than %2.0f%%: held-out pairwise %.3f' % (100 * m, r),
+                  flush=True)
+        for a, k, n in sorted(each):
+            print('  %.3f  %-24s %d rows' % (a, k, n))
+        sys.exit(0)
     limits = []
     while len(args) > 2 and args[0] == '--max-rows':
         limits.append(int(args[1]))
