@@ -45,8 +45,9 @@
  * the same for every lane, as an im2col fetch along the channels), under a
  * predicate the same for every lane too (a fused fetch loop's guard when its
  * split leaves a partial tail of whole vectors), becomes one 4-, 8- or
- * 16-byte load and store; otherwise it is an unrolled scalar loop.  float16 / bfloat16 are __half /
- * __nv_bfloat16 in memory and float in arithmetic.
+ * 16-byte load and store; otherwise it is an unrolled scalar loop.
+ * float16 / bfloat16 are __half / __nv_bfloat16 in memory and float in
+ * arithmetic.
  *
  * Software pipelining: a serial loop annotated "software_pipeline" = S with
  * copy stages (lower_pipeline_stages) runs its copy stages S - 1 iterations
@@ -594,8 +595,8 @@ static bool lane_uniform(tir_lowered *L, const tir_expr *c, const tir_var *v, in
 		if (f.var[i] == v)
 			s = f.coef[i];
 	if ((c->kind == E_LT && s == 1) || (c->kind == E_LE && s == -1))
-		return lane_split(L, s == 1 ? d : lower_simplify(L, mk_sub(&L->arena, mk_int(&L->arena, 0), d)),
-				  v, n, &y);
+		return lane_split(L, s == 1 ? d : lower_simplify(L, mk_sub(&L->arena,
+						  mk_int(&L->arena, 0), d)), v, n, &y);
 	return false;
 }
 
