@@ -466,6 +466,30 @@ static const tir_stmt *program_loop_annotated(const tir_stmt *s, const char *key
 	return NULL;
 }
 
+/* p's CUDA code for sm_90, once p (run by the C backend, where thread
+ * loops are serial) has computed the reference's result. */
+static tir_code *checked_cuda_code(const tir_workload *w, const tir_program *p)
+{
+	double er = run_c_against_reference(w, p);
+	ck_assert_msg(er <= 1e-5, "error %g", er);
+	tir_error err;
+	tir_target t = target("cuda:sm_90");
+	tir_code *code = tir_codegen(p, &t, &err);
+	ck_assert_msg(code, "cuda: %s", err.msg);
+	return code;
+}
+
+/* The outer tiles (i[0], j[0]) to blockIdx.y / .x, the next ones to
+ * threadIdx.y / .x: the 2-D GPU tiling of the tests below. */
+static void bind_tiles(tir_sched *s, const int *i, const int *j)
+{
+	tir_error err;
+	OK(tir_bind(s, i[0], "blockIdx.y", &err));
+	OK(tir_bind(s, j[0], "blockIdx.x", &err));
+	OK(tir_bind(s, i[1], "threadIdx.y", &err));
+	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+}
+
 /* GPU: the classic tiled matmul — block tiles bound to blockIdx, thread
  * tiles to threadIdx, A and B staged through shared memory per k tile with a
  * cooperative fetch bound to the thread axes, a local accumulator.  Run on
@@ -489,10 +513,7 @@ START_TEST(test_scheduled_cuda)
 	OK(tir_split(s, l[2], 2, fk, k, &err));
 	int order[8] = { i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2] };
 	OK(tir_reorder(s, 8, order, &err));
-	OK(tir_bind(s, i[0], "blockIdx.y", &err));
-	OK(tir_bind(s, j[0], "blockIdx.x", &err));
-	OK(tir_bind(s, i[1], "threadIdx.y", &err));
-	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+	bind_tiles(s, i, j);
 	OK(tir_unroll(s, k[1], &err));
 	int cw = tir_cache_write(s, b, 0, "local", &err);
 	ck_assert_msg(cw >= 0, "%s", err.msg);
@@ -519,12 +540,7 @@ START_TEST(test_scheduled_cuda)
 	if (stages > 1)
 		OK(tir_annotate(s, k[0], "software_pipeline", stages, &err));
 	const tir_program *p = tir_sched_program(s);
-	double er = run_c_against_reference(w, p);
-	ck_assert_msg(er <= 1e-5, "error %g", er);
-
-	tir_target t = target("cuda:sm_90");
-	tir_code *code = tir_codegen(p, &t, &err);
-	ck_assert_msg(code, "cuda: %s", err.msg);
+	tir_code *code = checked_cuda_code(w, p);
 	ck_assert_int_eq(code->nlaunches, 1);
 	tir_launch *ln = &code->launches[0];
 	ck_assert_int_eq(ln->grid[0], 4);
@@ -554,6 +570,7 @@ START_TEST(test_scheduled_cuda)
 		tir_stmt *kl = (tir_stmt *)program_loop_annotated(p->root, "software_pipeline");
 		ck_assert(kl && kl->nkids >= 3);
 		tir_lowered L;
+		tir_target t = target("cuda:sm_90");
 		ck_assert(lower_program(p, &t, &L, &err) == 0);
 		ck_assert_int_eq(lower_pipeline_stages(&L, kl), stages);
 		lower_free(&L);
@@ -600,10 +617,7 @@ START_TEST(test_cuda_guarded_vector_fetch)
 	OK(tir_split(s, l[2], 2, fk, k, &err));
 	int order[6] = { i[0], j[0], k[0], i[1], j[1], k[1] };
 	OK(tir_reorder(s, 6, order, &err));
-	OK(tir_bind(s, i[0], "blockIdx.y", &err));
-	OK(tir_bind(s, j[0], "blockIdx.x", &err));
-	OK(tir_bind(s, i[1], "threadIdx.y", &err));
-	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+	bind_tiles(s, i, j);
 	int cr = tir_cache_read(s, b, 0, "shared", &err);
 	ck_assert_msg(cr >= 0, "cache_read: %s", err.msg);
 	OK(tir_compute_at(s, cr, k[0], &err));
@@ -619,11 +633,7 @@ START_TEST(test_cuda_guarded_vector_fetch)
 	OK(tir_bind(s, ft[2], "threadIdx.x", &err));
 	OK(tir_vectorize(s, ft[3], &err));
 	const tir_program *p = tir_sched_program(s);
-	double er = run_c_against_reference(w, p);
-	ck_assert_msg(er <= 1e-5, "error %g", er);
-	tir_target t = target("cuda:sm_90");
-	tir_code *code = tir_codegen(p, &t, &err);
-	ck_assert_msg(code, "cuda: %s", err.msg);
+	tir_code *code = checked_cuda_code(w, p);
 	ck_assert(strstr(code->source, "< 192") || !whole);
 	if (whole)
 		ck_assert_msg(strstr(code->source, "lanes as one float4") &&
@@ -697,10 +707,7 @@ START_TEST(test_lower_compaction)
 	OK(tir_split(s, l[1], 3, fi, j, &err));
 	int order[7] = { i[0], j[0], i[1], j[1], l[2], i[2], j[2] };
 	OK(tir_reorder(s, 7, order, &err));
-	OK(tir_bind(s, i[0], "blockIdx.y", &err));
-	OK(tir_bind(s, j[0], "blockIdx.x", &err));
-	OK(tir_bind(s, i[1], "threadIdx.y", &err));
-	OK(tir_bind(s, j[1], "threadIdx.x", &err));
+	bind_tiles(s, i, j);
 	int cw = tir_cache_write(s, b, 0, "local", &err);
 	ck_assert_msg(cw >= 0, "%s", err.msg);
 	OK(tir_reverse_compute_at(s, cw, j[1], &err));
