@@ -11,9 +11,7 @@
  * the search only ever compares candidates of one workload, and workloads
  * of very different sizes then share one model without their scales
  * mixing (bench/costmodel_eval measures how well it ranks).  Training is
- * seedless and runs on a fixed number of threads (CM_TRAIN_THREADS, whatever
- * the machine's cores: the histogram method's booster depends on the thread
- * count, and on a fixed one only on the rows), so the same rows give the
+ * seedless and single-threaded (CM_TRAIN_THREADS), so the same rows give the
  * same booster on every machine.
  */
 #include <math.h>
@@ -34,11 +32,15 @@
  * (this VM, hist trees: 4,096 rows 0.9 s, 16,384 rows 1.35 s) while a
  * team's database only grows. */
 #define CM_MAX_TRAIN_ROWS 8192
-/* Threads of a training (see the top of the file): 8,064 H200 records train
- * in 0.41 s on 1 thread, 0.20 s on 4, 0.13 s on 16 of the H200 machine's 16
- * cores; on a 2-core machine 4 threads cost 12% over 1 (0.30 -> 0.34 s).
- * Four: most of the gain where cores are many, little loss where few. */
-#define CM_TRAIN_THREADS "4"
+/* Threads of a training.  More would be faster (8,064 H200 records: 0.41 s on
+ * 1 thread, 0.20 s on 4, 0.13 s on 16 of the H200 machine's cores) but must
+ * not be: XGBoost's threads are libgomp's pool, which does not survive fork,
+ * and the process that trains (tird) forks the children that run CPU
+ * candidates, whose parallel loops are OpenMP regions — such a child waits
+ * for its lost threads until the watchdog kills it (check_costmodel
+ * measures_after_training).  With one thread the pool is never started.  (The
+ * histogram method's booster also depends on the thread count.) */
+#define CM_TRAIN_THREADS "1"
 
 struct cm_model {
 	pthread_mutex_t mu;

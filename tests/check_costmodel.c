@@ -12,6 +12,7 @@
 #include "ir/ir.h"
 #include "costmodel/costmodel.h"
 #include "sketch/sketch.h"
+#include "measure/measure.h"
 #include "schedules.h"
 #include "testutil.h"
 
@@ -288,6 +289,59 @@ START_TEST(bounded_training)
 }
 END_TEST
 
+/* A training leaves no OpenMP thread pool behind it: tird trains the shared
+ * model in the process whose local workers then fork a child per batch to
+ * run CPU candidates, whose parallel loops are OpenMP regions, and libgomp's
+ * pool does not survive fork (the child waits for its lost threads until
+ * the watchdog kills it).  Train and predict, then measure candidates with
+ * parallel loops in this process: they must end ok (with trainings on 4
+ * threads this test times out). */
+START_TEST(measures_after_training)
+{
+	enum { N = 200, C = 6 };
+	float *f = malloc(sizeof(float) * N * CM_NFEATURES);
+	double g[N];
+	tir_error err;
+	cm_model *m = cm_model_new();
+	synth(N, 1, f, g, 1);
+	ck_assert(cm_model_add(m, "w", N, f, g, &err) == 0);
+	ck_assert(cm_model_trained(m));
+	double pred[N];
+	ck_assert(cm_model_predict(m, N, f, pred) == 0);   /* the search's use, too */
+	free(f);
+	tir_target host;
+	ck_assert(tir_target_parse("cpu", &host, &err) == 0);
+	const char *json = "{\"op\":\"matmul\",\"M\":128,\"N\":128,\"K\":64}";
+	tir_workload *w = tir_workload_parse(json, strlen(json), NULL, &err);
+	ck_assert_msg(w, "%s", err.msg);
+	tir_sched *s[C];
+	int n = tir_sample_candidates(w, &host, C, 3, s, &err);
+	ck_assert_msg(n > 0, "%s", err.msg);
+	char *traces[C];
+	int parallel = 0;
+	for (int i = 0; i < n; i++) {
+		traces[i] = tir_sched_trace(s[i]);
+		tir_code *code = tir_codegen(tir_sched_program(s[i]), &host, &err);
+		ck_assert_msg(code, "%s", err.msg);
+		parallel += strstr(code->source, "omp parallel") != NULL;
+		tir_code_free(code);
+	}
+	ck_assert_msg(parallel > 0, "no sampled candidate has a parallel loop");
+	tir_candidate out[C];
+	memset(out, 0, sizeof out);
+	ck_assert_int_eq(tir_measure_local(NULL, w, &host, n, (const char *const *)traces, out), 0);
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(out[i].status == TIR_MEASURE_OK, "candidate %d: %s", i,
+			      out[i].msg ? out[i].msg : "?");
+		free((char *)out[i].msg);
+		free(traces[i]);
+		tir_sched_free(s[i]);
+	}
+	tir_workload_free(w);
+	cm_model_free(m);
+}
+END_TEST
+
 START_TEST(degenerate_data)
 {
 	enum { N = 64 };
@@ -337,6 +391,7 @@ static Suite *make_costmodel_suite(void)
 	tc = tcase_create("bounded");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, bounded_training);
+	tcase_add_test(tc, measures_after_training);
 	suite_add_tcase(s, tc);
 	return s;
 }
