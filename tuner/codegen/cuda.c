@@ -600,13 +600,20 @@ static bool lane_uniform(tir_lowered *L, const tir_expr *c, const tir_var *v, in
 	return false;
 }
 
-/* Whether condition c of block b holds for all n lanes of v alike
- * (lane_uniform, after binding and splitting the lanes out). */
+/* Expression e of block b over its loops, the n lanes of v split out of its
+ * floordivs and floormods (split_lanes), simplified. */
+static tir_expr *lanes_out(tir_lowered *L, const tir_block *b, const tir_expr *e,
+			   const tir_var *v, int64_t n)
+{
+	tir_expr *x = lower_simplify(L, lower_bind(L, b, (tir_expr *)e));
+	return lower_simplify(L, split_lanes(L, x, v, n));
+}
+
+/* Whether condition c of block b holds for all n lanes of v alike. */
 static bool uniform_over_lanes(tir_lowered *L, const tir_block *b, const tir_expr *c,
 			       const tir_var *v, int64_t n)
 {
-	tir_expr *x = lower_simplify(L, lower_bind(L, b, (tir_expr *)c));
-	return lane_uniform(L, lower_simplify(L, split_lanes(L, x, v, n)), v, n);
+	return lane_uniform(L, lanes_out(L, b, c, v, n), v, n);
 }
 
 /* Whether offset `off` of block b is base + v with base a multiple of n,
@@ -615,9 +622,7 @@ static bool aligned_lanes(tir_lowered *L, const tir_block *b, tir_expr *off,
 			  const tir_var *v, int64_t n)
 {
 	tir_expr *y;
-	off = lower_simplify(L, lower_bind(L, b, off));
-	off = lower_simplify(L, split_lanes(L, off, v, n));
-	return lane_split(L, off, v, n, &y);
+	return lane_split(L, lanes_out(L, b, off, v, n), v, n, &y);
 }
 
 static bool is_zero(const tir_expr *e)
