@@ -11,7 +11,7 @@
  * the search only ever compares candidates of one workload, and workloads
  * of very different sizes then share one model without their scales
  * mixing (bench/costmodel_eval measures how well it ranks).  Training is
- * seedless and single-threaded (CM_TRAIN_THREADS), so the same rows give the
+ * seedless and single-threaded (CM_XGB_THREADS), so the same rows give the
  * same booster on every machine.
  */
 #include <math.h>
@@ -32,15 +32,16 @@
  * (this VM, hist trees: 4,096 rows 0.9 s, 16,384 rows 1.35 s) while a
  * team's database only grows. */
 #define CM_MAX_TRAIN_ROWS 8192
-/* Threads of a training.  More would be faster (8,064 H200 records: 0.41 s on
- * 1 thread, 0.20 s on 4, 0.13 s on 16 of the H200 machine's cores) but must
+/* XGBoost's threads, for trainings and for a loaded booster's predictions.
+ * More would be faster (a training on 8,064 H200 records: 0.41 s on 1
+ * thread, 0.20 s on 4, 0.13 s on 16 of the H200 machine's cores) but must
  * not be: XGBoost's threads are libgomp's pool, which does not survive fork,
  * and the process that trains (tird) forks the children that run CPU
  * candidates, whose parallel loops are OpenMP regions — such a child waits
  * for its lost threads until the watchdog kills it (check_costmodel
  * measures_after_training).  With one thread the pool is never started.  (The
  * histogram method's booster also depends on the thread count.) */
-#define CM_TRAIN_THREADS "1"
+#define CM_XGB_THREADS "1"
 
 struct cm_model {
 	pthread_mutex_t mu;
@@ -232,7 +233,7 @@ static int train(cm_model *m, int current, tir_error *err)
 	const char *depth = k < CM_SMALL_ROWS ? "3" : "6";
 	const char *const params[][2] = {
 		{ "objective", "rank:pairwise" }, { "eta", "0.2" }, { "max_depth", depth },
-		{ "min_child_weight", "1" }, { "nthread", CM_TRAIN_THREADS }, { "verbosity", "0" },
+		{ "min_child_weight", "1" }, { "nthread", CM_XGB_THREADS }, { "verbosity", "0" },
 		{ "seed", "0" },
 		/* histogram splits: 3.3x faster than the exact method on 8,064 H200
 		 * records of 53 workloads (1.36 -> 0.41 s), held-out ranking 0.716 ->
@@ -427,7 +428,7 @@ cm_model *cm_model_load(const void *blob, size_t len, tir_error *err)
 			cm_model_free(m);
 			return NULL;
 		}
-		XGBoosterSetParam(m->booster, "nthread", "1");
+		XGBoosterSetParam(m->booster, "nthread", CM_XGB_THREADS);
 	}
 	return m;
 bad:

@@ -257,7 +257,7 @@ END_TEST
 
 /* Past 8,192 rows a training takes a bounded set: the workload just
  * added keeps its rows, the others share the rest; it still ranks.  The
- * same rows train the same booster (xgb.c: seedless, CM_TRAIN_THREADS):
+ * same rows train the same booster (xgb.c: seedless, CM_XGB_THREADS):
  * a second model given them predicts exactly the same. */
 START_TEST(bounded_training)
 {
