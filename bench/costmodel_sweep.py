@@ -37,11 +37,15 @@ def load(path):
     return names, np.array(w), np.array(g), np.array(x, dtype=np.float32)
 
 
-def pairwise(g, p):
-    m = (g[:, None] != g[None, :]) & np.triu(np.ones((len(g), len(g)), dtype=bool), 1)
+def pairwise(g, p, margin=0.0):
+    """The share of pairs of unequal throughputs g that scores p order alike;
+    with margin > 0, only of the pairs whose throughputs differ by more than
+    that fraction (nan if there are none)."""
+    hi, lo = np.maximum(g[:, None], g[None, :]), np.minimum(g[:, None], g[None, :])
+    m = (hi > lo * (1 + margin)) & np.triu(np.ones((len(g), len(g)), dtype=bool), 1)
     tot = m.sum()
     ok = ((p[:, None] > p[None, :]) == (g[:, None] > g[None, :]))[m].sum()
-    return ok / tot if tot else 1.0
+    return ok / tot if tot else (np.nan if margin > 0 else 1.0)
 
 
 def labels(w, g):
@@ -91,16 +95,7 @@ def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=No
         tr = tr[limit(w[tr], max_rows)]
         te = w == k
         b = train(x[tr], lab[tr], w[tr], params, rounds)
-        p = b.predict(xgb.DMatrix(x[te]))
-        if margin > 0:      # only pairs whose throughputs differ by more than margin
-            gt = g[te]
-            hi, lo = np.maximum(gt[:, None], gt[None, :]), np.minimum(gt[:, None], gt[None, :])
-            far = hi > lo * (1 + margin)
-            m = far & np.triu(np.ones(far.shape, dtype=bool), 1)
-            ok = ((p[:, None] > p[None, :]) == (gt[:, None] > gt[None, :]))[m].sum()
-            acc.append(ok / m.sum() if m.sum() else np.nan)
-        else:
-            acc.append(pairwise(g[te], p))
+        acc.append(pairwise(g[te], b.predict(xgb.DMatrix(x[te])), margin))
         if per_workload is not None:
             per_workload.append((acc[-1], k, int(te.sum())))
     return float(np.nanmean(acc))
