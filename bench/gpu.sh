@@ -2,7 +2,7 @@
 # bench/gpu.sh — tird against PyTorch on this machine's GPU, in one run.
 #
 #   bench/gpu.sh BINDIR SUITE_JSON TRIALS [--dtypes "float32 float16"] [--big]
-#                [--deadline SECONDS] [--logs DIR] [NAME...]
+#                [--deadline SECONDS] [--logs DIR] [--jobs N] [NAME...]
 #
 # Starts a real tird (no local workers) on a loopback port with a temporary
 # database and one tird-worker for target cuda; tunes each suite workload
@@ -18,18 +18,26 @@
 # jq) and run with LD_LIBRARY_PATH=CARRIED_LIB:/usr/local/nvidia/lib64.  With --deadline, no task
 # starts tuning after SECONDS (the peer still measures those done); each
 # tuned task is also printed as it ends ("tuned: ...").  With --logs, the
-# logs of tird and the worker and tird's database are copied to DIR at the end.  Needs jq and python3
-# with torch.
+# logs of tird and the worker and tird's database are copied to DIR at the end.  Without
+# --jobs, tird runs one job at a time (--tuning-threads 1) and each task is
+# submitted when the one before has ended, so tuning_s is the task's own time;
+# with --jobs N (tird's default is 2) every task is submitted at once, as a CI
+# posting the suite would, tird tunes N jobs at a time (one job's search and
+# model update overlap another's measuring), tuning_s is each job's own
+# started-to-finished time (overlapping others), and a last line gives the
+# candidates per second of the whole run, wall clock; --deadline then cancels
+# the jobs not started by SECONDS.  Needs jq and python3 with torch.
 set -u
 bin=$1 suite=$2 trials=$3
 shift 3
-dtypes="float32 float16" big=0 deadline=0 logs=
+dtypes="float32 float16" big=0 deadline=0 logs= njobs=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--dtypes) dtypes=$2; shift 2 ;;
 	--big) big=1; shift ;;
 	--deadline) deadline=$2; shift 2 ;;
 	--logs) logs=$2; shift 2 ;;
+	--jobs) njobs=$2; shift 2 ;;
 	*) break ;;
 	esac
 done
@@ -40,7 +48,7 @@ tmp=$(mktemp -d)
 port=$(( 20000 + RANDOM % 20000 ))
 url=http://127.0.0.1:$port
 "$bin/tird" --listen 127.0.0.1:$port --db "$tmp/tird.db" --local-workers none \
-	--default-batch 64 --tuning-threads 1 >"$tmp/tird.log" 2>&1 &
+	--default-batch 64 --tuning-threads $(( njobs > 0 ? njobs : 1 )) >"$tmp/tird.log" 2>&1 &
 tpid=$!
 for i in $(seq 1 100); do curl -sf "$url/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 "$bin/tird-worker" --server "$url" --target cuda --name gpu0 >"$tmp/worker.log" 2>&1 &
@@ -62,7 +70,46 @@ done
 : >"$tmp/tird.txt"
 start=$(date +%s)
 done_tasks=()
+# --jobs: submit everything, then wait for each job in turn
+ids=()
 for t in "${tasks[@]}"; do
+	[ "$njobs" -gt 0 ] || break
+	read -r n d w <<<"$t"
+	id=$(printf '%s\n' "$w" | "$bin/tirctl" --server "$url" --json tune - --target cuda \
+		--trials "$trials" 2>"$tmp/err" | jq -r '.job_id // empty')
+	[ -n "$id" ] || echo "# $n $d: $(head -c 300 "$tmp/err")" >&2
+	ids+=("${id:-0}")
+done
+for i in "${!ids[@]}"; do
+	t=${tasks[$i]} id=${ids[$i]}
+	read -r n d w <<<"$t"
+	if [ "$deadline" -gt 0 ] && [ $(( $(date +%s) - start )) -ge "$deadline" ] &&
+	   [ "$("$bin/tirctl" --server "$url" --json status "$id" | jq -r .state)" = queued ]; then
+		"$bin/tirctl" --server "$url" cancel "$id" >/dev/null 2>&1
+		continue
+	fi
+	out=$("$bin/tirctl" --server "$url" --json wait "$id" 2>"$tmp/err")
+	st=$("$bin/tirctl" --server "$url" --json status "$id" 2>/dev/null)
+	state=$(printf '%s' "$st" | jq -r '.state // empty' 2>/dev/null)
+	[ "$state" = cancelled ] && continue
+	done_tasks+=("$t")
+	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
+	tr=$(printf '%s' "$st" | jq -r '.trials_done // empty' 2>/dev/null)
+	er=$(printf '%s' "$st" | jq -r '.errors // 0' 2>/dev/null)
+	s=$(printf '%s' "$st" | jq -r 'if .started and .finished then (.finished - .started) * 10 | round / 10 else "-" end' 2>/dev/null)
+	echo "$n $d ${tr:--} ${er:--} $s ${us:-failed}" >>"$tmp/tird.txt"
+	echo "tuned: $n $d ${tr:--} ${er:--} $s ${us:-failed}"
+	[ -n "$us" ] || { echo "# $n $d: $state $(printf '%s' "$st" | jq -r '.message // empty' 2>/dev/null) $(head -c 300 "$tmp/err")" >&2; }
+done
+if [ "$njobs" -gt 0 ]; then
+	wall=$(( $(date +%s) - start ))
+	awk -v w="$wall" -v j="$njobs" '{ if ($3 ~ /^[0-9]+$/) n += $3 }
+	     END { printf "# %d jobs at a time: %d candidates in %d s wall = %.1f candidates/s\n", j, n, w, (w > 0 ? n / w : 0) }' \
+		"$tmp/tird.txt" >"$tmp/wall.txt"
+	cat "$tmp/wall.txt"
+fi
+for t in "${tasks[@]}"; do
+	[ "$njobs" -eq 0 ] || break
 	if [ "$deadline" -gt 0 ] && [ $(( $(date +%s) - start )) -ge "$deadline" ]; then
 		echo "# deadline: ${#done_tasks[@]} of ${#tasks[@]} tasks tuned" >&2
 		break

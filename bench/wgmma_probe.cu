@@ -35,7 +35,33 @@
 #ifndef PROBE_BN
 #define PROBE_BN 128
 #endif
-enum { BM = 128, BN = PROBE_BN, BK = 64, STAGES = 4, AHEAD = STAGES - 2, THREADS = 256 };
+/* PROBE_WAIT: wgmma groups left in flight at the end of a K tile (0: each
+ * tile's group waited for; 1: the previous tile's, so a tile's MMAs overlap
+ * the next tile's barrier and issue).  A ring slot is refetched AHEAD tiles
+ * on, so with 1 in flight it needs AHEAD <= STAGES - 3. */
+#ifndef PROBE_WAIT
+#define PROBE_WAIT 0
+#endif
+#ifndef PROBE_STAGES
+#define PROBE_STAGES 4
+#endif
+#ifndef PROBE_AHEAD
+#define PROBE_AHEAD (PROBE_STAGES - 2 - PROBE_WAIT)
+#endif
+/* PROBE_BKN: B given as [K][N] (N contiguous, "MN-major"), staged in 64-column
+ * atoms of BK rows x 128 bytes under the same swizzle, read with trans-b; its
+ * descriptor's LBO (between 64-column atoms) and SBO (between 8-row groups)
+ * as in CUTLASS's canonical MN-major layout, or swapped with PROBE_SWAP. */
+#ifndef PROBE_BKN
+#define PROBE_BKN 0
+#endif
+#ifndef PROBE_SWAP
+#define PROBE_SWAP 0
+#endif
+#define STR_(x) #x
+#define STR(x) STR_(x)
+enum { BM = 128, BN = PROBE_BN, BK = 64, STAGES = PROBE_STAGES, AHEAD = PROBE_AHEAD, THREADS = 256 };
+static_assert(AHEAD >= 1 && AHEAD <= STAGES - 2 - PROBE_WAIT, "a slot refetched while a wgmma may read it");
 enum { TILE_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = TILE_BYTES + B_BYTES,
        ACC = BN / 2 };     /* accumulator registers per thread: 64 x BN over 128 threads */
 
@@ -50,10 +76,19 @@ __device__ __forceinline__ uint32_t swz(int r, int k)
 /* A shared-memory matrix descriptor: start address, leading byte offset
  * (unused for swizzled K-major), stride byte offset 1 KB (8 rows of 128 B),
  * 128-byte swizzle (mode 1, bits 62-63). */
-__device__ __forceinline__ uint64_t desc_of(uint32_t saddr)
+__device__ __forceinline__ uint64_t desc_of(uint32_t saddr, uint32_t lbo = 16, uint32_t sbo = 1024)
 {
-	return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) |
-	       ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+	return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+	       ((uint64_t)(sbo >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+/* B's descriptor: K-major as A's, or MN-major: 64-column atoms BK * 128
+ * bytes apart, 8-row groups 1 KB apart. */
+__device__ __forceinline__ uint64_t desc_b(uint32_t saddr)
+{
+	if (!PROBE_BKN)
+		return desc_of(saddr);
+	return PROBE_SWAP ? desc_of(saddr, 1024, BK * 128) : desc_of(saddr, BK * 128, 1024);
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
@@ -67,18 +102,18 @@ __device__ __forceinline__ void wgmma_128(float *d, uint64_t a, uint64_t b)
 	 * neither transposed (both K-major) */
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
 		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
 		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-		     : "l"(a), "l"(b), "r"(1));
+		     : "l"(a), "l"(b), "r"(1), "n"(PROBE_BKN));
 }
 
 __device__ __forceinline__ void wgmma_256(float *d, uint64_t a, uint64_t b)
 {
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
 		     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
 		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-		     : "l"(a), "l"(b), "r"(1));
+		     : "l"(a), "l"(b), "r"(1), "n"(PROBE_BKN));
 }
 
 __global__ void __launch_bounds__(THREADS, 1)
@@ -99,10 +134,17 @@ probe(const __half *__restrict__ A, const __half *__restrict__ B, float *__restr
 			int r = q / 8, c = q % 8;
 			cp_async16(s + swz(r, c * 8), A + (size_t)(m0 + r) * K + k0 + c * 8);
 		}
-		for (int q = tid; q < BN * BK / 8; q += THREADS) {
-			int r = q / 8, c = q % 8;
-			cp_async16(s + TILE_BYTES + swz(r, c * 8), B + (size_t)(n0 + r) * K + k0 + c * 8);
-		}
+		if (PROBE_BKN)     /* B[k][n]: atom n / 64, row k, chunk (n % 64) / 8 */
+			for (int q = tid; q < BN * BK / 8; q += THREADS) {
+				int k = q / (BN / 8), n = (q % (BN / 8)) * 8;
+				cp_async16(s + TILE_BYTES + (n / 64) * (BK * 128) + swz(k, n % 64),
+					   B + (size_t)(k0 + k) * N + n0 + n);
+			}
+		else
+			for (int q = tid; q < BN * BK / 8; q += THREADS) {
+				int r = q / 8, c = q % 8;
+				cp_async16(s + TILE_BYTES + swz(r, c * 8), B + (size_t)(n0 + r) * K + k0 + c * 8);
+			}
 	};
 
 	float d[ACC];
@@ -115,26 +157,30 @@ probe(const __half *__restrict__ A, const __half *__restrict__ B, float *__restr
 	}
 	for (int kt = 0; kt < KT; kt++) {
 		/* slot (kt + AHEAD) % STAGES was last read by wgmma(kt + AHEAD -
-		 * STAGES) <= kt - 2, which every warpgroup waited for before the
-		 * barrier of iteration kt - 1 */
+		 * STAGES) <= kt - 2 - PROBE_WAIT, which every warpgroup waited for
+		 * before the barrier of iteration kt - 1 */
 		if (kt + AHEAD < KT)
 			load(kt + AHEAD);
 		asm volatile("cp.async.commit_group;\n" ::: "memory");
-		static_assert(AHEAD == 2, "the wait below");
-		asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+		asm volatile("cp.async.wait_group " STR(PROBE_AHEAD) ";\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 		__syncthreads();
 		uint32_t s = sbase + (kt % STAGES) * STAGE_BYTES;
 		uint32_t a = s + wg * 64 * 128, b = s + TILE_BYTES;
 		asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 		for (int j = 0; j < BK / 16; j++)      /* 16 columns = 32 bytes of each row */
+		{
+			/* k16 step j: 32 bytes along a K-major row, 16 rows of an MN-major atom */
+			uint32_t bj = b + (PROBE_BKN ? 16 * 128 * j : 32 * j);
 			if (BN == 256)
-				wgmma_256(d, desc_of(a + 32 * j), desc_of(b + 32 * j));
+				wgmma_256(d, desc_of(a + 32 * j), desc_b(bj));
 			else
-				wgmma_128(d, desc_of(a + 32 * j), desc_of(b + 32 * j));
+				wgmma_128(d, desc_of(a + 32 * j), desc_b(bj));
+		}
 		asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+		asm volatile("wgmma.wait_group.sync.aligned " STR(PROBE_WAIT) ";\n" ::: "memory");
 	}
+	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 	/* the accumulator: warp w of the warpgroup holds rows 16w..16w+15; lane
 	 * l's d[4i..4i+3] are (l/4, 8i + 2(l%4) + {0,1}) and 8 rows below */
 	const int w = (tid % 128) / 32, l = tid % 32;
@@ -181,10 +227,11 @@ int main(int argc, char **argv)
 	float one = 1.f, zero = 0.f;
 	/* cuBLAS is column-major: R^T[N][M] = B[N][K] * A^T, i.e. op(B) = B^T
 	 * of the column-major K x N view, op(A) = A as a K x M view */
+	/* with B[K][N]: its column-major view is N x K with ld N, op(B) = none */
 	auto ref = [&]() {
-		cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16F, K, A,
-			     CUDA_R_16F, K, &zero, R, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
-			     CUBLAS_GEMM_DEFAULT);
+		cublasGemmEx(h, PROBE_BKN ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B,
+			     CUDA_R_16F, PROBE_BKN ? N : K, A, CUDA_R_16F, K, &zero, R, CUDA_R_32F, N,
+			     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	};
 	cudaEvent_t e0, e1;
 	cudaEventCreate(&e0);
@@ -216,8 +263,8 @@ int main(int argc, char **argv)
 	}
 	double flops = 2.0 * M * N * K;
 	float p = median(tp), c = median(tc);
-	printf("wgmma_probe (128x%d tiles) %dx%dx%d float16 -> float32: probe %.1f us (%.0f TFLOP/s), cuBLAS %.1f us "
+	printf("wgmma_probe (128x%d tiles, %d stages %d ahead, %d group in flight, B %s%s) %dx%dx%d float16 -> float32: probe %.1f us (%.0f TFLOP/s), cuBLAS %.1f us "
 	       "(%.0f TFLOP/s), probe/cuBLAS speed %.3f, max |C - cuBLAS| %.3g (max |C| %.3g)\n",
-	       BN, M, N, K, p, flops / p * 1e-6, c, flops / c * 1e-6, c / p, err, scale);
+	       BN, STAGES, AHEAD, PROBE_WAIT, PROBE_BKN ? "[K][N]" : "[N][K]", PROBE_SWAP ? " swapped" : "", M, N, K, p, flops / p * 1e-6, c, flops / c * 1e-6, c / p, err, scale);
 	return err <= 1e-3 * scale ? 0 : 1;
 }
