@@ -58,7 +58,8 @@ static void setup(void)
 /* Whether a sketch stages its inputs through shared memory by design. */
 static bool has_stages(const sketch_def *d)
 {
-	return !strcmp(d->name, "gpu-tile-autocopy") || !strcmp(d->name, "gpu-tensorcore");
+	return !strcmp(d->name, "gpu-tile-autocopy") || !strcmp(d->name, "gpu-tensorcore") ||
+	       !strcmp(d->name, "gpu-wgmma");
 }
 
 static bool uses_shared(const tir_program *p)
@@ -108,41 +109,59 @@ static void append_body(tir_buf *all, const char *src, int k)
 	buf_puts(all, "}\n");
 }
 
+/* The length of src's prelude: up to its first extern declaration. */
+static size_t prelude_len(const char *src)
+{
+	const char *a = strstr(src, "\nextern ");
+	ck_assert(a);
+	return (size_t)(a - src + 1);
+}
+
+/* Compiles the candidates with NVRTC, those with the same prelude (the
+ * helpers and intrinsic wrappers each needs) as one source. */
 static void nvrtc_check(const char *name, int n, char **srcs, const char *const *what)
 {
 	if (n == 0)
 		return;
 #ifdef HAVE_CUDA
-	tir_error err = { "" };
-	tir_buf all = { 0 };
-	const char *a = strstr(srcs[0], "\nextern ");
-	ck_assert(a);
-	buf_printf(&all, "%.*s", (int)(a - srcs[0] + 1), srcs[0]);
-	for (int i = 0; i < n; i++)
-		append_body(&all, srcs[i], i);
-	char *cubin = NULL;
-	size_t size = 0;
-	if (tir_nvrtc_compile(all.s, 90, &cubin, &size, &err) != 0) {
-		for (int i = 0; i < n; i++) {
-			if (tir_nvrtc_compile(srcs[i], 90, &cubin, &size, &err) == 0) {
-				free(cubin);
-				continue;
+	bool *done = calloc((size_t)n, sizeof *done);
+	for (int g = 0; g < n; g++) {
+		if (done[g])
+			continue;
+		tir_error err = { "" };
+		tir_buf all = { 0 };
+		size_t pl = prelude_len(srcs[g]);
+		buf_printf(&all, "%.*s", (int)pl, srcs[g]);
+		for (int i = g; i < n; i++)
+			if (!done[i] && prelude_len(srcs[i]) == pl && !strncmp(srcs[i], srcs[g], pl)) {
+				append_body(&all, srcs[i], i);
+				done[i] = true;
 			}
-			char path[256];
-			snprintf(path, sizeof path, "/tmp/check_sketch_gpu-%s-%d.cu", name, i);
-			FILE *f = fopen(path, "w");
-			if (f) {
-				fputs(srcs[i], f);
-				fclose(f);
+		char *cubin = NULL;
+		size_t size = 0;
+		if (tir_nvrtc_compile(all.s, 90, &cubin, &size, &err) != 0) {
+			for (int i = 0; i < n; i++) {
+				if (tir_nvrtc_compile(srcs[i], 90, &cubin, &size, &err) == 0) {
+					free(cubin);
+					continue;
+				}
+				char path[256];
+				snprintf(path, sizeof path, "/tmp/check_sketch_gpu-%s-%d.cu", name, i);
+				FILE *f = fopen(path, "w");
+				if (f) {
+					fputs(srcs[i], f);
+					fclose(f);
+				}
+				ck_abort_msg("%s candidate %d (%s): NVRTC (source in %s): %.300s", name,
+					     i, what[i], path, err.msg);
 			}
-			ck_abort_msg("%s candidate %d (%s): NVRTC (source in %s): %.300s", name, i,
-				     what[i], path, err.msg);
+			ck_abort_msg("%s: NVRTC rejects the candidates together: %s", name, err.msg);
 		}
-		ck_abort_msg("%s: NVRTC rejects the candidates together: %s", name, err.msg);
+		ck_assert(size > 0);
+		free(cubin);
+		free(all.s);
 	}
-	ck_assert(size > 0);
-	free(cubin);
-	free(all.s);
+	free(done);
 #else
 	(void)name; (void)n; (void)srcs; (void)what;
 #endif
@@ -238,10 +257,13 @@ static void check_workload(const char *name, const char *json, bool run_cpu, int
 		c->source = NULL;
 		tir_code_free(c);
 		double t2 = now();
-		if (!strcmp(d->name, "gpu-tensorcore"))
+		bool wmma = !strcmp(d->name, "gpu-tensorcore"), wgmma = !strcmp(d->name, "gpu-wgmma");
+		if (wmma)
 			ck_assert_msg(strstr(srcs[i], "nvcuda::wmma::mma_sync("), "%s: no WMMA", name);
+		if (wgmma)
+			ck_assert_msg(strstr(srcs[i], "wgmma.mma_async"), "%s: no wgmma", name);
 		/* (tensorized candidates run on the CPU in check_tensor) */
-		if (run_cpu && strcmp(d->name, "gpu-tensorcore") &&
+		if (run_cpu && !wmma && !wgmma &&
 		    (full || (i < RUN_CANDS && tir_workload_flops(w) < RUN_MAX_FLOPS)))
 			run_c(name, d->name, w, p, &ref);
 		tir_sched_free(s);

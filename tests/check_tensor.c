@@ -109,19 +109,27 @@ static void run_on_cpu(const char *name, const tir_workload *w, tir_sched *s)
 	tir_code_free(c);
 }
 
-START_TEST(tensorcore_candidates)
+/* NCAND candidates of sketch d for product i: valid, their code has every
+ * operation of `ops`, replayed to the same code, compiled by NVRTC, the
+ * small ones right on the CPU. */
+static void candidates(int i, const sketch_def *d, const char *const *ops)
 {
-	const char *name = products[_i][0];
-	tir_workload *w = parse(products[_i][1]);
+	const char *name = products[i][0];
+	tir_workload *w = parse(products[i][1]);
 	tir_error err = { "" };
 	tir_sched *s0 = tir_sched_new(w, 0, &err);
-	ck_assert_msg(sketch_tensorcore_applies(tir_sched_program(s0), &sm90),
-		      "%s: the tensor-core sketch does not apply", name);
+	bool applies = d->applies(tir_sched_program(s0), &sm90);
 	tir_sched_free(s0);
+	if (!strcmp(d->name, "gpu-wgmma") && strstr(name, "int8")) {
+		ck_assert_msg(!applies, "%s: gpu-wgmma applies to int8", name);   /* f16 / bf16 only */
+		tir_workload_free(w);
+		return;
+	}
+	ck_assert_msg(applies, "%s: %s does not apply", name, d->name);
 	int made = 0, split_k = 0;
 	for (uint64_t seed = 1; made < NCAND && seed < 64; seed++) {
 		tir_sched *s = tir_sched_new(w, seed, &err);
-		ck_assert_msg(sketch_tensorcore_apply(s, &sm90, &err) == 0, "%s seed %llu: %s", name,
+		ck_assert_msg(d->apply(s, &sm90, &err) == 0, "%s %s seed %llu: %s", name, d->name,
 			      (unsigned long long)seed, err.msg);
 		if (tir_verify(tir_sched_program(s), &sm90, &err)) {
 			/* mutation-free draws stay within the soft limits; a hard
@@ -133,11 +141,9 @@ START_TEST(tensorcore_candidates)
 		}
 		tir_code *c = tir_codegen(tir_sched_program(s), &sm90, &err);
 		ck_assert_msg(c, "%s: CUDA codegen: %s", name, err.msg);
-		ck_assert_msg(strstr(c->source, "nvcuda::wmma::mma_sync(") &&
-			      strstr(c->source, "nvcuda::wmma::load_matrix_sync(") &&
-			      strstr(c->source, "nvcuda::wmma::store_matrix_sync(") &&
-			      strstr(c->source, "nvcuda::wmma::fill_fragment("),
-			      "%s: not every WMMA operation is in the code", name);
+		for (int k = 0; ops[k]; k++)
+			ck_assert_msg(strstr(c->source, ops[k]), "%s %s: no %s in the code", name,
+				      d->name, ops[k]);
 		char *trace = tir_sched_trace(s);
 		tir_sched *r = tir_sched_new(w, 999, &err);
 		ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s: replay: %s", name, err.msg);
@@ -170,11 +176,40 @@ START_TEST(tensorcore_candidates)
 		tir_sched_free(s);
 		made++;
 	}
-	ck_assert_msg(made == NCAND, "%s: %d valid candidates in 63 draws", name, made);
+	ck_assert_msg(made == NCAND, "%s %s: %d valid candidates in 63 draws", name, d->name, made);
 	/* a reduction of 288 is split into 2 or 4 parts by some candidates */
 	if (!strcmp(name, "conv2d-splitk") || !strcmp(name, "conv2d-splitk-bias-relu"))
 		ck_assert_msg(split_k > 0, "%s: no candidate splits K", name);
 	tir_workload_free(w);
+}
+
+static const sketch_def *sketch_named(const char *n)
+{
+	for (int i = 0; i < sketch_gpu_ndefs; i++)
+		if (!strcmp(sketch_gpu_defs[i].name, n))
+			return &sketch_gpu_defs[i];
+	ck_abort_msg("no sketch %s", n);
+	return NULL;
+}
+
+START_TEST(tensorcore_candidates)
+{
+	static const char *const ops[] = { "nvcuda::wmma::mma_sync(",
+		"nvcuda::wmma::load_matrix_sync(", "nvcuda::wmma::store_matrix_sync(",
+		"nvcuda::wmma::fill_fragment(", NULL };
+	candidates(_i, sketch_named("gpu-tensorcore"), ops);
+}
+END_TEST
+
+/* Hopper's warpgroup MMA: the same products (not int8), the shared operands
+ * read through swizzled descriptors, the asynchronous MMAs fenced, committed
+ * and waited for. */
+START_TEST(wgmma_candidates)
+{
+	static const char *const ops[] = { "wgmma.mma_async.sync.aligned.m64n", "tir_wgmma_desc(",
+		"tir_swz128(", "tir_wgmma_fence();", "tir_wgmma_commit_wait",
+		"tir_fence_proxy_async();", NULL };
+	candidates(_i, sketch_named("gpu-wgmma"), ops);
 }
 END_TEST
 
@@ -307,6 +342,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, tensorcore_candidates, 0, NPRODUCTS);
+	tcase_add_loop_test(tc, wgmma_candidates, 0, NPRODUCTS);
 	tcase_add_test(tc, int8_row_major_b_not_tensorized);
 	tcase_add_test(tc, refuse_init_wrong_extent_wrong_dtype);
 	tcase_add_test(tc, refuse_target_warp_fragments);

@@ -91,6 +91,20 @@ static void call2(cg_ctx *c, const char *fn, const tir_expr *x, const tir_expr *
 	buf_puts(c->out, ")");
 }
 
+void cg_index(cg_ctx *c, const tir_buffer *b, const tir_expr *off)
+{
+	if (!c->swizzled || !c->swizzled[b->id]) {
+		cg_expr(c, off);
+		return;
+	}
+	const tir_alloc *a = &c->L->alloc[b->id];
+	int64_t cols = a->extent[b->ndim - 1];
+	buf_puts(c->out, "tir_swz128(");
+	cg_expr(c, off);
+	buf_printf(c->out, ", %lld, %lld, %d)", (long long)cols, (long long)(a->elems / cols),
+		   dtype_bytes(b->dtype));
+}
+
 static void load(cg_ctx *c, const tir_expr *e)
 {
 	const char *cvt = c->d->load_cvt[e->buf->dtype];
@@ -98,7 +112,7 @@ static void load(cg_ctx *c, const tir_expr *e)
 	if (cvt)
 		buf_printf(c->out, "%s(", cvt);
 	buf_printf(c->out, "%s[", c->bufname[e->buf->id]);
-	cg_expr(c, off);
+	cg_index(c, e->buf, off);
 	buf_puts(c->out, "]");
 	if (cvt)
 		buf_puts(c->out, ")");
@@ -297,7 +311,7 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth)
 	tir_buf off = { 0 };
 	tir_buf *save = c->out;
 	c->out = &off;
-	cg_expr(c, lower_offset(c->L, b->store, b->store->ndim, b->store_idx));
+	cg_index(c, b->store, lower_offset(c->L, b->store, b->store->ndim, b->store_idx));
 	c->out = save;
 	if (b->reduce == REDUCE_NONE) {
 		store(c, b, off.s, b->value, false, d);

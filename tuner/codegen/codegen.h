@@ -50,8 +50,9 @@ typedef struct tir_alloc {
 	int64_t stride[TIR_MAX_DIMS]; /* in elements, storage_align applied */
 	int64_t elems;              /* elements of one copy, padding included */
 	/* software pipelining: the buffer of a copy stage of a loop annotated
-	 * "software_pipeline" = S >= 2 has `ring` = S copies, `slot` elements
-	 * apart (a multiple of 128 bytes); 1 and elems otherwise */
+	 * "software_pipeline" = S >= 2 has `ring` = S copies (S + 1 under
+	 * warpgroup MMAs, lower_holds_wgmma), `slot` elements apart (a
+	 * multiple of 128 bytes); 1 and elems otherwise */
 	int ring;
 	int64_t slot;
 	int64_t bytes;              /* all copies */
@@ -84,6 +85,11 @@ void lower_free(tir_lowered *L);
  * iteration k + S - 1 can run during iteration k of the rest (codegen/cuda.c
  * with cp.async), into copy (k + S - 1) % S of its buffers. */
 int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop);
+/* Whether s holds a warpgroup MMA (wgmma).  A pipelined loop that does gets
+ * S + 1 ring copies: its MMAs are left in flight for one iteration
+ * (cuda.c, cu_pipelined_loop), so the copy S - 1 iterations ahead must not
+ * overwrite the one they read. */
+bool lower_holds_wgmma(const tir_stmt *s);
 bool lower_copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child);
 
 /* The flattened element offset of buf[idx[0..n)] in its allocation:
@@ -121,6 +127,10 @@ typedef struct cg_ctx {
 	const cg_dialect *d;
 	tir_buf *out;
 	char (*bufname)[48];
+	/* by buffer id, NULL for none: buffers laid out in 128-byte swizzled
+	 * atoms (cuda.c: the shared operands of wgmma), whose element offsets
+	 * go through tir_swz128 */
+	const bool *swizzled;
 } cg_ctx;
 
 /* Fills c->bufname with unique C identifiers for every buffer (malloc'd,
@@ -129,6 +139,9 @@ void cg_name_buffers(cg_ctx *c);
 /* A variable's C name: its sanitized name and id ("i0_7"). */
 void cg_var(tir_buf *o, const tir_var *v);
 void cg_expr(cg_ctx *c, const tir_expr *e);
+/* The index of the element at offset off (lower_offset) of buffer b: off
+ * itself, or its place in b's swizzled layout. */
+void cg_index(cg_ctx *c, const tir_buffer *b, const tir_expr *off);
 /* Declares b's iterators as constants bound to the loop variables. */
 void cg_block_iters(cg_ctx *c, const tir_block *b, int depth);
 /* A whole block instance: iterators, predicate, init and store. */

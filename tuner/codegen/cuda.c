@@ -105,6 +105,54 @@ static const char cuda_prelude[] =
 "TIR_DEV float tir_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678f)); }\n"
 "\n";
 
+/* Warpgroup MMAs (wgmma, sm_90a).  The shared operands live in 128-byte
+ * swizzled atoms: a compacted buffer of R rows (every dimension but the
+ * last) of L elements of S bytes, L * S a multiple of 128, is stored as
+ * L * S / 128 atom columns of R rows x 128 bytes, the 16-byte chunks of
+ * each row XOR-ed with the row's place in its 8-row group (1 KB), the
+ * layout the descriptors' 128-byte swizzle mode reads.  tir_swz_pos is an
+ * element's byte position before the swizzle (what a descriptor's start
+ * address counts), tir_swz128 its element index after it.  Descriptors:
+ * start >> 4, leading byte offset (MN-major: between atom columns, R * 128;
+ * K-major: unused, 16), stride byte offset 1 KB (between 8-row groups),
+ * swizzle mode 1 (128 B) in bits 62-63. */
+static const char cuda_wgmma_prelude[] =
+"TIR_DEV int tir_swz_pos(int e, int L, int R, int S)\n"
+"{\n"
+"    const int r = e / L, c = (e % L) * S;\n"
+"    return (c >> 7) * (R << 7) + (r << 7) + (c & 127);\n"
+"}\n"
+"TIR_DEV int tir_swz128(int e, int L, int R, int S)\n"
+"{\n"
+"    const int b = tir_swz_pos(e, L, R, S);\n"
+"    return (b ^ (((b >> 7) & 7) << 4)) / S;\n"
+"}\n"
+"TIR_DEV unsigned long long tir_wgmma_desc(const void *base, int pos, int lbo)\n"
+"{\n"
+"    const unsigned a = tir_smem_addr(base) + (unsigned)pos;\n"
+"    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |\n"
+"           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);\n"
+"}\n"
+"TIR_DEV void tir_wgmma_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
+"TIR_DEV void tir_wgmma_commit_wait()\n"
+"{\n"
+"    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n"
+"    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n"
+"}\n"
+"/* the group just committed left in flight, the one before waited for */\n"
+"TIR_DEV void tir_wgmma_commit_wait1()\n"
+"{\n"
+"    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n"
+"    asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_wgmma_wait()\n"
+"{\n"
+"    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n"
+"}\n"
+"/* generic-proxy writes to shared memory made visible to wgmma's async proxy */\n"
+"TIR_DEV void tir_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n"
+"\n";
+
 /* Asynchronous global -> shared copies (sm_80 on, as every CUDA target of
  * target.c), for pipelined loops: n of
  * the `bytes` bytes are read, the rest zero-filled (n = 0: padding). */
@@ -181,6 +229,17 @@ typedef struct cu_gen {
 	/* emitting a copy stage of a pipelined loop: global -> shared copies
 	 * are cp.async */
 	bool async;
+	/* warpgroup MMAs (wgmma): the shared buffers they read, swizzled (by
+	 * buffer id, also g->c.swizzled); the wrappers used (wg_wrapper_bit);
+	 * whether this kernel calls any; whether MMAs issued above are not yet
+	 * committed and waited for (see wg_flush) */
+	bool *swz;
+	unsigned wg_wrappers;
+	bool wg_kernel, wg_pending;
+	/* a committed group left in flight by a pipelined loop's iteration
+	 * (cu_pipelined_loop), and the statement list whose end leaves it */
+	bool wg_inflight;
+	tir_stmt *const *wg_overlap_list;
 } cu_gen;
 
 static void fail(cu_gen *g, const char *fmt, ...)
@@ -252,12 +311,19 @@ static void clear_rw(cu_gen *g)
 	memset(g->wr, 0, (size_t)g->nbufs);
 }
 
+static void wg_flush(cu_gen *g, int depth);
+
 static void sync(cu_gen *g, int depth, const char *why)
 {
 	if (g->guard)
 		fail(g, "cuda: a barrier (%s) is needed inside a thread-index guard "
 		     "(a loop bound to a thread axis with a smaller extent than the "
 		     "launch dimension)", why);
+	wg_flush(g, depth);
+	if (g->wg_kernel) {
+		buf_indent(g->c.out, depth);
+		buf_puts(g->c.out, "tir_fence_proxy_async();\n");
+	}
 	buf_indent(g->c.out, depth);
 	buf_printf(g->c.out, "__syncthreads(); /* %s */\n", why);
 }
@@ -299,6 +365,12 @@ static void cu_fragment_array(cu_gen *g, const tir_alloc *a, int depth)
 	const tir_intrin *in = g->frag_in[b->id];
 	if (!in) {
 		fail(g, "cuda: fragment \"%s\" is used by no tensor intrinsic", b->name);
+		return;
+	}
+	if (b->scope == TIR_SCOPE_WG_ACC) {     /* n / 2 floats per thread a tile */
+		buf_indent(o, depth);
+		buf_printf(o, "float %s[%lld][%d]; /* %s */\n", g->c.bufname[b->id],
+			   (long long)frag_count(g, a), in->n / 2, scope_name(b->scope));
 		return;
 	}
 	const char *use = b->scope == TIR_SCOPE_FRAG_A ? "matrix_a" :
@@ -384,6 +456,182 @@ static void cu_tile_ptr(cu_gen *g, const tir_intrin_match *m, const tir_intrin_a
 	buf_puts(g->c.out, ")");
 }
 
+/* ---- warpgroup MMAs (wgmma) ------------------------------------------------------ */
+
+/* The wrappers of wgmma.mma_async: one per width N (64, 128, 256), operand
+ * dtype and operand majors; bit wg_wrapper_bit of g->wg_wrappers. */
+static int wg_wrapper_bit(int n, tir_dtype in, int ta, int tb)
+{
+	return (n == 64 ? 0 : n == 128 ? 1 : 2) * 8 + (in == TIR_BF16 ? 4 : 0) + ta * 2 + tb;
+}
+
+static void wg_wrapper_name(tir_buf *o, int n, tir_dtype in, int ta, int tb)
+{
+	buf_printf(o, "tir_wgmma_%d_%s_%d%d", n, in == TIR_BF16 ? "bf16" : "f16", ta, tb);
+}
+
+/* d[0 .. n/2) += A * B, A and B by descriptor, their majors ta and tb
+ * (1: MN-major, PTX's imm-trans-a / -b); the accumulator always read
+ * (scale-d true: FILL zeroes it). */
+static void wg_wrapper(tir_buf *o, int n, tir_dtype in, int ta, int tb)
+{
+	const char *ty = in == TIR_BF16 ? "bf16" : "f16";
+	int r = n / 2;
+	buf_puts(o, "TIR_DEV void ");
+	wg_wrapper_name(o, n, in, ta, tb);
+	buf_puts(o, "(float *d, unsigned long long a, unsigned long long b)\n{\n");
+	buf_printf(o, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", r + 2);
+	buf_printf(o, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n, ty, ty);
+	for (int i = 0; i < r; i++)
+		buf_printf(o, "%s%%%d", i ? ", " : "", i);
+	buf_printf(o, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n        : ", r, r + 1, ta, tb);
+	for (int i = 0; i < r; i++)
+		buf_printf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+	buf_puts(o, "\n        : \"l\"(a), \"l\"(b), \"r\"(1));\n}\n");
+}
+
+/* The majors of a matched warpgroup MMA's operands: 1 where the operand's
+ * M (a) or N (b) dimension, not K, is its buffer's last. */
+static void wg_majors(const tir_intrin_match *m, int *ta, int *tb)
+{
+	*ta = m->src[0].col != m->src[0].buf->ndim - 1;
+	*tb = m->src[1].col == m->src[1].buf->ndim - 1;
+}
+
+/* Commits the warpgroup MMAs issued since the last flush and waits for
+ * them: before anything else reads or writes what they use — a barrier
+ * (the next fetch overwrites their shared operands), the accumulator's
+ * FILL or STORE, any block — and at the end of a statement list that is
+ * more than MMAs (its loop may come round to such a thing). */
+static void wg_flush(cu_gen *g, int depth)
+{
+	if (!g->wg_pending)
+		return;
+	buf_indent(g->c.out, depth);
+	buf_puts(g->c.out, "tir_wgmma_commit_wait();\n");
+	g->wg_pending = false;
+}
+
+/* Waits for the group a pipelined loop's iteration left in flight: before
+ * the accumulators are read or reset, and where the loop ends. */
+static void wg_drain(cu_gen *g, int depth)
+{
+	wg_flush(g, depth);
+	if (!g->wg_inflight)
+		return;
+	buf_indent(g->c.out, depth);
+	buf_puts(g->c.out, "tir_wgmma_wait();\n");
+	g->wg_inflight = false;
+}
+
+/* Whether s is warpgroup MMAs only: a loop tensorized with one, or loops
+ * that hold nothing else. */
+static bool wg_mma_only(const tir_stmt *s)
+{
+	const tir_intrin *in = intrin_of_loop(s);
+	if (in)
+		return in->unit == INTRIN_WARPGROUP && in->kind == INTRIN_MMA;
+	if (s->kind != STMT_FOR || s->nkids == 0)
+		return false;
+	for (int i = 0; i < s->nkids; i++)
+		if (!wg_mma_only(s->kids[i]))
+			return false;
+	return true;
+}
+
+/* The descriptor of operand x of a warpgroup MMA at its tile's origin. */
+static void wg_desc(cu_gen *g, const tir_intrin_match *m, const tir_intrin_access *x,
+		    bool mn_major)
+{
+	tir_lowered *L = g->c.L;
+	const tir_alloc *a = &L->alloc[x->buf->id];
+	tir_expr *idx[TIR_MAX_DIMS];
+	at_origin(g, m, x, idx);
+	int64_t cols = a->extent[x->buf->ndim - 1], rows = a->elems / cols;
+	tir_buf *o = g->c.out;
+	buf_printf(o, "tir_wgmma_desc(%s, tir_swz_pos(", g->c.bufname[x->buf->id]);
+	cg_expr(&g->c, lower_offset(L, x->buf, x->buf->ndim, idx));
+	buf_printf(o, ", %lld, %lld, %d), %lld)", (long long)cols, (long long)rows,
+		   dtype_bytes(x->buf->dtype), (long long)(mn_major ? rows * 128 : 16));
+}
+
+/* The warpgroup intrinsics' implementation (intrins.def). */
+static void cu_wg_intrin(cu_gen *g, const tir_intrin *in, const tir_intrin_match *m, int depth)
+{
+	tir_buf *o = g->c.out;
+	int ta, tb;
+	int64_t ldm;
+	bool col;
+	if (in->kind != INTRIN_MMA && g->wg_inflight) {   /* reads or resets the accumulator */
+		buf_puts(o, "tir_wgmma_wait();\n");
+		buf_indent(o, depth);
+		g->wg_inflight = false;
+	}
+	switch (in->kind) {
+	case INTRIN_FILL:
+		buf_printf(o, "{ float *tir_d = ");
+		cu_fragment(g, m, &m->dst);
+		buf_printf(o, "; _Pragma(\"unroll\") for (int tir_q = 0; tir_q < %d; ++tir_q) "
+			   "tir_d[tir_q] = 0.f; }\n", in->n / 2);
+		break;
+	case INTRIN_MMA:       /* cu_stmt fenced the run this call is part of */
+		wg_majors(m, &ta, &tb);
+		wg_wrapper_name(o, in->n, in->in, ta, tb);
+		buf_puts(o, "(");
+		cu_fragment(g, m, &m->dst);
+		buf_puts(o, ", ");
+		wg_desc(g, m, &m->src[0], ta);
+		buf_puts(o, ", ");
+		wg_desc(g, m, &m->src[1], tb);
+		buf_puts(o, ");\n");
+		g->wg_pending = true;
+		break;
+	case INTRIN_STORE:
+		/* thread t of the warpgroup: warp w = t / 32 holds rows 16w + l / 4
+		 * and 8 below (l = t % 32), columns 8q + 2 (l % 4) and the next */
+		buf_puts(o, "{\n");
+		buf_indent(o, depth + 1);
+		buf_puts(o, "const float *tir_d = ");
+		cu_fragment(g, m, &m->src[0]);
+		buf_puts(o, ";\n");
+		buf_indent(o, depth + 1);
+		buf_printf(o, "%s *tir_p = ", g->c.d->storage[m->dst.buf->dtype]);
+		cu_tile_ptr(g, m, &m->dst, false, &ldm, &col);
+		buf_puts(o, ";\n");
+		buf_indent(o, depth + 1);
+		buf_puts(o, "const int tir_r = 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2), "
+			 "tir_c = 2 * (threadIdx.x & 3);\n");
+		buf_indent(o, depth + 1);
+		buf_printf(o, "#define TIR_AT(r, c) tir_p[%s]\n",
+			   col ? "(c) * TIR_LDM + (r)" : "(r) * TIR_LDM + (c)");
+		buf_indent(o, depth + 1);
+		buf_printf(o, "const int TIR_LDM = %lld;\n", (long long)ldm);
+		buf_indent(o, depth + 1);
+		buf_puts(o, "#pragma unroll\n");
+		buf_indent(o, depth + 1);
+		buf_printf(o, "for (int tir_q = 0; tir_q < %d; ++tir_q) {\n", in->n / 8);
+		buf_indent(o, depth + 2);
+		buf_puts(o, "TIR_AT(tir_r, 8 * tir_q + tir_c) = tir_d[4 * tir_q];\n");
+		buf_indent(o, depth + 2);
+		buf_puts(o, "TIR_AT(tir_r, 8 * tir_q + tir_c + 1) = tir_d[4 * tir_q + 1];\n");
+		buf_indent(o, depth + 2);
+		buf_puts(o, "TIR_AT(tir_r + 8, 8 * tir_q + tir_c) = tir_d[4 * tir_q + 2];\n");
+		buf_indent(o, depth + 2);
+		buf_puts(o, "TIR_AT(tir_r + 8, 8 * tir_q + tir_c + 1) = tir_d[4 * tir_q + 3];\n");
+		buf_indent(o, depth + 1);
+		buf_puts(o, "}\n");
+		buf_indent(o, depth + 1);
+		buf_puts(o, "#undef TIR_AT\n");
+		buf_indent(o, depth);
+		buf_puts(o, "}\n");
+		break;
+	default:
+		fail(g, "cuda: %s: a warpgroup intrinsic of kind %d has no implementation",
+		     in->name, (int)in->kind);
+		break;
+	}
+}
+
 static void cu_intrin(cu_gen *g, const tir_stmt *l, int depth)
 {
 	tir_lowered *L = g->c.L;
@@ -400,6 +648,10 @@ static void cu_intrin(cu_gen *g, const tir_stmt *l, int depth)
 	buf_indent(o, depth);
 	buf_printf(o, "/* %s: %s */\n", l->var->name, in->name);
 	buf_indent(o, depth);
+	if (in->unit == INTRIN_WARPGROUP) {
+		cu_wg_intrin(g, in, &m, depth);
+		return;
+	}
 	switch (in->kind) {
 	case INTRIN_FILL:
 		buf_puts(o, "nvcuda::wmma::fill_fragment(");
@@ -453,6 +705,12 @@ static void scan_fragment(cu_gen *g, const tir_stmt *s, bool *any)
 					if (in->kind == INTRIN_MMA && i > 0)
 						g->frag_col[ops[i]->buf->id] = ops[i]->row > ops[i]->col;
 				}
+			if (in->unit == INTRIN_WARPGROUP && in->kind == INTRIN_MMA) {
+				int ta, tb;
+				wg_majors(&m, &ta, &tb);
+				g->wg_wrappers |= 1u << wg_wrapper_bit(in->n, in->in, ta, tb);
+				g->swz[m.src[0].buf->id] = g->swz[m.src[1].buf->id] = true;
+			}
 		}
 	}
 	for (int i = 0; i < s->nkids; i++)
@@ -488,6 +746,17 @@ static void cu_list(cu_gen *g, tir_stmt *const *kids, int n, int depth,
 	}
 	if (loop_body && any_r && any_w)
 		sync(g, depth, "the next iteration overwrites shared data read here");
+	bool mma_only = true;
+	for (int k = 0; k < n; k++)
+		mma_only = mma_only && wg_mma_only(kids[k]);
+	if (kids == g->wg_overlap_list && g->wg_pending) {
+		buf_indent(g->c.out, depth);
+		buf_puts(g->c.out, "tir_wgmma_commit_wait1();\n");
+		g->wg_pending = false;
+		g->wg_inflight = true;
+	} else if (!mma_only) {
+		wg_flush(g, depth);
+	}
 	free(written);
 }
 
@@ -674,11 +943,11 @@ static void copy_store(cu_gen *g, const tir_block *b, const tir_expr *ld,
 	if (g->async && b->store->scope == TIR_SCOPE_SHARED &&
 	    ld->buf->scope == TIR_SCOPE_GLOBAL && (bytes == 4 || bytes == 8 || bytes == 16)) {
 		buf_printf(o, "tir_cp_async%lld(%s + ", (long long)bytes, dst);
-		cg_expr(&g->c, doff);
+		cg_index(&g->c, b->store, doff);
 		/* padding reads nothing: the address is the buffer's start */
 		buf_printf(o, ", %s%s(const void *)(%s + ", nconds ? cb.s : "", nconds ? " ? " : "",
 			   src);
-		cg_expr(&g->c, soff);
+		cg_index(&g->c, ld->buf, soff);
 		buf_puts(o, ")");
 		if (nconds)
 			buf_printf(o, " : (const void *)%s, %s ? %lld : 0", src, cb.s, (long long)bytes);
@@ -687,10 +956,10 @@ static void copy_store(cu_gen *g, const tir_block *b, const tir_expr *ld,
 		buf_puts(o, ");\n");
 	} else {
 		buf_printf(o, "*(%s *)(%s + ", vt, dst);
-		cg_expr(&g->c, doff);
+		cg_index(&g->c, b->store, doff);
 		buf_printf(o, ") = %s%s*(const %s *)(%s + ", nconds ? cb.s : "", nconds ? " ? " : "",
 			   vt, src);
-		cg_expr(&g->c, soff);
+		cg_index(&g->c, ld->buf, soff);
 		buf_puts(o, ")");
 		if (nconds)
 			buf_printf(o, " : %s{}", vt);
@@ -999,7 +1268,7 @@ static void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, in
 	buf_puts(o, "if (threadIdx.x == 0 && tir_xany) {\n");
 	buf_indent(o, d + 1);
 	buf_printf(o, "%s[", name);
-	cg_expr(&g->c, off);
+	cg_index(&g->c, b->store, off);
 	buf_puts(o, "] = ");
 	if (scvt)
 		buf_printf(o, "%s(", scvt);
@@ -1012,7 +1281,7 @@ static void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, in
 	if (lcvt)
 		buf_printf(o, "%s(", lcvt);
 	buf_printf(o, "%s[", name);
-	cg_expr(&g->c, off);
+	cg_index(&g->c, b->store, off);
 	buf_puts(o, "]");
 	if (lcvt)
 		buf_puts(o, ")");
@@ -1170,7 +1439,14 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 	for (int k = 0; k < l->nkids; k++)
 		if (!stage[k])
 			rest[nrest++] = l->kids[k];
+	/* warpgroup MMAs: this iteration's group stays in flight into the
+	 * next, which waits for it only when it has issued its own (its
+	 * copies go to a ring copy no MMA still reads: lower_holds_wgmma) */
+	tir_stmt *const *save = g->wg_overlap_list;
+	if (lower_holds_wgmma(l))
+		g->wg_overlap_list = rest;
 	cu_list(g, rest, nrest, depth + 2, false);
+	g->wg_overlap_list = save;
 	free(rest);
 	free(stage);
 	buf_indent(o, depth + 1);
@@ -1178,6 +1454,7 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 	sync(g, depth + 1, "the next iteration's copies overwrite a ring copy read here");
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
+	wg_drain(g, depth);
 }
 
 /* Whether the non-hardware loop l gets a bare `#pragma unroll` under an
@@ -1271,6 +1548,15 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 {
 	if (!lower_has_blocks(s))
 		return;
+	if (!wg_mma_only(s)) {
+		wg_flush(g, depth);
+	} else if (!g->wg_pending) {
+		/* a run of warpgroup MMAs starts: the accumulators were last
+		 * touched by other instructions (FILL) or waited for */
+		buf_indent(g->c.out, depth);
+		buf_puts(g->c.out, "tir_wgmma_fence();\n");
+		g->wg_pending = true;
+	}
 	if (s->kind == STMT_FOR && intrin_of_loop(s)) {
 		cu_intrin(g, s, depth);
 	} else if (s->kind == STMT_FOR) {
@@ -1323,6 +1609,18 @@ static const char *first_block_name(tir_stmt *s)
 }
 
 /* One kernel for top-level statement s; fills the launch. */
+/* Whether s holds a warpgroup intrinsic. */
+static bool wg_kernel(const tir_stmt *s)
+{
+	const tir_intrin *in = intrin_of_loop(s);
+	if (in && in->unit == INTRIN_WARPGROUP)
+		return true;
+	for (int i = 0; i < s->nkids; i++)
+		if (wg_kernel(s->kids[i]))
+			return true;
+	return false;
+}
+
 static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		      tir_code *code, tir_launch *ln)
 {
@@ -1341,19 +1639,34 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		ln->block[d] = bd > 0 ? (int)bd : 1;
 		threads *= ln->block[d];
 	}
-	/* shared buffers of this kernel, carved from dynamic shared memory */
+	/* shared buffers of this kernel, carved from dynamic shared memory;
+	 * wgmma's swizzled operands at 1 KB boundaries of a base rounded up to
+	 * one (the 8-row atoms of the swizzle are 1 KB; 1 KB more is asked) */
 	int64_t smem = 0;
 	tir_buf carve = { 0 };
+	bool swizzled = false;
+	g->wg_kernel = wg_kernel(s);
+	g->wg_pending = g->wg_inflight = false;
+	for (int i = 0; i < p->nbufs; i++)
+		swizzled |= L->alloc[i].used && L->alloc[i].compact && owner[i] == k && g->swz[i];
+	if (swizzled) {
+		buf_indent(&carve, 1);
+		buf_puts(&carve, "unsigned char *const tir_smem_1k = tir_smem + "
+			 "((1024 - (tir_smem_addr(tir_smem) & 1023)) & 1023);\n");
+	}
 	for (int i = 0; i < p->nbufs; i++) {
 		const tir_alloc *a = &L->alloc[i];
 		if (!a->used || !a->compact || owner[i] != k)
 			continue;
 		if (a->buf->scope == TIR_SCOPE_SHARED) {
+			if (g->swz[i])
+				smem = (smem + 1023) / 1024 * 1024;
 			buf_indent(&carve, 1);
-			buf_printf(&carve, "%s *const %s%s = (%s *)(tir_smem + %lld); /* %lld bytes",
+			buf_printf(&carve, "%s *const %s%s = (%s *)(%s + %lld); /* %lld bytes",
 				   g->c.d->storage[a->buf->dtype], g->c.bufname[i],
 				   a->ring > 1 ? "_ring" : "",
-				   g->c.d->storage[a->buf->dtype], (long long)smem,
+				   g->c.d->storage[a->buf->dtype], swizzled ? "tir_smem_1k" : "tir_smem",
+				   (long long)smem,
 				   (long long)a->bytes);
 			if (a->ring > 1)
 				buf_printf(&carve, ": %d copies", a->ring);
@@ -1361,7 +1674,7 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 			smem += (a->bytes + 127) / 128 * 128;   /* WMMA tiles: 32-byte aligned */
 		}
 	}
-	ln->shared_bytes = (int)smem;
+	ln->shared_bytes = (int)smem + (swizzled ? 1024 : 0);
 
 	buf_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d)\n%s(", threads,
 		   ln->name);
@@ -1384,6 +1697,7 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 			cu_local(g, a, 1);
 	}
 	cu_stmt(g, s, 1);
+	wg_drain(g, 1);
 	buf_puts(o, "}\n\n");
 }
 
@@ -1453,12 +1767,22 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	code->launches = xcalloc((size_t)nk + 1, sizeof *code->launches);
 	g.frag_in = xcalloc((size_t)p->nbufs + 1, sizeof *g.frag_in);
 	g.frag_col = xcalloc((size_t)p->nbufs + 1, sizeof *g.frag_col);
+	g.swz = xcalloc((size_t)p->nbufs + 1, sizeof *g.swz);
+	g.c.swizzled = g.swz;
 	bool tensor = false;
 	scan_fragment(&g, p->root, &tensor);
 	buf_puts(&o, cuda_prelude);
 	buf_puts(&o, cuda_async_prelude);   /* every source alike, pipelined or not */
 	if (tensor)
 		buf_puts(&o, "#include <mma.h>\n\n");
+	if (g.wg_wrappers) {
+		buf_puts(&o, cuda_wgmma_prelude);
+		for (int bit = 0; bit < 24; bit++)
+			if (g.wg_wrappers & (1u << bit))
+				wg_wrapper(&o, bit / 8 == 0 ? 64 : bit / 8 == 1 ? 128 : 256,
+					   bit & 4 ? TIR_BF16 : TIR_F16, (bit >> 1) & 1, bit & 1);
+		buf_puts(&o, "\n");
+	}
 	bool any_smem = false;
 	for (int i = 0; i < p->nbufs; i++)
 		any_smem |= L.alloc[i].used && L.alloc[i].compact &&
@@ -1478,6 +1802,7 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	free(g.argbuf);
 	free(g.frag_in);
 	free(g.frag_col);
+	free(g.swz);
 	free(g.rd);
 	free(g.wr);
 	free(g.c.bufname);

@@ -341,7 +341,19 @@ int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop)
 	return 1;
 }
 
-/* Gives the buffers of the copy stages of every pipelined loop their ring. */
+bool lower_holds_wgmma(const tir_stmt *s)
+{
+	const tir_intrin *in = intrin_of_loop(s);
+	if (in && in->unit == INTRIN_WARPGROUP && in->kind == INTRIN_MMA)
+		return true;
+	for (int k = 0; k < s->nkids; k++)
+		if (lower_holds_wgmma(s->kids[k]))
+			return true;
+	return false;
+}
+
+/* Gives the buffers of the copy stages of every pipelined loop their ring:
+ * S copies, one more where warpgroup MMAs read them (lower_ring_copies). */
 static void rings(tir_lowered *L, const tir_stmt *s)
 {
 	for (int k = 0; k < s->nkids; k++)
@@ -349,6 +361,7 @@ static void rings(tir_lowered *L, const tir_stmt *s)
 	int S = lower_pipeline_stages(L, s);
 	if (S < 2)
 		return;
+	int copies = S + (lower_holds_wgmma(s) ? 1 : 0);
 	bool *written = xcalloc((size_t)L->p->nbufs + 1, 1);
 	stmt_visit_blocks((tir_stmt *)s, mark_written, written);
 	for (int k = 0; k < s->nkids; k++) {
@@ -361,9 +374,9 @@ static void rings(tir_lowered *L, const tir_stmt *s)
 			if (!mine[i] || a->ring > 1)
 				continue;
 			int64_t eb = dtype_bytes(a->buf->dtype);
-			a->ring = S;
+			a->ring = copies;
 			a->slot = (a->elems * eb + 127) / 128 * 128 / eb;
-			a->bytes = a->slot * eb * S;
+			a->bytes = a->slot * eb * copies;
 		}
 		free(mine);
 	}

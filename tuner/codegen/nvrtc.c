@@ -71,7 +71,9 @@ static int compile_here(const char *source, int sm, char **cubin, size_t *size,
 		home = CUDA_HOME;
 
 	char arch[48], inc[1100];
-	snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
+	/* 9.0 as sm_90a: its arch-specific instructions (wgmma) are what the
+	 * "a" adds, and a cubin for sm_90 runs on 9.0 devices only anyway */
+	snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%s", sm, sm == 90 ? "a" : "");
 	snprintf(inc, sizeof inc, "-I%s/include", home);
 	const char *opts[] = { arch, "-default-device", "--std=c++17", inc };
 

@@ -15,14 +15,18 @@
  *
  * The fragments (scopes wmma.matrix_a, wmma.matrix_b, wmma.accumulator) are
  * opaque per-warp registers: a fragment buffer is an array of m x n (or m x
- * k, k x n) tiles in its last two dimensions, each one fragment.
+ * k, k x n) tiles in its last two dimensions, each one fragment.  A
+ * warpgroup intrinsic's accumulator (wgmma.accumulator) is the same for a
+ * warpgroup, and its MMA reads both operands from shared memory, each
+ * tile in the buffer's last two dimensions either way round (K-major or
+ * MN-major: codegen's descriptors and trans flags follow).
  */
 #include <string.h>
 #include "ir.h"
 
 const tir_intrin tir_intrins[] = {
-#define TIR_INTRIN(id, name, kind, m, n, k, in, acc) \
-	{ name, INTRIN_##kind, m, n, k, TIR_##in, TIR_##acc },
+#define TIR_INTRIN(id, name, kind, m, n, k, in, acc, unit) \
+	{ name, INTRIN_##kind, m, n, k, TIR_##in, TIR_##acc, INTRIN_##unit },
 #include "intrins.def"
 #undef TIR_INTRIN
 };
@@ -49,7 +53,8 @@ const tir_intrin *intrin_of_loop(const tir_stmt *l)
 
 bool scope_is_fragment(tir_scope s)
 {
-	return s == TIR_SCOPE_FRAG_A || s == TIR_SCOPE_FRAG_B || s == TIR_SCOPE_FRAG_ACC;
+	return s == TIR_SCOPE_FRAG_A || s == TIR_SCOPE_FRAG_B || s == TIR_SCOPE_FRAG_ACC ||
+	       s == TIR_SCOPE_WG_ACC;
 }
 
 /* ---- matching ------------------------------------------------------------------ */
@@ -155,13 +160,19 @@ static int check_fragment(mctx *c, const tir_buffer *buf, tir_scope sc, tir_dtyp
 	return 0;
 }
 
+/* The accumulator's scope of an intrinsic. */
+static tir_scope acc_scope(const tir_intrin *in)
+{
+	return in->unit == INTRIN_WARPGROUP ? TIR_SCOPE_WG_ACC : TIR_SCOPE_FRAG_ACC;
+}
+
 static int match_fill(mctx *c, tir_intrin_match *m)
 {
 	const tir_block *b = c->b;
 	int d[3];
 	if (b->reduce != REDUCE_NONE || !is_zero(b->value))
 		return mismatch(c, "it does not store zero", NULL);
-	if (check_fragment(c, b->store, TIR_SCOPE_FRAG_ACC, c->in->acc) ||
+	if (check_fragment(c, b->store, acc_scope(c->in), c->in->acc) ||
 	    access_of(c, b->store, b->store_idx, &m->dst, d) ||
 	    fragment_tile(c, &m->dst, d[0], d[1], false))
 		return -1;
@@ -218,16 +229,32 @@ static int match_mma(mctx *c, tir_intrin_match *m)
 	const tir_expr *x = expr_uncast(v->a, c->in->acc), *y = expr_uncast(v->b, c->in->acc);
 	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD)
 		return mismatch(c, "its product is not of two loads", NULL);
-	if (y->buf->scope == TIR_SCOPE_FRAG_A) {
+	bool wg = c->in->unit == INTRIN_WARPGROUP;
+	if (!wg && y->buf->scope == TIR_SCOPE_FRAG_A) {
 		const tir_expr *t = x;
 		x = y;
 		y = t;
 	}
-	if (check_fragment(c, b->store, TIR_SCOPE_FRAG_ACC, c->in->acc) ||
-	    check_fragment(c, x->buf, TIR_SCOPE_FRAG_A, c->in->in) ||
-	    check_fragment(c, y->buf, TIR_SCOPE_FRAG_B, c->in->in) ||
+	if (check_fragment(c, b->store, acc_scope(c->in), c->in->acc) ||
 	    access_of(c, b->store, b->store_idx, &m->dst, d))
 		return -1;
+	if (wg) {
+		/* which operand is a: the one the accumulator's row loop indexes */
+		int t0[3];
+		if (access_of(c, x->buf, x->idx, &m->src[0], t0))
+			return -1;
+		if (t0[0] < 0) {
+			const tir_expr *t = x;
+			x = y;
+			y = t;
+		}
+		if (check_fragment(c, x->buf, TIR_SCOPE_SHARED, c->in->in) ||
+		    check_fragment(c, y->buf, TIR_SCOPE_SHARED, c->in->in))
+			return -1;
+	} else if (check_fragment(c, x->buf, TIR_SCOPE_FRAG_A, c->in->in) ||
+		   check_fragment(c, y->buf, TIR_SCOPE_FRAG_B, c->in->in)) {
+		return -1;
+	}
 	if (d[2] >= 0)
 		return mismatch(c, "the reduction loop indexes the accumulator", NULL);
 	if (fragment_tile(c, &m->dst, d[0], d[1], false))
@@ -311,9 +338,17 @@ int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
 	int rc;
 	switch (in->kind) {
 	case INTRIN_FILL:   rc = match_fill(&c, m); break;
-	case INTRIN_LOAD_A: rc = match_copy(&c, m, TIR_SCOPE_FRAG_A, in->in, true); break;
-	case INTRIN_LOAD_B: rc = match_copy(&c, m, TIR_SCOPE_FRAG_B, in->in, true); break;
-	case INTRIN_STORE:  rc = match_copy(&c, m, TIR_SCOPE_FRAG_ACC, in->acc, false); break;
+	case INTRIN_LOAD_A:
+	case INTRIN_LOAD_B:
+		if (in->unit == INTRIN_WARPGROUP) {
+			rc = tir_fail(err, "tensorize: %s: warpgroup MMAs read shared memory, no loads",
+				      in->name);
+			break;
+		}
+		rc = match_copy(&c, m, in->kind == INTRIN_LOAD_A ? TIR_SCOPE_FRAG_A : TIR_SCOPE_FRAG_B,
+				in->in, true);
+		break;
+	case INTRIN_STORE:  rc = match_copy(&c, m, acc_scope(in), in->acc, false); break;
 	default:            rc = match_mma(&c, m); break;
 	}
 	env_free(&c.env);

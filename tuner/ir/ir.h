@@ -429,11 +429,16 @@ tir_stmt *program_nest(tir_program *p, tir_block *b, const char *const *loop_nam
 
 typedef enum { INTRIN_FILL, INTRIN_LOAD_A, INTRIN_LOAD_B, INTRIN_MMA, INTRIN_STORE } tir_intrin_kind;
 
+/* Who calls an intrinsic together: a warp (32 threads, WMMA) or a
+ * warpgroup (4 consecutive warps, 128 threads: Hopper's wgmma). */
+typedef enum { INTRIN_WARP, INTRIN_WARPGROUP } tir_intrin_unit;
+
 typedef struct tir_intrin {
 	const char *name;
 	tir_intrin_kind kind;
 	int m, n, k;                /* the tile: acc m x n, a m x k, b k x n */
 	tir_dtype in, acc;          /* operand and accumulator dtypes */
+	tir_intrin_unit unit;
 } tir_intrin;
 
 extern const tir_intrin tir_intrins[];
@@ -475,7 +480,9 @@ typedef struct tir_intrin_match {
  * live in arena a.  Returns 0, or -1 with the first mismatch. */
 int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
 		 const tir_intrin *in, tir_intrin_match *m, tir_error *err);
-/* Whether a scope is a warp-level fragment (wmma.*). */
+/* Whether a scope is an opaque register tile that only tensor intrinsics
+ * touch: a warp's WMMA fragments (wmma.*) or a warpgroup's wgmma
+ * accumulator (wgmma.accumulator). */
 bool scope_is_fragment(tir_scope s);
 
 #endif

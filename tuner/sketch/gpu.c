@@ -633,6 +633,7 @@ static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
 
 const sketch_def sketch_gpu_defs[] = {
 	{ "gpu-tensorcore", sketch_tensorcore_applies, sketch_tensorcore_apply },
+	{ "gpu-wgmma", sketch_wgmma_applies, sketch_wgmma_apply },
 	{ "gpu-tile-autocopy", cuda_reduction, apply_tile_autocopy },
 	{ "gpu-tile", cuda_reduction, apply_tile },
 	{ "gpu-cross-thread", xthread_applies, apply_cross_thread },

@@ -38,6 +38,9 @@ extern const int sketch_gpu_ndefs;
 /* ---- tensorcore.c: WMMA tensorization of matrix-multiply blocks ------------ */
 bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t);
 int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err);
+/* the same with Hopper's warpgroup MMA (wgmma, sm_90a) */
+bool sketch_wgmma_applies(const tir_program *p, const tir_target *t);
+int sketch_wgmma_apply(tir_sched *s, const tir_target *t, tir_error *err);
 
 /* ---- rules.c: what both tables share -------------------------------------- */
 

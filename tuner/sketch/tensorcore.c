@@ -57,6 +57,11 @@
 #define MAX_SHARED (96 * 1024)   /* operands and a staged output tile */
 #define DRAWS 256
 #define PAD_CHOICES 4  /* pad to 1, 2, 4 or 8 tiles: at most a third more work */
+/* gpu-wgmma: warpgroups a block, accumulators a thread, staged bytes of one
+ * K tile (the pipeline multiplies it) */
+#define WG_MAX 4
+#define WG_MAX_ACC 128
+#define WG_MAX_STAGED (64 * 1024)
 
 typedef struct mm_form {
 	const tir_block *b;
@@ -258,6 +263,24 @@ static bool einsum_of(const tir_program *p, einsum_form *e)
 	return e->n[ROLE_I] && e->n[ROLE_J] && e->n[ROLE_K];
 }
 
+/* gpu-wgmma: two-byte operands (float16, bfloat16) into float32 on a 9.0
+ * GPU (sm_90a's wgmma), the product form as for WMMA. */
+bool sketch_wgmma_applies(const tir_program *p, const tir_target *t)
+{
+	mm_form f;
+	einsum_form e;
+	const tir_intrin *mma;
+	if (t->kind != TIR_TARGET_CUDA || t->sm != 90)
+		return false;
+	if (mm_form_of(p, &f))
+		mma = f.mma;
+	else if (einsum_of(p, &e))
+		mma = e.mma;
+	else
+		return false;
+	return (mma->in == TIR_F16 || mma->in == TIR_BF16) && mma->acc == TIR_F32;
+}
+
 bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
 {
 	mm_form f;
@@ -306,8 +329,9 @@ static char *operand_dims(const tir_block *b, const tir_expr *x, int nb)
 	return buf_take(&d);
 }
 
-/* Puts the block of e into matrix-multiply form (see the top of the file). */
-static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
+/* Puts the block of e into matrix-multiply form (see the top of the file),
+ * I, J and K padded to multiples of tile[0..2] (times a sampled number). */
+static int normalize(tir_sched *s, const einsum_form *e, const int tile[3], tir_error *err)
 {
 	int b;
 	TRY(b = tir_get_block(s, e->b->name, err), "get block");
@@ -364,7 +388,6 @@ static int normalize(tir_sched *s, const einsum_form *e, tir_error *err)
 	int n = 0;
 	while (n < nb)
 		fac[n++] = TIR_LIT(1);
-	const int tile[3] = { e->mma->m, e->mma->n, e->mma->k };
 	for (int r = 0; r < 3; r++, n++) {
 		int64_t ext = blk->iters[n].extent, c[PAD_CHOICES];
 		int nc = 0;
@@ -450,6 +473,59 @@ static void draw_tiles(tir_sched *s, const mm_form *f, int64_t out_bytes, int sm
 	}
 }
 
+/* The warpgroup tiling (gpu-wgmma), in tiles of 64 rows (i) and wn columns
+ * (j): i[1] x j[1] warpgroups a block, each i[2] x j[2] MMAs of 64 x wn. */
+static int64_t wg_penalty(const tc_tiles *x, int64_t wn, int64_t out_bytes, int64_t grid,
+			  int sms, int64_t max_shared)
+{
+	int64_t wgs = x->i[1] * x->j[1], regs = x->i[2] * x->j[2] * wn / 2;
+	int64_t rows = x->i[1] * x->i[2] * 64, cols = x->j[1] * x->j[2] * wn;
+	int64_t staged = (rows + cols) * 64 * 2, out = rows * cols * out_bytes, pen = 0;
+	if (wgs > WG_MAX)
+		pen += 1000 * wgs;
+	if (wgs < 2)
+		pen += 3;
+	if (regs > WG_MAX_ACC)            /* accumulators per thread */
+		pen += 1000 + regs;
+	/* and what __launch_bounds__ leaves a thread (verify/tensor.c) */
+	int64_t cap = 65536 / (wgs * 128) < 255 ? 65536 / (wgs * 128) : 255;
+	if (regs + 32 > cap)
+		pen += 1000 + regs;
+	if (regs < 64)
+		pen += 2;
+	if (staged > WG_MAX_STAGED)
+		pen += staged / 1024;
+	if (staged + out > max_shared)
+		pen += (staged + out) / 1024;
+	if (grid < sms)
+		pen += 2;
+	return pen;
+}
+
+static void draw_wg_tiles(tir_sched *s, const mm_form *f, int64_t wn, int64_t out_bytes,
+			  int sms, const tir_target *t, tc_tiles *best)
+{
+	const tir_block *b = f->b;
+	int64_t ei = b->iters[f->i].extent / 64, ej = b->iters[f->j].extent / wn, outer = 1;
+	int64_t max_shared = t->max_shared_per_block > 0 ? t->max_shared_per_block - 1024
+							 : 227 * 1024;
+	for (int i = 0; i < b->niters; i++)
+		if (i != f->i && i != f->j && b->iters[i].kind == ITER_SPATIAL)
+			outer *= b->iters[i].extent;
+	int64_t bp = -1;
+	for (int d = 0; d < DRAWS && bp != 0; d++) {
+		tc_tiles x;
+		sketch_draw_factors(s, ei, 3, x.i);
+		sketch_draw_factors(s, ej, 3, x.j);
+		x.k[0] = x.k[1] = 1;
+		int64_t pen = wg_penalty(&x, wn, out_bytes, outer * x.i[0] * x.j[0], sms, max_shared);
+		if (bp < 0 || pen < bp) {
+			bp = pen;
+			*best = x;
+		}
+	}
+}
+
 /* ---- the schedule --------------------------------------------------------------- */
 
 static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *err)
@@ -463,7 +539,8 @@ static int read_of(tir_sched *s, int block, const tir_buffer *buf, tir_error *er
 	return tir_fail(err, "block \"%s\" does not read \"%s\"", b->name, buf->name);
 }
 
-static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err);
+static int tile_2d(tir_sched *s, int block, int at, const char *intrin, int64_t rows,
+		   int64_t cols, tir_error *err);
 
 /* Inlines into block the spatial blocks that compute what it reads (the
  * reindex, padding and pad stages of an operand), transitively. */
@@ -526,13 +603,44 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 		    "storage_align");
 
 	/* fragments: 16 x 16 tiles, each tensorized */
-	TRY(tile_2d(s, fr, k1, load, err), "fragment load");
+	TRY(tile_2d(s, fr, k1, load, 16, 16, err), "fragment load");
 	return 0;
 }
 
-/* The tensorized 16 x 16 tiles of a 2-D nest: the last two loops split by
- * 16, reordered (r0 c0 r1 c1), r1 tensorized with `intrin`. */
-static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_error *err)
+/* The stage of operand `buf` for the warpgroup MMA: shared memory at k0
+ * with a cooperative fetch (threadIdx.y x threadIdx.x of 128 x a sampled
+ * vector), read by the MMA itself.  No storage_align: codegen lays the
+ * buffer out in swizzled 128-byte atoms, which needs dense rows and keeps
+ * the banks apart itself. */
+static int stage_wg(tir_sched *s, int block, const tir_buffer *buf, int k0, int64_t wgs,
+		    tir_error *err)
+{
+	int ri, sh, l[TIR_MAX_IO], n;
+	TRY(ri = read_of(s, block, buf, err), "stage");
+	TRY(sh = tir_cache_read(s, block, ri, "shared", err), "cache_read shared");
+	TRY(inline_into(s, sh, err), "inline the operand's stages");
+	TRY(tir_compute_at(s, sh, k0, err), "shared at K0");
+	const tir_buffer *shbuf = sched_block(s, TIR_RV(sh), err)->store;
+	int ebytes = dtype_bytes(shbuf->dtype);
+	int64_t vc[4] = { 1, 2, 4, 8 };
+	int nv = 0, vrv, f, o[4];
+	while (nv < 4 && vc[nv] * ebytes <= 16)
+		nv++;
+	TRY(vrv = tir_sample_categorical(s, nv, vc, NULL, err), "vector width");
+	TRY(n = sketch_loops_under(s, sh, k0, l, err), "fetch loops");
+	TRY(f = tir_fuse(s, n, l, err), "fuse fetch");
+	tir_int fac[4] = { TIR_LIT(0), TIR_LIT(wgs), TIR_LIT(128), TIR_RV(vrv) };
+	TRY(tir_split(s, f, 4, fac, o, err), "split fetch");
+	TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind fetch y");
+	TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind fetch x");
+	TRY(tir_vectorize(s, o[3], err), "vectorize fetch");
+	return 0;
+}
+
+/* The tensorized rows x cols tiles of a 2-D nest: the last two loops split
+ * by rows and cols, reordered (r0 c0 r1 c1), r1 tensorized with `intrin`. */
+static int tile_2d(tir_sched *s, int block, int at, const char *intrin, int64_t rows,
+		   int64_t cols, tir_error *err)
 {
 	int l[TIR_MAX_IO], n, r[2], c[2];
 	TRY(n = sketch_loops_under(s, block, at, l, err), "loops");
@@ -543,13 +651,13 @@ static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_erro
 	for (int i = 0; i < n - 2; i++)
 		if (s->rv[l[i]].loop->loop_kind == LOOP_SERIAL)
 			TRY(tir_unroll(s, l[i], err), "unroll the fragment loops");
-	if (s->rv[l[n - 2]].loop->extent == 16 && s->rv[l[n - 1]].loop->extent == 16) {
+	if (s->rv[l[n - 2]].loop->extent == rows && s->rv[l[n - 1]].loop->extent == cols) {
 		TRY(tir_tensorize(s, l[n - 2], intrin, err), "tensorize");
 		return 0;
 	}
-	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
-	TRY(tir_split(s, l[n - 2], 2, f16, r, err), "split rows");
-	TRY(tir_split(s, l[n - 1], 2, f16, c, err), "split columns");
+	tir_int fr[2] = { TIR_LIT(0), TIR_LIT(rows) }, fc[2] = { TIR_LIT(0), TIR_LIT(cols) };
+	TRY(tir_split(s, l[n - 2], 2, fr, r, err), "split rows");
+	TRY(tir_split(s, l[n - 1], 2, fc, c, err), "split columns");
 	int ord[4] = { r[0], c[0], r[1], c[1] };
 	TRY(tir_reorder(s, 4, ord, err), "reorder tiles");
 	TRY(tir_unroll(s, r[0], err), "unroll the fragment rows");
@@ -558,10 +666,14 @@ static int tile_2d(tir_sched *s, int block, int at, const char *intrin, tir_erro
 	return 0;
 }
 
-static const char *intrin_name(tir_intrin_kind kind, tir_dtype in, tir_dtype acc)
+/* The intrinsic of a kind, unit, operand and accumulator dtypes and width
+ * n (for a warp: 16), or NULL. */
+static const char *intrin_name(tir_intrin_kind kind, tir_dtype in, tir_dtype acc,
+			       tir_intrin_unit unit, int n)
 {
 	for (int i = 0; i < tir_nintrins; i++)
 		if (tir_intrins[i].kind == kind && tir_intrins[i].acc == acc &&
+		    tir_intrins[i].unit == unit && tir_intrins[i].n == n &&
 		    (kind == INTRIN_FILL || kind == INTRIN_STORE || tir_intrins[i].in == in))
 			return tir_intrins[i].name;
 	return NULL;
@@ -592,17 +704,36 @@ static bool producer_among(const tir_program *p, const char *name, const char *c
 	return found;
 }
 
-int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
+/* Both sketches: unit INTRIN_WARP (gpu-tensorcore, WMMA) or
+ * INTRIN_WARPGROUP (gpu-wgmma), see the top of the file. */
+static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, tir_error *err)
 {
 	mm_form f;
 	einsum_form ef;
+	const bool wg = unit == INTRIN_WARPGROUP;
+	const char *name = wg ? "gpu-wgmma" : "gpu-tensorcore";
 	if (!einsum_of(s->p, &ef))
-		return tir_fail(err, "gpu-tensorcore: no reduction block of product form");
+		return tir_fail(err, "%s: no reduction block of product form", name);
 	const tir_buffer *out = ef.b->store;
-	TRY(normalize(s, &ef, err), "normalize");
+	int tile[3] = { ef.mma->m, ef.mma->n, ef.mma->k }, wn = 16;
+	if (wg) {
+		/* the width N of the warpgroup's MMA, at most twice J */
+		int64_t ej = 1, nc = 0, ns[3] = { 64, 128, 256 };
+		for (int k = 0; k < ef.n[ROLE_J]; k++)
+			ej *= ef.b->iters[ef.it[ROLE_J][k]].extent;
+		while (nc < 3 && (nc == 0 || ns[nc] <= 2 * ej))
+			nc++;
+		int rv;
+		TRY(rv = tir_sample_categorical(s, (int)nc, ns, NULL, err), "wgmma width");
+		wn = (int)tir_sched_int(s, rv);
+		tile[0] = 64;
+		tile[1] = wn;
+		tile[2] = 64;   /* K tiles of 64 two-byte elements: 128-byte rows */
+	}
+	TRY(normalize(s, &ef, tile, err), "normalize");
 	if (!mm_form_of(s->p, &f))
-		return tir_fail(err, "gpu-tensorcore: block \"%s\" is not of matrix-multiply form after normalization",
-				ef.b->name);
+		return tir_fail(err, "%s: block \"%s\" is not of matrix-multiply form after "
+				"normalization", name, ef.b->name);
 	/* a matmul left as it was (no reindex, padding or split) stores its
 	 * fragments straight into its output */
 	bool direct = f.b->store == out;
@@ -639,18 +770,34 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		else lb[nb++] = l[x];
 	}
 	if (li < 0 || lj < 0 || lk < 0)
-		return tir_fail(err, "gpu-tensorcore: the I, J and K loops of \"%s\" not found",
-				f.b->name);
+		return tir_fail(err, "%s: the I, J and K loops of \"%s\" not found", name, f.b->name);
 	tc_tiles x;
-	draw_tiles(s, &f, direct ? 0 : dtype_bytes(acc), t->sm_count > 0 ? t->sm_count : 132, &x);
+	int sms = t->sm_count > 0 ? t->sm_count : 132;
 	int si[2], sj[2], sk[2], I[3], J[3], K[2];
-	tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
-	TRY(tir_split(s, li, 2, f16, si, err), "split I");
-	TRY(tir_split(s, lj, 2, f16, sj, err), "split J");
-	TRY(tir_split(s, lk, 2, f16, sk, err), "split K");
+	if (wg) {
+		draw_wg_tiles(s, &f, wn, direct ? 0 : dtype_bytes(acc), sms, t, &x);
+		/* I by 64, J by N, K by 64 and that by 16: K[0] the staged
+		 * tiles, K[1] their four steps */
+		tir_int fi[2] = { TIR_LIT(0), TIR_LIT(64) }, fj[2] = { TIR_LIT(0), TIR_LIT(wn) },
+			f16[2] = { TIR_LIT(0), TIR_LIT(16) };
+		int k64[2];
+		TRY(tir_split(s, li, 2, fi, si, err), "split I");
+		TRY(tir_split(s, lj, 2, fj, sj, err), "split J");
+		TRY(tir_split(s, lk, 2, fi, k64, err), "split K");
+		TRY(tir_split(s, k64[1], 2, f16, sk, err), "split K by 16");
+		K[0] = k64[0];
+		K[1] = sk[0];
+	} else {
+		draw_tiles(s, &f, direct ? 0 : dtype_bytes(acc), sms, &x);
+		tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
+		TRY(tir_split(s, li, 2, f16, si, err), "split I");
+		TRY(tir_split(s, lj, 2, f16, sj, err), "split J");
+		TRY(tir_split(s, lk, 2, f16, sk, err), "split K");
+	}
 	TRY(sketch_tile_decided(s, si[0], 3, 0, x.i, I, err), "tile I");
 	TRY(sketch_tile_decided(s, sj[0], 3, 0, x.j, J, err), "tile J");
-	TRY(sketch_tile_decided(s, sk[0], 2, 0, x.k, K, err), "tile K");
+	if (!wg)
+		TRY(sketch_tile_decided(s, sk[0], 2, 0, x.k, K, err), "tile K");
 	int ord[TIR_MAX_IO], k = 0;
 	for (int q = 0; q < nb; q++)
 		ord[k++] = lb[q];
@@ -669,23 +816,26 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 	TRY(ty = tir_fuse(s, 2, wl, err), "fuse warps");
 	TRY(tir_bind(s, bx, "blockIdx.x", err), "bind blockIdx.x");
 	TRY(tir_bind(s, ty, "threadIdx.y", err), "bind threadIdx.y");
-	int64_t warps = x.i[1] * x.j[1];
+	/* threadIdx.y: warps (WMMA) or warpgroups (wgmma) of lanes threads */
+	int64_t warps = x.i[1] * x.j[1], lanes = wg ? 128 : 32;
+	const int tm = wg ? 64 : 16;
 
 	/* the accumulator in fragments, written back per warp */
 	int wb, init, cs = -1;
 	if (!direct)    /* through shared memory, see the top of the file */
 		TRY(cs = tir_cache_write(s, b, 0, "shared", err), "cache_write shared");
-	TRY(wb = tir_cache_write(s, b, 0, "wmma.accumulator", err), "cache_write");
+	TRY(wb = tir_cache_write(s, b, 0, wg ? "wgmma.accumulator" : "wmma.accumulator", err),
+	    "cache_write");
 	TRY(tir_reverse_compute_at(s, wb, ty, err), "write-back at the warp");
-	TRY(tile_2d(s, wb, ty, intrin_name(INTRIN_STORE, in, acc), err), "store");
+	TRY(tile_2d(s, wb, ty, intrin_name(INTRIN_STORE, in, acc, unit, wn), tm, wn, err), "store");
 	if (cs >= 0) {
 		/* the block's tile, copied out by all its threads along the rows */
 		int cl[TIR_MAX_IO], nc, fu, o[3];
 		TRY(tir_reverse_compute_at(s, cs, bx, err), "output tile at the block");
 		TRY(nc = sketch_loops_under(s, cs, bx, cl, err), "output loops");
 		TRY(fu = tir_fuse(s, nc, cl, err), "fuse output");
-		tir_int lanes[3] = { TIR_LIT(0), TIR_LIT(warps), TIR_LIT(32) };
-		TRY(tir_split(s, fu, 3, lanes, o, err), "split output");
+		tir_int fo[3] = { TIR_LIT(0), TIR_LIT(warps), TIR_LIT(lanes) };
+		TRY(tir_split(s, fu, 3, fo, o, err), "split output");
 		TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind output warps");
 		TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind output lanes");
 		const tir_block *cb = sched_block(s, TIR_RV(cs), err);
@@ -694,18 +844,24 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 		nafter++;
 	}
 	TRY(init = tir_decompose_reduction(s, b, K[0], err), "decompose_reduction");
-	TRY(tile_2d(s, init, ty, intrin_name(INTRIN_FILL, in, acc), err), "fill");
-	TRY(stage(s, b, f.a, "wmma.matrix_a", intrin_name(INTRIN_LOAD_A, in, acc), K[0], K[1],
-		  warps, err), "stage a");
-	TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc), K[0], K[1],
-		  warps, err), "stage b");
+	TRY(tile_2d(s, init, ty, intrin_name(INTRIN_FILL, in, acc, unit, wn), tm, wn, err), "fill");
+	if (wg) {
+		TRY(stage_wg(s, b, f.a, K[0], warps, err), "stage a");
+		TRY(stage_wg(s, b, f.bb, K[0], warps, err), "stage b");
+	} else {
+		TRY(stage(s, b, f.a, "wmma.matrix_a", intrin_name(INTRIN_LOAD_A, in, acc, unit, 16),
+			  K[0], K[1], warps, err), "stage a");
+		TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc, unit, 16),
+			  K[0], K[1], warps, err), "stage b");
+	}
 	TRY(sketch_pipeline(s, t, 1, &K[0], err), "software pipeline");
 	/* the steps of a staged tile unrolled: the next step's fragment loads
 	 * can overlap this step's products (K1 <= MAX_KTILE copies) */
 	TRY(tir_unroll(s, K[1], err), "unroll the staged steps");
 	TRY(tir_unroll(s, I[2], err), "unroll the fragments' rows");
 	TRY(tir_unroll(s, J[2], err), "unroll the fragments' columns");
-	TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
+	TRY(tir_tensorize(s, si[1], wg ? intrin_name(INTRIN_MMA, in, acc, unit, wn) : f.mma->name,
+			  err), "tensorize mma");
 	/* the output stages and epilogues: merged where they can be (a crop
 	 * into the write-back, an epilogue into what it reads), then one
 	 * kernel each */
@@ -733,4 +889,14 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 					    err), "unroll");
 	TRY(sketch_annotate_rv(s, bx, "auto_unroll_max_step", unroll, err), "annotate unroll");
 	return 0;
+}
+
+int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return apply_mma(s, t, INTRIN_WARP, err);
+}
+
+int sketch_wgmma_apply(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return apply_mma(s, t, INTRIN_WARPGROUP, err);
 }

@@ -1,16 +1,23 @@
 /*
  * tensor.c — validation of tensorized loops (messages start "tensorize: ").
  *
- * A tensorized loop (tensorize, sched/tensorize.c) stands for a warp-level
- * intrinsic.  The program must still mean what the intrinsic computes and
+ * A tensorized loop (tensorize, sched/tensorize.c) stands for a warp- or
+ * warpgroup-level intrinsic.  The program must still mean what the intrinsic computes and
  * the intrinsic must be callable where it stands:
  *   - every tensorized loop matches its intrinsic again (ir/intrin.c), so a
  *     later primitive cannot leave a stale one;
- *   - CUDA targets only, with the compute capability WMMA needs;
+ *   - CUDA targets only, with the compute capability WMMA needs (wgmma:
+ *     exactly 9.0, its sm_90a instructions run nowhere else);
  *   - warp scope: the kernel launches exactly one warp along threadIdx.x and
  *     no threadIdx.x loop encloses the tensorized loop, so the 32 lanes of
  *     each warp reach the call together with the same operands (threadIdx.y
- *     and .z loops, guarded or not, are uniform over a warp);
+ *     and .z loops, guarded or not, are uniform over a warp); a warpgroup
+ *     intrinsic the same with one warpgroup (128 threads) along threadIdx.x;
+ *   - wgmma's shared operands: laid out by codegen in 128-byte swizzled
+ *     atoms (cuda.c), which needs rows of a multiple of 128 bytes, no
+ *     storage_align padding, rows in groups of 8, and each tile starting
+ *     at a row that is a multiple of 8 and, along the contiguous dimension,
+ *     32 bytes in (K-major) or on a 128-byte atom (MN-major);
  *   - fragments: a fragment buffer is touched only by tensorized blocks, its
  *     compacted tile dimensions are whole tiles, and every product reads an
  *     operand fragment with one orientation (its layout);
@@ -22,6 +29,7 @@
 #include "../codegen/codegen.h"
 
 #define MAX_TZ 64
+#define WG_REG_SPARE 32
 
 typedef struct tz {
 	vfy_ctx *c;
@@ -76,6 +84,21 @@ static int64_t launch_x(const tir_stmt *s)
 			x = k;
 	}
 	return x;
+}
+
+/* The threads a block of kernel k launches: the largest extent bound to
+ * each of threadIdx.x, .y, .z. */
+static int64_t launch_threads(const tir_stmt *s, int64_t ext[3])
+{
+	if (s->kind == STMT_FOR && s->loop_kind == LOOP_THREAD &&
+	    (s->tag == TIR_THREAD_X || s->tag == TIR_THREAD_Y || s->tag == TIR_THREAD_Z)) {
+		int d = s->tag - TIR_THREAD_X;
+		if (s->extent > ext[d])
+			ext[d] = s->extent;
+	}
+	for (int i = 0; i < s->nkids; i++)
+		launch_threads(s->kids[i], ext);
+	return (ext[0] > 0 ? ext[0] : 1) * (ext[1] > 0 ? ext[1] : 1) * (ext[2] > 0 ? ext[2] : 1);
 }
 
 /* Whether e is provably a multiple of q for every value of its variables
@@ -140,6 +163,59 @@ static int check_fragment(tir_lowered *L, const tir_intrin_match *m,
 	return 0;
 }
 
+/* A shared operand of a warpgroup MMA (see the top of the file): its
+ * compacted allocation as rows x L (the last dimension), the tile's origin. */
+static int check_swizzled(vfy_ctx *c, tir_lowered *L, const tir_intrin_match *m,
+			  const tir_intrin_access *x, int kdim, tir_error *err)
+{
+	const tir_alloc *a = &L->alloc[x->buf->id];
+	int n = x->buf->ndim, last = n - 1;
+	int64_t bytes = dtype_bytes(x->buf->dtype), rows = 1;
+	const char *what = NULL;
+	for (int d = 0; d < last; d++)
+		rows *= a->extent[d];
+	if (!a->compact || n < 2)
+		what = "is not a compacted shared tile of two or more dimensions";
+	else if (a->stride[last] != 1 || a->stride[last - 1] != a->extent[last] ||
+		 a->elems != rows * a->extent[last])
+		what = "is padded (storage_align): the swizzled layout needs dense rows";
+	else if ((a->extent[last] * bytes) % 128)
+		what = "has rows that are not a multiple of 128 bytes";
+	else if (rows % 8)
+		what = "has a number of rows that is not a multiple of 8";
+	if (what)
+		return tir_fail(err, "tensorize: %s of loop %s: shared operand \"%s\" %s",
+				m->in->name, m->loops[0]->var->name, x->buf->name, what);
+	tir_subst zero = { c->p->nvars, arena_alloc(&c->arena, sizeof(tir_expr *) *
+						      (size_t)(c->p->nvars + 1)) };
+	for (int i = 0; i < m->nloops; i++)
+		zero.map[m->loops[i]->var->id] = mk_int(&c->arena, 0);
+	for (int v = 0; v < c->p->nvars; v++)
+		if (c->loop_of[v] && c->loop_of[v]->extent == 1)
+			zero.map[v] = mk_int(&c->arena, 0);
+	/* the origin's position in rows x L: the row from every dimension but
+	 * the last, the column from the last */
+	tir_expr *idx[TIR_MAX_DIMS];
+	for (int d = 0; d < n; d++)
+		idx[d] = expr_subst(&c->arena, x->idx[d], &zero);
+	/* the origin's row part (its column put at the allocation's first) and
+	 * its column within the row */
+	tir_expr *first = mk_int(&c->arena, a->lo[last]), *col0 = idx[last];
+	if (a->base[last])
+		first = mk_add(&c->arena, a->base[last], first);
+	idx[last] = first;
+	tir_expr *row_off = lower_simplify(L, lower_offset(L, x->buf, n, idx));
+	tir_expr *col = lower_simplify(L, mk_sub(&c->arena, col0, first));
+	int64_t col_q = kdim == last ? 32 / bytes : 128 / bytes;    /* K-major : MN-major */
+	if (!multiple_of(row_off, 8 * a->extent[last]) || !multiple_of(col, col_q))
+		return tir_fail(err, "tensorize: %s of loop %s: the tile of \"%s\" cannot be shown "
+				"to start on a row that is a multiple of 8 (row offset %s) and a "
+				"multiple of %lld bytes into its row (column %s)", m->in->name,
+				m->loops[0]->var->name, x->buf->name, vfy_expr_str(c, row_off),
+				(long long)(col_q * bytes), vfy_expr_str(c, col));
+	return 0;
+}
+
 static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orient,
 		     bool *tensorized, tir_error *err)
 {
@@ -150,17 +226,21 @@ static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orien
 	for (int i = 0; i < c->nblocks; i++)
 		if (c->blocks[i] == m.b)
 			tensorized[i] = true;
-	int need = in->in == TIR_I8 ? 72 : in->in == TIR_BF16 ? 80 : 70;
-	if (c->t->sm > 0 && c->t->sm < need)
-		return tir_fail(err, "tensorize: %s needs compute capability %d.%d, %s has %d.%d",
-				in->name, need / 10, need % 10, c->t->key, c->t->sm / 10,
-				c->t->sm % 10);
+	bool wg = in->unit == INTRIN_WARPGROUP;
+	int need = wg ? 90 : in->in == TIR_I8 ? 72 : in->in == TIR_BF16 ? 80 : 70;
+	if (c->t->sm > 0 && (c->t->sm < need || (wg && c->t->sm != 90)))
+		return tir_fail(err, "tensorize: %s needs compute capability %s%d.%d, %s has %d.%d",
+				in->name, wg ? "exactly " : "", need / 10, need % 10, c->t->key,
+				c->t->sm / 10, c->t->sm % 10);
 	tir_stmt *k = vfy_kernel_of(l);
 	int64_t lanes = launch_x(k), warp = c->t->warp_size > 0 ? c->t->warp_size : 32;
+	if (wg)
+		warp *= 4;
 	if (lanes != warp)
 		return tir_fail(err, "tensorize: the kernel of loop %s launches %lld threads along "
-				"threadIdx.x; a warp-level intrinsic needs exactly one warp (%lld)",
-				l->var->name, (long long)lanes, (long long)warp);
+				"threadIdx.x; a %s-level intrinsic needs exactly one %s (%lld)",
+				l->var->name, (long long)lanes, wg ? "warpgroup" : "warp",
+				wg ? "warpgroup" : "warp", (long long)warp);
 	for (const tir_stmt *q = l->parent; q; q = q->parent)
 		if (q->kind == STMT_FOR && q->loop_kind == LOOP_THREAD && q->tag == TIR_THREAD_X)
 			return tir_fail(err, "tensorize: loop %s is under threadIdx.x loop %s: the "
@@ -181,6 +261,25 @@ static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orien
 	case INTRIN_MMA:
 		break;
 	}
+	if (wg) {
+		/* the accumulators stay in registers: with 64K a multiprocessor and
+		 * __launch_bounds__(threads), a thread has 65536 / threads of them
+		 * (at most 255), and the MMA's addresses and loop state want some
+		 * (WG_REG_SPARE) beside the accumulators */
+		int64_t ext[3] = { 0, 0, 0 }, threads = launch_threads(k, ext);
+		int64_t acc = L->alloc[m.dst.buf->id].elems / 128, cap = 65536 / threads;
+		if (cap > 255)
+			cap = 255;
+		if (acc + WG_REG_SPARE > cap)
+			return tir_fail(err, "tensorize: %s of loop %s: %lld accumulator registers a "
+					"thread, and a block of %lld threads has %lld registers a thread "
+					"(%d are needed beside them)", in->name, l->var->name,
+					(long long)acc, (long long)threads, (long long)cap, WG_REG_SPARE);
+	}
+	if (wg)
+		return check_fragment(L, &m, &m.dst, in->m, in->n, err) ||
+		       check_swizzled(c, L, &m, &m.src[0], m.src[0].col, err) ||
+		       check_swizzled(c, L, &m, &m.src[1], m.src[1].row, err) ? -1 : 0;
 	if (check_fragment(L, &m, &m.dst, in->m, in->n, err) ||
 	    check_fragment(L, &m, &m.src[0], in->m, in->k, err) ||
 	    check_fragment(L, &m, &m.src[1], in->k, in->n, err))
