@@ -69,8 +69,11 @@ enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE,
 	*  mma_per_frag    log2(1 + MMAs per fragment loaded): a warp's
 	*                  register-tile reuse (16 x 16 x 16 products per
 	*                  16 x 16 operand tiles loaded from shared memory)
-	*  pipeline        stages of the deepest software-pipelined loop (1: none) */
-       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_END };
+	*  pipeline        stages of the deepest software-pipelined loop (1: none)
+	*  wgmma_frac      fraction of ops under a warpgroup MMA (wgmma: twice a
+	*                  warp MMA's throughput, operands read from shared
+	*                  memory by the tensor cores themselves) */
+       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_WGMMA_FRAC, F_END };
 
 _Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
 
@@ -91,7 +94,7 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	"traffic_reg", "traffic_l1", "traffic_l2", "traffic_llc",
 	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
 	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
-	"tensor_frac", "mma_per_frag", "pipeline",
+	"tensor_frac", "mma_per_frag", "pipeline", "wgmma_frac",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
@@ -107,6 +110,7 @@ typedef struct fctx {
 	double traffic[NCACHES];              /* bytes, summed over blocks */
 	double par_eff;                       /* cores kept busy by the main block */
 	double tc_flops;                      /* ops under tensorized MMA loops */
+	double wg_flops;                      /* of which under warpgroup MMAs */
 	double mma, frag_loads;               /* 16x16x16 products, 16x16 tiles loaded */
 	const tir_block *main;
 } fctx;
@@ -376,8 +380,10 @@ static double roofline(const fctx *c)
 	const tir_target *t = c->t;
 	double compute, bw[NCACHES];
 	if (t->kind == TIR_TARGET_CUDA) {
-		/* 128 FMA lanes per SM; tensor cores 16 times that (f16) */
-		compute = (c->flops - c->tc_flops) / 256.0 + c->tc_flops / 4096.0;
+		/* 128 FMA lanes per SM; tensor cores 16 times that (f16) from a
+		 * warp's MMA, 32 from a warpgroup's */
+		compute = (c->flops - c->tc_flops) / 256.0 + (c->tc_flops - c->wg_flops) / 4096.0 +
+			  c->wg_flops / 8192.0;
 		bw[0] = 256; bw[1] = 128; bw[2] = 64; bw[3] = 24;
 	} else {
 		double lanes = t->vector_bytes > 0 ? t->vector_bytes / 4.0 : 4;
@@ -404,6 +410,8 @@ static void block_features(tir_block *b, void *ctx)
 		c->vec_flops += total;
 	if (li.intrin && li.intrin->kind == INTRIN_MMA) {
 		c->tc_flops += total;
+		if (li.intrin->unit == INTRIN_WARPGROUP)
+			c->wg_flops += total;
 		c->mma += li.instances / 4096.0;
 	}
 	if (li.intrin && (li.intrin->kind == INTRIN_LOAD_A || li.intrin->kind == INTRIN_LOAD_B))
@@ -587,6 +595,7 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 	out[F_TENSOR_FRAC] = c.flops > 0 ? (float)(c.tc_flops / c.flops) : 0;
 	out[F_MMA_PER_FRAG] = c.frag_loads > 0 ? lg(c.mma / c.frag_loads) : 0;
 	out[F_PIPELINE] = (float)pipeline_stages(&c.L, p->root);
+	out[F_WGMMA_FRAC] = c.flops > 0 ? (float)(c.wg_flops / c.flops) : 0;
 	for (int i = 0; i < CM_NFEATURES; i++)
 		if (!isfinite(out[i]))
 			out[i] = 0;
