@@ -80,8 +80,11 @@ typedef struct builders {
  * 2.6 compiles/s, 16 threads 10.2, 16 processes 24.8; bench/nvrtc_parallel);
  * the worker end to end went from 24.2 to 27.5 candidates/s (geomean of 20
  * tasks; bench/results/2026-11-30-h200-build-processes.txt).  A crash in
- * replay or code generation now costs one candidate, not the worker.  Each
- * compile still runs NVRTC in a child of its own (nvrtc.c).  A builder
+ * replay or code generation now costs one candidate, not the worker.  A
+ * builder runs NVRTC in itself (tir_nvrtc_in_process: it never uses CUDA),
+ * not in a fresh child per compile that would start NVRTC and libcuda
+ * afresh each time, and the parent kills one that spends over
+ * TIR_NVRTC_TIMEOUT_S on an item.  A builder
  * takes the next item from a counter they share, works on it and sends the
  * result up its pipe as bytes: a candidate's tir_code, or its artifact (both
  * plain data; an artifact's files, if any, pass to the parent with it), or
