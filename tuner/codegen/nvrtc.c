@@ -14,8 +14,11 @@
  * and initialises it (seen on the H200 machine): after that, no child forked
  * by this process can use CUDA (cuInit gives CUDA_ERROR_NOT_INITIALIZED), and
  * the CUDA runner measures in forked children.  The fork costs about a
- * millisecond against NVRTC's tens.  TIRD_NVRTC_IN_PROCESS=1 compiles in the
- * calling process instead (for a process that never measures).
+ * millisecond against NVRTC's tens, but the child starts NVRTC (and libcuda)
+ * afresh for every compile.  A process that never measures compiles in
+ * itself instead: tir_nvrtc_in_process (measure/batch.c's builder
+ * processes, which enforce the time limit themselves), or
+ * TIRD_NVRTC_IN_PROCESS=1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,7 +44,12 @@
 #define CUDA_HOME "/usr/local/cuda"
 #endif
 
-#define NVRTC_TIMEOUT_S 30     /* a candidate slower to compile is not worth tuning */
+static bool in_process;     /* tir_nvrtc_in_process */
+
+void tir_nvrtc_in_process(bool on)
+{
+	in_process = on;
+}
 
 /* Fills err with what failed and as much of the log as fits (its end, where
  * NVRTC puts the summary, is dropped first: the first error is what helps). */
@@ -180,7 +188,7 @@ int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
 	if (sm < 30 || sm > 1000)
 		return tir_fail(err, "nvrtc: bad architecture sm_%d", sm);
 	const char *inproc = getenv("TIRD_NVRTC_IN_PROCESS");
-	if (inproc && *inproc && strcmp(inproc, "0"))
+	if (in_process || (inproc && *inproc && strcmp(inproc, "0")))
 		return compile_here(source, sm, cubin, size, err);
 
 	int fd[2];
@@ -203,7 +211,7 @@ int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
 
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	double deadline = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + NVRTC_TIMEOUT_S;
+	double deadline = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + TIR_NVRTC_TIMEOUT_S;
 	reply h;
 	char *data = NULL;
 	int rc = -1;
@@ -211,7 +219,7 @@ int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
 		int e = errno;
 		kill(pid, SIGKILL);
 		if (e == ETIMEDOUT)
-			tir_fail(err, "nvrtc: compilation ran past %d s", NVRTC_TIMEOUT_S);
+			tir_fail(err, "nvrtc: compilation ran past %d s", TIR_NVRTC_TIMEOUT_S);
 		else
 			tir_fail(err, "nvrtc: the compiling process ended without an answer");
 	} else if (h.len > ((uint64_t)1 << 32)) {
@@ -239,6 +247,11 @@ int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
 }
 
 #else /* !HAVE_CUDA */
+
+void tir_nvrtc_in_process(bool on)
+{
+	(void)on;
+}
 
 int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
 		      tir_error *err)

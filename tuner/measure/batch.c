@@ -41,6 +41,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@
 #include "measure.h"
 #include "../search/search.h"
 #include "../ir/ir.h"
+#include "../codegen/codegen.h"
 
 typedef struct job {
 	const char *trace;
@@ -78,8 +80,11 @@ typedef struct builders {
  * 2.6 compiles/s, 16 threads 10.2, 16 processes 24.8; bench/nvrtc_parallel);
  * the worker end to end went from 24.2 to 27.5 candidates/s (geomean of 20
  * tasks; bench/results/2026-11-30-h200-build-processes.txt).  A crash in
- * replay or code generation now costs one candidate, not the worker.  Each
- * compile still runs NVRTC in a child of its own (nvrtc.c).  A builder
+ * replay or code generation now costs one candidate, not the worker.  A
+ * builder runs NVRTC in itself (tir_nvrtc_in_process: it never uses CUDA),
+ * not in a fresh child per compile that would start NVRTC and libcuda
+ * afresh each time, and the parent kills one that spends over
+ * TIR_NVRTC_TIMEOUT_S on an item.  A builder
  * takes the next item from a counter they share, works on it and sends the
  * result up its pipe as bytes: a candidate's tir_code, or its artifact (both
  * plain data; an artifact's files, if any, pass to the parent with it), or
@@ -115,8 +120,18 @@ typedef struct pool {
 	/* in the parent: a result a builder sent */
 	void (*take)(void *ctx, int i, bool ok, const char *data, size_t len);
 	void *ctx;
-	int *shared;               /* MAP_SHARED: [0] the next position, [1 + i] item i taken */
+	struct pool_shared *sh;
 } pool;
+
+#define MAX_BUILDERS 256
+
+/* What the parent and its builders share (MAP_SHARED). */
+typedef struct pool_shared {
+	int next;                  /* the next position in order */
+	int cur[MAX_BUILDERS];     /* per builder: the item it is on; -1: none */
+	double since[MAX_BUILDERS];   /* and since when (tir_now_s) */
+	int taken[];               /* per item: a builder took it */
+} pool_shared;
 
 /* 1 when n bytes were read, 0 at end of file before them, -1 on error. */
 static int read_full(int fd, void *p, size_t n)
@@ -134,17 +149,23 @@ static int read_full(int fd, void *p, size_t n)
 	return 1;
 }
 
-static _Noreturn void builder(pool *pl, int fd)
+/* Builder k: NVRTC in itself (it never uses CUDA; the parent watches its
+ * time), items until there are none left. */
+static _Noreturn void builder(pool *pl, int k, int fd)
 {
+	tir_nvrtc_in_process(true);
 	tir_buf out = { 0 };
 	for (;;) {
-		int k = __atomic_fetch_add(&pl->shared[0], 1, __ATOMIC_SEQ_CST);
-		if (k >= pl->n)
+		int pos = __atomic_fetch_add(&pl->sh->next, 1, __ATOMIC_SEQ_CST);
+		if (pos >= pl->n)
 			_exit(0);
-		int i = pl->order ? pl->order[k] : k;
-		__atomic_store_n(&pl->shared[1 + i], 1, __ATOMIC_SEQ_CST);
+		int i = pl->order ? pl->order[pos] : pos;
+		pl->sh->since[k] = tir_now_s();
+		__atomic_store_n(&pl->sh->cur[k], i, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&pl->sh->taken[i], 1, __ATOMIC_SEQ_CST);
 		out.len = 0;
 		int rc = pl->work(pl->ctx, i, &out);
+		__atomic_store_n(&pl->sh->cur[k], -1, __ATOMIC_SEQ_CST);
 		if (rc > 0)
 			continue;
 		item_msg m = { i, rc == 0, out.len };
@@ -171,20 +192,27 @@ static int take_one(pool *pl, int fd)
 }
 
 /* Runs pl's items in up to `procs` builder processes, taking each result
- * as it comes.  taken[i] says whether a builder took item i (whether or not
- * it sent a result: one that died did not).  Returns how many builders ran
- * (0: none could start; nothing was taken). */
-static int in_processes(pool *pl, int procs, int *taken)
+ * as it comes; a builder on one item for over TIR_NVRTC_TIMEOUT_S is
+ * killed.  taken[i] says whether a builder took item i (whether or not it
+ * sent a result: one that died did not), late[i] whether its builder was
+ * killed for time.  Returns how many builders ran (0: none could start;
+ * nothing was taken). */
+static int in_processes(pool *pl, int procs, int *taken, int *late)
 {
 	memset(taken, 0, sizeof(int) * (size_t)pl->n);
+	memset(late, 0, sizeof(int) * (size_t)pl->n);
 	if (procs > pl->n)
 		procs = pl->n;
+	if (procs > MAX_BUILDERS)
+		procs = MAX_BUILDERS;
 	if (procs < 1)
 		return 0;
-	size_t shsize = sizeof(int) * ((size_t)pl->n + 1);
-	pl->shared = mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (pl->shared == MAP_FAILED)
+	size_t shsize = sizeof(pool_shared) + sizeof(int) * (size_t)pl->n;
+	pl->sh = mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (pl->sh == MAP_FAILED)
 		return 0;
+	for (int k = 0; k < MAX_BUILDERS; k++)
+		pl->sh->cur[k] = -1;
 	pid_t *pid = xcalloc((size_t)procs, sizeof *pid);
 	struct pollfd *pf = xcalloc((size_t)procs, sizeof *pf);
 	int started = 0;
@@ -197,7 +225,7 @@ static int in_processes(pool *pl, int procs, int *taken)
 			close(fd[0]);
 			for (int q = 0; q < started; q++)
 				close(pf[q].fd);
-			builder(pl, fd[1]);
+			builder(pl, k, fd[1]);
 		}
 		close(fd[1]);
 		if (c < 0) {
@@ -208,17 +236,27 @@ static int in_processes(pool *pl, int procs, int *taken)
 		pf[started++] = (struct pollfd){ .fd = fd[0], .events = POLLIN };
 	}
 	for (int open = started; open > 0;) {
-		if (poll(pf, (nfds_t)started, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		int r = poll(pf, (nfds_t)started, 250);
+		if (r < 0 && errno != EINTR)
 			break;
-		}
-		for (int k = 0; k < started; k++)
+		for (int k = 0; r > 0 && k < started; k++)
 			if (pf[k].fd >= 0 && pf[k].revents && take_one(pl, pf[k].fd) < 0) {
 				close(pf[k].fd);
 				pf[k].fd = -1;
 				open--;
 			}
+		/* the watchdog: a builder too long on one item is killed (its
+		 * pipe then ends, above) */
+		double now = tir_now_s();
+		for (int k = 0; k < started; k++) {
+			int i = __atomic_load_n(&pl->sh->cur[k], __ATOMIC_SEQ_CST);
+			if (pf[k].fd >= 0 && i >= 0 && !late[i] &&
+			    now - pl->sh->since[k] > TIR_NVRTC_TIMEOUT_S &&
+			    __atomic_load_n(&pl->sh->cur[k], __ATOMIC_SEQ_CST) == i) {
+				late[i] = 1;
+				kill(pid[k], SIGKILL);
+			}
+		}
 	}
 	for (int k = 0; k < started; k++) {
 		if (pf[k].fd >= 0)
@@ -226,9 +264,9 @@ static int in_processes(pool *pl, int procs, int *taken)
 		while (waitpid(pid[k], NULL, 0) < 0 && errno == EINTR)
 			;
 	}
-	memcpy(taken, pl->shared + 1, sizeof(int) * (size_t)pl->n);
-	munmap(pl->shared, shsize);
-	pl->shared = NULL;
+	memcpy(taken, pl->sh->taken, sizeof(int) * (size_t)pl->n);
+	munmap(pl->sh, shsize);
+	pl->sh = NULL;
 	free(pid);
 	free(pf);
 	return started;
@@ -382,19 +420,26 @@ static void generate_all(builders *b, int procs)
 {
 	pool pl = { .n = b->n, .work = generate_work, .take = generate_take, .ctx = b };
 	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
-	int ran = in_processes(&pl, procs, taken);
+	int *late = xcalloc((size_t)b->n + 1, sizeof *late);
+	int ran = in_processes(&pl, procs, taken, late);
 	for (int i = 0; i < b->n; i++) {
 		job *j = &b->jobs[i];
 		if (j->code || j->status != TIR_MEASURE_OK)
 			continue;
 		if (ran && taken[i]) {
 			j->status = TIR_MEASURE_BUILD_ERROR;
-			snprintf(j->msg, sizeof j->msg, "the builder process died generating its code");
+			if (late[i])
+				snprintf(j->msg, sizeof j->msg, "code generation ran past %d s",
+					 TIR_NVRTC_TIMEOUT_S);
+			else
+				snprintf(j->msg, sizeof j->msg,
+					 "the builder process died generating its code");
 		} else if (!(j->code = generate(b, i, j->msg, sizeof j->msg))) {
 			j->status = TIR_MEASURE_BUILD_ERROR;
 		}
 	}
 	free(taken);
+	free(late);
 }
 
 /* Step 2 for every generated candidate, in compile order, in builder
@@ -404,14 +449,18 @@ static void build_all(builders *b, int procs)
 	pool pl = { .n = b->n, .order = b->order, .work = build_work, .take = build_take,
 		    .ctx = b };
 	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
-	int ran = in_processes(&pl, procs, taken);
+	int *late = xcalloc((size_t)b->n + 1, sizeof *late);
+	int ran = in_processes(&pl, procs, taken, late);
 	for (int k = 0; k < b->n; k++) {
 		int i = b->order[k];
 		job *j = &b->jobs[i];
 		if (!j->code || j->art || j->status != TIR_MEASURE_OK)
 			continue;
 		if (ran && taken[i]) {
-			built(b, i, NULL, "the builder process died compiling it");
+			char msg[96] = "the builder process died compiling it";
+			if (late[i])
+				snprintf(msg, sizeof msg, "the build ran past %d s", TIR_NVRTC_TIMEOUT_S);
+			built(b, i, NULL, msg);
 		} else {
 			tir_error e = { "" };
 			tir_artifact *a = b->r->build(j->code, b->t, &e);
@@ -419,6 +468,7 @@ static void build_all(builders *b, int procs)
 		}
 	}
 	free(taken);
+	free(late);
 }
 
 void *tir_measure_cache_new(void)
