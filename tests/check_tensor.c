@@ -12,10 +12,15 @@
  * program below it is the scalar computation).  Running them on a GPU is
  * bench/gpu.sh's part.
  *
+ * The same for the warpgroup MMA sketch (gpu-wgmma: wgmma with swizzled
+ * shared operands, float16 and bfloat16 only).
+ *
  * Refusals, each with its message: a loop of the wrong extent, the wrong
  * dtypes, a reduction that still has its init, the reserved annotation key,
  * a tensorized program on a CPU target, a warp-level intrinsic without a
- * warp, a fragment touched outside an intrinsic.
+ * warp, a fragment touched outside an intrinsic; wgmma on a target other
+ * than 9.0, without one warpgroup, with a padded shared operand, with more
+ * accumulators than the block leaves registers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +298,131 @@ END_TEST
 
 /* A tensorized product where nothing else is: the CPU target refuses it, the
  * GPU one for want of a warp, and the untensorized fragment copies. */
+/* Sets the decision of the k-th instruction of kind `op` in trace t (in
+ * place; the new decision no longer than the old, padded with spaces). */
+static void set_decision(char *t, const char *op, int k, const char *dec)
+{
+	char key[64];
+	snprintf(key, sizeof key, "\"op\":\"%s\"", op);
+	char *q = t;
+	for (int i = 0; i <= k; i++) {
+		q = strstr(q, key);
+		ck_assert_msg(q, "no %s number %d in the trace", op, k);
+		q += strlen(key);
+	}
+	char *d = strstr(q, "\"decision\":[");
+	ck_assert(d);
+	d += strlen("\"decision\":");
+	char *e = strchr(d, ']');
+	size_t old = (size_t)(e - d + 1), n = strlen(dec);
+	ck_assert_msg(n <= old, "decision %s longer than %.*s", dec, (int)old, d);
+	memcpy(d, dec, n);
+	memset(d + n, ' ', old - n);
+}
+
+/* The warpgroup MMA's refusals: a target other than 9.0, a block without
+ * exactly one warpgroup along threadIdx.x, a padded (storage_align) shared
+ * operand, more accumulators than __launch_bounds__ leaves registers. */
+START_TEST(refuse_wgmma)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":512,\"N\":512,\"K\":64,\"dtype\":\"float16\"}");
+	tir_error err = { "" };
+	const sketch_def *d = sketch_named("gpu-wgmma");
+	tir_sched *s = NULL;
+	for (uint64_t seed = 1; seed < 64 && !s; seed++) {
+		s = tir_sched_new(w, seed, &err);
+		if (d->apply(s, &sm90, &err) || tir_verify(tir_sched_program(s), &sm90, &err)) {
+			tir_sched_free(s);
+			s = NULL;
+		}
+	}
+	ck_assert_msg(s, "no valid gpu-wgmma candidate: %s", err.msg);
+	tir_target sm80;
+	ck_assert(tir_target_parse("cuda:sm_80", &sm80, &err) == 0);
+	ck_assert(tir_verify(tir_sched_program(s), &sm80, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "exactly 9.0"), "%s", err.msg);
+
+	/* two warpgroups' worth of lanes along threadIdx.x */
+	char *trace = tir_sched_trace(s), *q;
+	ck_assert(strstr(trace, ",128,\"v"));
+	while ((q = strstr(trace, ",128,\"v")))
+		memcpy(q, ",256", 4);
+	tir_sched *r = tir_sched_new(w, 1, &err);
+	ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s", err.msg);
+	ck_assert(tir_verify(tir_sched_program(r), &sm90, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "exactly one warpgroup"), "%s", err.msg);
+	tir_sched_free(r);
+	free(trace);
+
+	/* 4 warpgroups (512 threads: 128 registers a thread), each 4 MMAs of
+	 * 64 x 64: 128 accumulators (a draw of that width, redecided) */
+	tir_workload *n32 = parse("{\"op\":\"matmul\",\"M\":1024,\"N\":64,\"K\":64,\"dtype\":\"float16\"}");
+	tir_sched *t = NULL;
+	for (uint64_t seed = 1; seed < 64 && !t; seed++) {
+		t = tir_sched_new(n32, seed, &err);
+		ck_assert_msg(d->apply(t, &sm90, &err) == 0, "%s", err.msg);
+		trace = tir_sched_trace(t);
+		if (!strstr(trace, "wgmma_64x64x16_f16_f32")) {
+			free(trace);
+			tir_sched_free(t);
+			t = NULL;
+		}
+	}
+	ck_assert(t);
+	/* the fetches' split over the warpgroups (a literal) made 4 as well */
+	for (char *f = trace; (f = strstr(f, "null,")); f += 5)
+		if (f[5] >= '1' && f[5] <= '8' && !strncmp(f + 6, ",128,\"v", 7))
+			f[5] = '4';
+	ck_assert(strstr(trace, "wgmma_64x64x16_f16_f32"));
+	/* no software pipeline: the 1024 x 64 tile of A fits once (the
+	 * decision of the sample its annotation takes, if any) */
+	char *pipe = strstr(trace, "\"str\":\"software_pipeline\"");
+	if (pipe) {
+		char *a = pipe, rv[32], out[48];
+		while (a > trace && strncmp(a, "{\"op\":\"annotate\"", strlen("{\"op\":\"annotate\"")))
+			a--;
+		ck_assert(sscanf(strstr(a, ",\"v") + 2, "%31[^\"]", rv) == 1);
+		snprintf(out, sizeof out, "\"out\":[\"%s\"]", rv);
+		ck_assert((a = strstr(trace, out)) && (a = strstr(a, "\"decision\":[")));
+		a[strlen("\"decision\":[")] = '0';
+	}
+	set_decision(trace, "sample_categorical", 0, "[0]");    /* no split-K */
+	set_decision(trace, "sample_perfect_tile", 0, "[1,4,4]");
+	set_decision(trace, "sample_perfect_tile", 1, "[1,1,1]");
+	r = tir_sched_new(n32, 1, &err);
+	ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s", err.msg);
+	ck_assert(tir_verify(tir_sched_program(r), &sm90, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "128 accumulator registers a thread, and a block of 512 "
+				  "threads has 128"), "%s", err.msg);
+	tir_sched_free(r);
+	/* one MMA each: 32 accumulators fit */
+	set_decision(trace, "sample_perfect_tile", 0, "[4,4,1]");
+	r = tir_sched_new(n32, 1, &err);
+	ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s", err.msg);
+	ck_assert_msg(tir_verify(tir_sched_program(r), &sm90, &err) == 0, "%s", err.msg);
+	tir_sched_free(r);
+	tir_sched_free(t);
+	tir_workload_free(n32);
+	free(trace);
+
+	/* a padded shared operand: rows no longer 128-byte atoms */
+	const tir_program *p = tir_sched_program(s);
+	const tir_block *sh = NULL;
+	for (int i = 0; i < p->nblocks && !sh; i++)
+		if (p->blocks[i]->stmt && p->blocks[i]->store->scope == TIR_SCOPE_SHARED)
+			sh = p->blocks[i];
+	ck_assert(sh);
+	int b;
+	ck_assert((b = tir_get_block(s, sh->name, &err)) >= 0);
+	ck_assert_msg(tir_storage_align(s, b, 0, sh->store->ndim - 2, 64, 8, &err) == 0, "%s",
+		      err.msg);
+	ck_assert(tir_verify(tir_sched_program(s), &sm90, &err) < 0);
+	ck_assert_msg(strstr(err.msg, "is padded (storage_align)"), "%s", err.msg);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
 START_TEST(refuse_target_warp_fragments)
 {
 	tir_workload *w;
@@ -346,6 +476,7 @@ int main(void)
 	tcase_add_test(tc, int8_row_major_b_not_tensorized);
 	tcase_add_test(tc, refuse_init_wrong_extent_wrong_dtype);
 	tcase_add_test(tc, refuse_target_warp_fragments);
+	tcase_add_test(tc, refuse_wgmma);
 	suite_add_tcase(su, tc);
 	return tu_run_suite(su);
 }

@@ -49,6 +49,14 @@
  * float16 / bfloat16 are __half / __nv_bfloat16 in memory and float in
  * arithmetic.
  *
+ * Tensor intrinsics (ir/intrins.def): WMMA calls per warp on fragments;
+ * wgmma per warpgroup, its accumulator a float array per thread, its shared
+ * operands stored in 128-byte swizzled atoms (every access through
+ * tir_swz128, the buffers carved at 1 KB boundaries) and read through
+ * matrix descriptors; a run of MMAs fenced before, committed and waited for
+ * before anything else runs (wg_flush), except that a pipelined loop leaves
+ * one iteration's group in flight into the next (cu_pipelined_loop).
+ *
  * Software pipelining: a serial loop annotated "software_pipeline" = S with
  * copy stages (lower_pipeline_stages) runs its copy stages S - 1 iterations
  * ahead of the rest, into ring copies of their shared buffers, with
@@ -447,6 +455,9 @@ static void cu_tile_ptr(cu_gen *g, const tir_intrin_match *m, const tir_intrin_a
 	tir_lowered *L = g->c.L;
 	const tir_alloc *a = &L->alloc[x->buf->id];
 	tir_expr *idx[TIR_MAX_DIMS];
+	if (g->swz[x->buf->id])
+		fail(g, "cuda: %s reads or writes buffer \"%s\" through a pointer, but the buffer "
+		     "is laid out in swizzled atoms for a warpgroup MMA", m->in->name, x->buf->name);
 	at_origin(g, m, x, idx);
 	*col = x->col != x->buf->ndim - 1;
 	*ldm = a->stride[*col ? x->col : x->row];
@@ -1609,18 +1620,6 @@ static const char *first_block_name(tir_stmt *s)
 }
 
 /* One kernel for top-level statement s; fills the launch. */
-/* Whether s holds a warpgroup intrinsic. */
-static bool wg_kernel(const tir_stmt *s)
-{
-	const tir_intrin *in = intrin_of_loop(s);
-	if (in && in->unit == INTRIN_WARPGROUP)
-		return true;
-	for (int i = 0; i < s->nkids; i++)
-		if (wg_kernel(s->kids[i]))
-			return true;
-	return false;
-}
-
 static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		      tir_code *code, tir_launch *ln)
 {
@@ -1645,7 +1644,7 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 	int64_t smem = 0;
 	tir_buf carve = { 0 };
 	bool swizzled = false;
-	g->wg_kernel = wg_kernel(s);
+	g->wg_kernel = lower_holds_wgmma(s);
 	g->wg_pending = g->wg_inflight = false;
 	for (int i = 0; i < p->nbufs; i++)
 		swizzled |= L->alloc[i].used && L->alloc[i].compact && owner[i] == k && g->swz[i];

@@ -1,6 +1,6 @@
 /*
- * tensorcore.c — the tensor-core sketch (gpu-tensorcore), for CUDA targets
- * with WMMA (compute capability 7.0 on).
+ * tensorcore.c — the tensor-core sketches: gpu-tensorcore, for CUDA targets
+ * with WMMA (compute capability 7.0 on), and gpu-wgmma, for 9.0 (below).
  *
  * It applies to a reduction block of matrix-multiply form, recognised by
  * what the block computes (mm_form): acc[..] += cast(a[..]) * cast(b[..])
@@ -44,6 +44,22 @@
  * Tile factors are drawn jointly under soft limits (warps, fragments per
  * warp, staged bytes) and recorded as sample_perfect_tile decisions, so the
  * search mutates them; validation filters what breaks hard limits.
+ *
+ * gpu-wgmma, the same for Hopper's warpgroup MMA (sm_90, float16 / bfloat16
+ * into float32), per thread block of W warpgroups (blockDim = 128 x W):
+ *   a width N of 64, 128 or 256 (at most twice J) drawn by the sketch, then
+ *   normalized as above with I padded to multiples of 64, J of N, K of 64;
+ *   I split [I0 blockIdx, I1 warpgroup, I2 MMAs per warpgroup, 64]
+ *   J split [J0 blockIdx, J1 warpgroup, J2 MMAs per warpgroup, N]
+ *   K split [K0 serial, K1 = 4 steps, 16]: a staged K tile of 64 two-byte
+ *   elements is one 128-byte row, the swizzle atom's width
+ *   order   batch I0 J0 | I1 J1 | K0 | K1 | I2 J2 | 64 N 16, bound as above;
+ *   a and b: cache_read "shared" at K0 with a cooperative fetch over all
+ *   threads, no padding (codegen swizzles these buffers), read by the MMA
+ *   itself; the accumulator: cache_write "wgmma.accumulator" written back
+ *   per warpgroup in 64 x N tiles (STORE), its init FILL, the update MMA.
+ * Its tiles are drawn under the limits of wg_penalty: at most 4 warpgroups,
+ * at most 128 accumulators a thread and what __launch_bounds__ leaves them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -717,15 +733,15 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 	const tir_buffer *out = ef.b->store;
 	int tile[3] = { ef.mma->m, ef.mma->n, ef.mma->k }, wn = 16;
 	if (wg) {
-		/* the width N of the warpgroup's MMA, at most twice J */
+		/* the width N of the warpgroup's MMA, at most twice J: a choice of
+		 * the sketch (its splits and intrinsics are literals in the
+		 * trace), not a decision a mutation could change alone */
 		int64_t ej = 1, nc = 0, ns[3] = { 64, 128, 256 };
 		for (int k = 0; k < ef.n[ROLE_J]; k++)
 			ej *= ef.b->iters[ef.it[ROLE_J][k]].extent;
 		while (nc < 3 && (nc == 0 || ns[nc] <= 2 * ej))
 			nc++;
-		int rv;
-		TRY(rv = tir_sample_categorical(s, (int)nc, ns, NULL, err), "wgmma width");
-		wn = (int)tir_sched_int(s, rv);
+		wn = (int)ns[sched_rand(s) % (uint64_t)nc];
 		tile[0] = 64;
 		tile[1] = wn;
 		tile[2] = 64;   /* K tiles of 64 two-byte elements: 128-byte rows */
