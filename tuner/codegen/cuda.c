@@ -621,14 +621,14 @@ static void cu_wg_intrin(cu_gen *g, const tir_intrin *in, const tir_intrin_match
 		buf_puts(o, "#pragma unroll\n");
 		buf_indent(o, depth + 1);
 		buf_printf(o, "for (int tir_q = 0; tir_q < %d; ++tir_q) {\n", in->n / 8);
-		buf_indent(o, depth + 2);
-		buf_puts(o, "TIR_AT(tir_r, 8 * tir_q + tir_c) = tir_d[4 * tir_q];\n");
-		buf_indent(o, depth + 2);
-		buf_puts(o, "TIR_AT(tir_r, 8 * tir_q + tir_c + 1) = tir_d[4 * tir_q + 1];\n");
-		buf_indent(o, depth + 2);
-		buf_puts(o, "TIR_AT(tir_r + 8, 8 * tir_q + tir_c) = tir_d[4 * tir_q + 2];\n");
-		buf_indent(o, depth + 2);
-		buf_puts(o, "TIR_AT(tir_r + 8, 8 * tir_q + tir_c + 1) = tir_d[4 * tir_q + 3];\n");
+		for (int h = 0; h < 4; h++) {    /* the rows r and r + 8, two columns each */
+			buf_indent(o, depth + 2);
+			buf_printf(o, "TIR_AT(tir_r%s, 8 * tir_q + tir_c%s) = tir_d[4 * tir_q",
+				   h / 2 ? " + 8" : "", h % 2 ? " + 1" : "");
+			if (h)
+				buf_printf(o, " + %d", h);
+			buf_puts(o, "];\n");
+		}
 		buf_indent(o, depth + 1);
 		buf_puts(o, "}\n");
 		buf_indent(o, depth + 1);

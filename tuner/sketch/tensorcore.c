@@ -580,12 +580,35 @@ static int inline_into(tir_sched *s, int block, tir_error *err)
 	}
 }
 
+/* The cooperative fetch of shared stage sh at k0: its loops fused and split
+ * over threadIdx.y (groups) x threadIdx.x (lanes) x a sampled vector of up
+ * to 16 bytes. */
+static int coop_fetch(tir_sched *s, int sh, int k0, int64_t groups, int64_t lanes,
+		      tir_error *err)
+{
+	const tir_buffer *shbuf = sched_block(s, TIR_RV(sh), err)->store;
+	int ebytes = dtype_bytes(shbuf->dtype);
+	int64_t vc[4] = { 1, 2, 4, 8 };
+	int nv = 0, vrv, f, o[4], l[TIR_MAX_IO], n;
+	while (nv < 4 && vc[nv] * ebytes <= 16)
+		nv++;
+	TRY(vrv = tir_sample_categorical(s, nv, vc, NULL, err), "vector width");
+	TRY(n = sketch_loops_under(s, sh, k0, l, err), "fetch loops");
+	TRY(f = tir_fuse(s, n, l, err), "fuse fetch");
+	tir_int fac[4] = { TIR_LIT(0), TIR_LIT(groups), TIR_LIT(lanes), TIR_RV(vrv) };
+	TRY(tir_split(s, f, 4, fac, o, err), "split fetch");
+	TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind fetch y");
+	TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind fetch x");
+	TRY(tir_vectorize(s, o[3], err), "vectorize fetch");
+	return 0;
+}
+
 /* The stage of operand `buf`: shared memory at k0 with a cooperative fetch,
  * then fragments at k1 in 16-row tiles, tensorized. */
 static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *frag_scope,
 		 const char *load, int k0, int k1, int64_t warps, tir_error *err)
 {
-	int ri, sh, fr, l[TIR_MAX_IO], n;
+	int ri, sh, fr;
 	TRY(ri = read_of(s, block, buf, err), "stage");
 	TRY(sh = tir_cache_read(s, block, ri, "shared", err), "cache_read shared");
 	TRY(inline_into(s, sh, err), "inline the operand's stages");
@@ -595,20 +618,8 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 	TRY(tir_compute_at(s, fr, k1, err), "fragments at K1");
 	TRY(tir_compute_at(s, sh, k0, err), "shared at K0");
 
-	/* cooperative fetch: threadIdx.y x threadIdx.x x vector */
+	TRY(coop_fetch(s, sh, k0, warps, 32, err), "fetch");
 	int ebytes = dtype_bytes(shbuf->dtype);
-	int64_t vc[4] = { 1, 2, 4, 8 };
-	int nv = 0, vrv, f, o[4];
-	while (nv < 4 && vc[nv] * ebytes <= 16)
-		nv++;
-	TRY(vrv = tir_sample_categorical(s, nv, vc, NULL, err), "vector width");
-	TRY(n = sketch_loops_under(s, sh, k0, l, err), "fetch loops");
-	TRY(f = tir_fuse(s, n, l, err), "fuse fetch");
-	tir_int fac[4] = { TIR_LIT(0), TIR_LIT(warps), TIR_LIT(32), TIR_RV(vrv) };
-	TRY(tir_split(s, f, 4, fac, o, err), "split fetch");
-	TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind fetch y");
-	TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind fetch x");
-	TRY(tir_vectorize(s, o[3], err), "vectorize fetch");
 	/* padding of each row by 0 or 16 bytes: rows start in other banks */
 	int64_t pad[2] = { 0, 16 / ebytes }, p;
 	int prv;
@@ -631,26 +642,12 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 static int stage_wg(tir_sched *s, int block, const tir_buffer *buf, int k0, int64_t wgs,
 		    tir_error *err)
 {
-	int ri, sh, l[TIR_MAX_IO], n;
+	int ri, sh;
 	TRY(ri = read_of(s, block, buf, err), "stage");
 	TRY(sh = tir_cache_read(s, block, ri, "shared", err), "cache_read shared");
 	TRY(inline_into(s, sh, err), "inline the operand's stages");
 	TRY(tir_compute_at(s, sh, k0, err), "shared at K0");
-	const tir_buffer *shbuf = sched_block(s, TIR_RV(sh), err)->store;
-	int ebytes = dtype_bytes(shbuf->dtype);
-	int64_t vc[4] = { 1, 2, 4, 8 };
-	int nv = 0, vrv, f, o[4];
-	while (nv < 4 && vc[nv] * ebytes <= 16)
-		nv++;
-	TRY(vrv = tir_sample_categorical(s, nv, vc, NULL, err), "vector width");
-	TRY(n = sketch_loops_under(s, sh, k0, l, err), "fetch loops");
-	TRY(f = tir_fuse(s, n, l, err), "fuse fetch");
-	tir_int fac[4] = { TIR_LIT(0), TIR_LIT(wgs), TIR_LIT(128), TIR_RV(vrv) };
-	TRY(tir_split(s, f, 4, fac, o, err), "split fetch");
-	TRY(tir_bind(s, o[1], "threadIdx.y", err), "bind fetch y");
-	TRY(tir_bind(s, o[2], "threadIdx.x", err), "bind fetch x");
-	TRY(tir_vectorize(s, o[3], err), "vectorize fetch");
-	return 0;
+	return coop_fetch(s, sh, k0, wgs, 128, err);
 }
 
 /* The tensorized rows x cols tiles of a 2-D nest: the last two loops split
