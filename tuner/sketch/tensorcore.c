@@ -465,30 +465,6 @@ static int64_t tiles_penalty(const tc_tiles *x, int64_t ebytes, int64_t out_byte
 	return pen;
 }
 
-static void draw_tiles(tir_sched *s, const mm_form *f, int64_t out_bytes, int sms,
-		       tc_tiles *best)
-{
-	const tir_block *b = f->b;
-	int64_t ei = b->iters[f->i].extent / 16, ej = b->iters[f->j].extent / 16;
-	int64_t ek = b->iters[f->k].extent / 16, eb = dtype_bytes(f->a->dtype);
-	int64_t outer = 1;          /* parts and batch: blocks of their own */
-	for (int i = 0; i < b->niters; i++)
-		if (i != f->i && i != f->j && b->iters[i].kind == ITER_SPATIAL)
-			outer *= b->iters[i].extent;
-	int64_t bp = -1;
-	for (int d = 0; d < DRAWS && bp != 0; d++) {
-		tc_tiles x;
-		sketch_draw_factors(s, ei, 3, x.i);
-		sketch_draw_factors(s, ej, 3, x.j);
-		sketch_draw_factors(s, ek, 2, x.k);
-		int64_t pen = tiles_penalty(&x, eb, out_bytes, outer * x.i[0] * x.j[0], sms);
-		if (bp < 0 || pen < bp) {
-			bp = pen;
-			*best = x;
-		}
-	}
-}
-
 /* The warpgroup tiling (gpu-wgmma), in tiles of 64 rows (i) and wn columns
  * (j): i[1] x j[1] warpgroups a block, each i[2] x j[2] MMAs of 64 x wn. */
 static int64_t wg_penalty(const tc_tiles *x, int64_t wn, int64_t out_bytes, int64_t grid,
@@ -518,23 +494,38 @@ static int64_t wg_penalty(const tc_tiles *x, int64_t wn, int64_t out_bytes, int6
 	return pen;
 }
 
-static void draw_wg_tiles(tir_sched *s, const mm_form *f, int64_t wn, int64_t out_bytes,
-			  int sms, const tir_target *t, tc_tiles *best)
+/* What a tiling is drawn for: the intrinsic's tile (rows, columns, K
+ * steps; wk 0: K is not tiled by the draw) and what the penalties need. */
+typedef struct tc_draw {
+	int64_t wm, wn, wk;
+	int64_t ebytes, out_bytes, max_shared;
+	int sms;
+	bool wg;
+} tc_draw;
+
+/* Draws the tiling of f with the least penalty out of DRAWS (the first
+ * without any stops), all from the schedule's generator. */
+static void draw_tiles(tir_sched *s, const mm_form *f, const tc_draw *d, tc_tiles *best)
 {
 	const tir_block *b = f->b;
-	int64_t ei = b->iters[f->i].extent / 64, ej = b->iters[f->j].extent / wn, outer = 1;
-	int64_t max_shared = t->max_shared_per_block > 0 ? t->max_shared_per_block - 1024
-							 : 227 * 1024;
+	int64_t ei = b->iters[f->i].extent / d->wm, ej = b->iters[f->j].extent / d->wn;
+	int64_t ek = d->wk ? b->iters[f->k].extent / d->wk : 1;
+	int64_t outer = 1;          /* parts and batch: blocks of their own */
 	for (int i = 0; i < b->niters; i++)
 		if (i != f->i && i != f->j && b->iters[i].kind == ITER_SPATIAL)
 			outer *= b->iters[i].extent;
 	int64_t bp = -1;
-	for (int d = 0; d < DRAWS && bp != 0; d++) {
+	for (int k = 0; k < DRAWS && bp != 0; k++) {
 		tc_tiles x;
 		sketch_draw_factors(s, ei, 3, x.i);
 		sketch_draw_factors(s, ej, 3, x.j);
-		x.k[0] = x.k[1] = 1;
-		int64_t pen = wg_penalty(&x, wn, out_bytes, outer * x.i[0] * x.j[0], sms, max_shared);
+		if (d->wk)
+			sketch_draw_factors(s, ek, 2, x.k);
+		else
+			x.k[0] = x.k[1] = 1;
+		int64_t grid = outer * x.i[0] * x.j[0];
+		int64_t pen = d->wg ? wg_penalty(&x, d->wn, d->out_bytes, grid, d->sms, d->max_shared)
+				    : tiles_penalty(&x, d->ebytes, d->out_bytes, grid, d->sms);
 		if (bp < 0 || pen < bp) {
 			bp = pen;
 			*best = x;
@@ -787,8 +778,12 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 	tc_tiles x;
 	int sms = t->sm_count > 0 ? t->sm_count : 132;
 	int si[2], sj[2], sk[2], I[3], J[3], K[2];
+	tc_draw dr = { wg ? 64 : 16, wg ? wn : 16, wg ? 0 : 16, dtype_bytes(f.a->dtype),
+		       direct ? 0 : dtype_bytes(acc),
+		       t->max_shared_per_block > 0 ? t->max_shared_per_block - 1024 : 227 * 1024,
+		       sms, wg };
+	draw_tiles(s, &f, &dr, &x);
 	if (wg) {
-		draw_wg_tiles(s, &f, wn, direct ? 0 : dtype_bytes(acc), sms, t, &x);
 		/* I by 64, J by N, K by 64 and that by 16: K[0] the staged
 		 * tiles, K[1] their four steps */
 		tir_int fi[2] = { TIR_LIT(0), TIR_LIT(64) }, fj[2] = { TIR_LIT(0), TIR_LIT(wn) },
@@ -801,7 +796,6 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 		K[0] = k64[0];
 		K[1] = sk[0];
 	} else {
-		draw_tiles(s, &f, direct ? 0 : dtype_bytes(acc), sms, &x);
 		tir_int f16[2] = { TIR_LIT(0), TIR_LIT(16) };
 		TRY(tir_split(s, li, 2, f16, si, err), "split I");
 		TRY(tir_split(s, lj, 2, f16, sj, err), "split J");
