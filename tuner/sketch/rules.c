@@ -170,8 +170,12 @@ int sketch_pipeline(tir_sched *s, const tir_target *t, int n, const int *loops,
 				bytes += L.alloc[i].bytes;
 		lower_free(&L);
 	}
+	/* a loop of warpgroup MMAs keeps one ring copy more (lower_holds_wgmma) */
+	bool wg = false;
+	for (int i = 0; i < n; i++)
+		wg = wg || lower_holds_wgmma(s->rv[loops[i]].loop);
 	int ns = 1;
-	while (ns < 3 && bytes * stages[ns] <= t->max_shared_per_block)
+	while (ns < 3 && bytes * (stages[ns] + (wg ? 1 : 0)) <= t->max_shared_per_block)
 		ns++;
 	int v = tir_sample_categorical(s, ns, stages, NULL, err);
 	if (v < 0)

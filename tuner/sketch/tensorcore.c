@@ -58,8 +58,10 @@
  *   threads, no padding (codegen swizzles these buffers), read by the MMA
  *   itself; the accumulator: cache_write "wgmma.accumulator" written back
  *   per warpgroup in 64 x N tiles (STORE), its init FILL, the update MMA.
- * Its tiles are drawn under the limits of wg_penalty: at most 4 warpgroups,
- * at most 128 accumulators a thread and what __launch_bounds__ leaves them.
+ * Its tiles are drawn with warpgroups and MMAs per warpgroup among small
+ * divisors (draw_inner) under the limits of wg_penalty: at most 4
+ * warpgroups, at most 128 accumulators a thread and what __launch_bounds__
+ * leaves them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -503,6 +505,25 @@ typedef struct tc_draw {
 	bool wg;
 } tc_draw;
 
+/* f[1] and f[2] divisors of e of at most `cap` each (uniform among those
+ * that fit), f[0] the rest: the warpgroup tiling's inner levels are small
+ * (a few warpgroups, a few MMAs each), where spreading e's prime factors
+ * over the levels (sketch_draw_factors) seldom lands for large e. */
+static void draw_inner(tir_sched *s, int64_t e, int64_t cap, int64_t *f)
+{
+	int64_t rest = e;
+	for (int lv = 1; lv <= 2; lv++) {
+		int64_t c[64];
+		int n = 0;
+		for (int64_t d = 1; d <= cap && n < 64; d++)
+			if (rest % d == 0)
+				c[n++] = d;
+		f[lv] = c[sched_rand(s) % (uint64_t)n];
+		rest /= f[lv];
+	}
+	f[0] = rest;
+}
+
 /* Draws the tiling of f with the least penalty out of DRAWS (the first
  * without any stops), all from the schedule's generator. */
 static void draw_tiles(tir_sched *s, const mm_form *f, const tc_draw *d, tc_tiles *best)
@@ -517,8 +538,13 @@ static void draw_tiles(tir_sched *s, const mm_form *f, const tc_draw *d, tc_tile
 	int64_t bp = -1;
 	for (int k = 0; k < DRAWS && bp != 0; k++) {
 		tc_tiles x;
-		sketch_draw_factors(s, ei, 3, x.i);
-		sketch_draw_factors(s, ej, 3, x.j);
+		if (d->wg) {
+			draw_inner(s, ei, WG_MAX, x.i);
+			draw_inner(s, ej, WG_MAX, x.j);
+		} else {
+			sketch_draw_factors(s, ei, 3, x.i);
+			sketch_draw_factors(s, ej, 3, x.j);
+		}
 		if (d->wk)
 			sketch_draw_factors(s, ek, 2, x.k);
 		else
@@ -861,14 +887,19 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 		TRY(stage(s, b, f.bb, "wmma.matrix_b", intrin_name(INTRIN_LOAD_B, in, acc, unit, 16),
 			  K[0], K[1], warps, err), "stage b");
 	}
+	/* (wgmma's product tensorized first: its pipelined loop keeps one ring
+	 * copy more, which the pipeline's choice of stages counts) */
+	if (wg)
+		TRY(tir_tensorize(s, si[1], intrin_name(INTRIN_MMA, in, acc, unit, wn), err),
+		    "tensorize mma");
 	TRY(sketch_pipeline(s, t, 1, &K[0], err), "software pipeline");
 	/* the steps of a staged tile unrolled: the next step's fragment loads
 	 * can overlap this step's products (K1 <= MAX_KTILE copies) */
 	TRY(tir_unroll(s, K[1], err), "unroll the staged steps");
 	TRY(tir_unroll(s, I[2], err), "unroll the fragments' rows");
 	TRY(tir_unroll(s, J[2], err), "unroll the fragments' columns");
-	TRY(tir_tensorize(s, si[1], wg ? intrin_name(INTRIN_MMA, in, acc, unit, wn) : f.mma->name,
-			  err), "tensorize mma");
+	if (!wg)
+		TRY(tir_tensorize(s, si[1], f.mma->name, err), "tensorize mma");
 	/* the output stages and epilogues: merged where they can be (a crop
 	 * into the write-back, an epilogue into what it reads), then one
 	 * kernel each */
