@@ -757,9 +757,9 @@ static void cu_list(cu_gen *g, tir_stmt *const *kids, int n, int depth,
 	}
 	if (loop_body && any_r && any_w)
 		sync(g, depth, "the next iteration overwrites shared data read here");
-	bool mma_only = true;
-	for (int k = 0; k < n; k++)
-		mma_only = mma_only && wg_mma_only(kids[k]);
+	bool mma_only = g->wg_kernel;
+	for (int k = 0; k < n && mma_only; k++)
+		mma_only = wg_mma_only(kids[k]);
 	if (kids == g->wg_overlap_list && g->wg_pending) {
 		buf_indent(g->c.out, depth);
 		buf_puts(g->c.out, "tir_wgmma_commit_wait1();\n");
@@ -1559,7 +1559,8 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 {
 	if (!lower_has_blocks(s))
 		return;
-	if (!wg_mma_only(s)) {
+	bool mma_only = g->wg_kernel && wg_mma_only(s);
+	if (!mma_only) {
 		wg_flush(g, depth);
 	} else if (!g->wg_pending) {
 		/* a run of warpgroup MMAs starts: the accumulators were last

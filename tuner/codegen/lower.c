@@ -353,7 +353,7 @@ bool lower_holds_wgmma(const tir_stmt *s)
 }
 
 /* Gives the buffers of the copy stages of every pipelined loop their ring:
- * S copies, one more where warpgroup MMAs read them (lower_ring_copies). */
+ * S copies, one more where warpgroup MMAs read them (lower_holds_wgmma). */
 static void rings(tir_lowered *L, const tir_stmt *s)
 {
 	for (int k = 0; k < s->nkids; k++)

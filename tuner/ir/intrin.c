@@ -338,16 +338,8 @@ int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
 	int rc;
 	switch (in->kind) {
 	case INTRIN_FILL:   rc = match_fill(&c, m); break;
-	case INTRIN_LOAD_A:
-	case INTRIN_LOAD_B:
-		if (in->unit == INTRIN_WARPGROUP) {
-			rc = tir_fail(err, "tensorize: %s: warpgroup MMAs read shared memory, no loads",
-				      in->name);
-			break;
-		}
-		rc = match_copy(&c, m, in->kind == INTRIN_LOAD_A ? TIR_SCOPE_FRAG_A : TIR_SCOPE_FRAG_B,
-				in->in, true);
-		break;
+	case INTRIN_LOAD_A: rc = match_copy(&c, m, TIR_SCOPE_FRAG_A, in->in, true); break;
+	case INTRIN_LOAD_B: rc = match_copy(&c, m, TIR_SCOPE_FRAG_B, in->in, true); break;
 	case INTRIN_STORE:  rc = match_copy(&c, m, acc_scope(in), in->acc, false); break;
 	default:            rc = match_mma(&c, m); break;
 	}

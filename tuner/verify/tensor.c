@@ -72,22 +72,8 @@ static bool block_touches(const tir_block *b, const tir_buffer *buf)
 	return b->store == buf || accesses_buf(b->value, buf) || accesses_buf(b->init, buf);
 }
 
-/* The launch extent of threadIdx.x in kernel k. */
-static int64_t launch_x(const tir_stmt *s)
-{
-	int64_t x = 0;
-	if (s->kind == STMT_FOR && s->loop_kind == LOOP_THREAD && s->tag == TIR_THREAD_X)
-		x = s->extent;
-	for (int i = 0; i < s->nkids; i++) {
-		int64_t k = launch_x(s->kids[i]);
-		if (k > x)
-			x = k;
-	}
-	return x;
-}
-
-/* The threads a block of kernel k launches: the largest extent bound to
- * each of threadIdx.x, .y, .z. */
+/* The threads a block of kernel k launches: ext[] gets the largest extent
+ * bound to each of threadIdx.x, .y, .z (0: none). */
 static int64_t launch_threads(const tir_stmt *s, int64_t ext[3])
 {
 	if (s->kind == STMT_FOR && s->loop_kind == LOOP_THREAD &&
@@ -233,7 +219,8 @@ static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orien
 				in->name, wg ? "exactly " : "", need / 10, need % 10, c->t->key,
 				c->t->sm / 10, c->t->sm % 10);
 	tir_stmt *k = vfy_kernel_of(l);
-	int64_t lanes = launch_x(k), warp = c->t->warp_size > 0 ? c->t->warp_size : 32;
+	int64_t ext[3] = { 0, 0, 0 }, threads = launch_threads(k, ext);
+	int64_t lanes = ext[0], warp = c->t->warp_size > 0 ? c->t->warp_size : 32;
 	if (wg)
 		warp *= 4;
 	if (lanes != warp)
@@ -266,7 +253,6 @@ static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orien
 		 * __launch_bounds__(threads), a thread has 65536 / threads of them
 		 * (at most 255), and the MMA's addresses and loop state want some
 		 * (WG_REG_SPARE) beside the accumulators */
-		int64_t ext[3] = { 0, 0, 0 }, threads = launch_threads(k, ext);
 		int64_t acc = L->alloc[m.dst.buf->id].elems / 128, cap = 65536 / threads;
 		if (cap > 255)
 			cap = 255;
