@@ -25,6 +25,7 @@
 #include <cmath>
 #include <vector>
 #include <algorithm>
+#include <cuda.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -58,9 +59,25 @@
 #ifndef PROBE_SWAP
 #define PROBE_SWAP 0
 #endif
+/* PROBE_WS: warp specialization — a third warpgroup (the producer) fills the
+ * ring while the two MMA warpgroups only wait and multiply: ring slots handed
+ * over by mbarriers (full: the slot's data landed; empty: both MMA warpgroups
+ * are done reading it).  1: the producer's one elected thread fetches each
+ * operand tile with the tensor memory accelerator (cp.async.bulk.tensor,
+ * 128-byte swizzle done by the copy engine, a CUtensorMap per operand made
+ * on the host); 2: the producer's 128 threads fetch with cp.async and signal
+ * with cp.async.mbarrier.arrive.  PROBE_REG (with PROBE_WS): setmaxnreg moves
+ * registers from the producer (40) to the MMA warpgroups (232). */
+#ifndef PROBE_WS
+#define PROBE_WS 0
+#endif
+#ifndef PROBE_REG
+#define PROBE_REG 0
+#endif
 #define STR_(x) #x
 #define STR(x) STR_(x)
-enum { BM = 128, BN = PROBE_BN, BK = 64, STAGES = PROBE_STAGES, AHEAD = PROBE_AHEAD, THREADS = 256 };
+enum { BM = 128, BN = PROBE_BN, BK = 64, STAGES = PROBE_STAGES, AHEAD = PROBE_AHEAD,
+       THREADS = PROBE_WS ? 384 : 256 };
 static_assert(AHEAD >= 1 && AHEAD <= STAGES - 2 - PROBE_WAIT, "a slot refetched while a wgmma may read it");
 enum { TILE_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = TILE_BYTES + B_BYTES,
        ACC = BN / 2 };     /* accumulator registers per thread: 64 x BN over 128 threads */
@@ -192,6 +209,145 @@ probe(const __half *__restrict__ A, const __half *__restrict__ B, float *__restr
 	}
 }
 
+/* mbarrier primitives (shared-memory addresses) */
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+	asm volatile("{\n.reg .pred P1;\nWAIT:\n"
+		     "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+		     "@P1 bra DONE;\nbra WAIT;\nDONE:\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
+{
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%2, %3}], [%4];\n"
+		     :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
+__global__ void __launch_bounds__(THREADS, 1)
+probe_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+	 const __half *__restrict__ A, const __half *__restrict__ B, float *__restrict__ C,
+	 int M, int N, int K)
+{
+	extern __shared__ __align__(1024) unsigned char smem_raw[];
+	unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+	const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+	const uint32_t full = sbase + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
+	const int tid = threadIdx.x, wg = tid / 128;
+	const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, KT = K / BK;
+
+	if (tid == 0) {
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(full + 8 * s, PROBE_WS == 1 ? 1 : 128);
+			mbar_init(empty + 8 * s, 256);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+	}
+	__syncthreads();
+	if (wg == 0) {
+#if PROBE_REG
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+#endif
+		for (int kt = 0; kt < KT; kt++) {
+			int s = kt % STAGES;
+			uint32_t sa = sbase + s * STAGE_BYTES, sb = sa + TILE_BYTES, k0 = kt * BK;
+			if (kt >= STAGES)
+				mbar_wait(empty + 8 * s, ((kt / STAGES) - 1) & 1);
+#if PROBE_WS == 1
+			if (tid == 0) {
+				mbar_expect(full + 8 * s, STAGE_BYTES);
+				tma_2d(sa, &tmA, k0, m0, full + 8 * s);
+				if (PROBE_BKN)
+					for (int j = 0; j < BN / 64; j++)
+						tma_2d(sb + j * BK * 128, &tmB, n0 + 64 * j, k0, full + 8 * s);
+				else
+					tma_2d(sb, &tmB, k0, n0, full + 8 * s);
+			}
+#else
+			for (int q = tid; q < BM * BK / 8; q += 128) {
+				int r = q / 8, c = q % 8;
+				cp_async16(sa + swz(r, c * 8), A + (size_t)(m0 + r) * K + k0 + c * 8);
+			}
+			if (PROBE_BKN)
+				for (int q = tid; q < BN * BK / 8; q += 128) {
+					int k = q / (BN / 8), n = (q % (BN / 8)) * 8;
+					cp_async16(sb + (n / 64) * (BK * 128) + swz(k, n % 64),
+						   B + (size_t)(k0 + k) * N + n0 + n);
+				}
+			else
+				for (int q = tid; q < BN * BK / 8; q += 128) {
+					int r = q / 8, c = q % 8;
+					cp_async16(sb + swz(r, c * 8), B + (size_t)(n0 + r) * K + k0 + c * 8);
+				}
+			asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(full + 8 * s) : "memory");
+#endif
+		}
+		return;
+	}
+#if PROBE_REG
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+#endif
+	const int cw = wg - 1;     /* MMA warpgroup 0 or 1: rows 64 cw .. */
+	float d[ACC];
+	for (int i = 0; i < ACC; i++)
+		d[i] = 0.f;
+	for (int kt = 0; kt < KT; kt++) {
+		int s = kt % STAGES;
+		mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+		if (PROBE_WS == 2)
+			asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+		uint32_t a = sbase + s * STAGE_BYTES + cw * 64 * 128, b = sbase + s * STAGE_BYTES + TILE_BYTES;
+		asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+		for (int j = 0; j < BK / 16; j++) {
+			uint32_t bj = b + (PROBE_BKN ? 16 * 128 * j : 32 * j);
+			if (BN == 256)
+				wgmma_256(d, desc_of(a + 32 * j), desc_b(bj));
+			else
+				wgmma_128(d, desc_of(a + 32 * j), desc_b(bj));
+		}
+		asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+		asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+		if (kt > 0)     /* the previous tile's MMAs are done: its slot is free */
+			mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+	}
+	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+	const int w = (tid % 128) / 32, l = tid % 32;
+	const int row = m0 + cw * 64 + w * 16 + l / 4;
+	for (int i = 0; i < BN / 8; i++) {
+		int col = n0 + 8 * i + 2 * (l % 4);
+		*(float2 *)&C[(size_t)row * N + col] = make_float2(d[4 * i], d[4 * i + 1]);
+		*(float2 *)&C[(size_t)(row + 8) * N + col] = make_float2(d[4 * i + 2], d[4 * i + 3]);
+	}
+}
+
+/* A 2-D tensor map of a row-major float16 matrix rows x cols, boxes of
+ * box_rows x 64 columns (128 bytes: the swizzle's span). */
+static CUtensorMap tensor_map(const __half *p, int rows, int cols, int box_rows)
+{
+	CUtensorMap m;
+	cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * 2};
+	cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+	CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dims, strides,
+					    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+					    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "cuTensorMapEncodeTiled: error %d\n", (int)r);
+		exit(1);
+	}
+	return m;
+}
+
 static float median(std::vector<float> v)
 {
 	std::sort(v.begin(), v.end());
@@ -219,8 +375,11 @@ int main(int argc, char **argv)
 	CHECK(cudaMalloc(&R, (size_t)M * N * 4));
 	CHECK(cudaMemcpy(A, hA.data(), hA.size() * 2, cudaMemcpyHostToDevice));
 	CHECK(cudaMemcpy(B, hB.data(), hB.size() * 2, cudaMemcpyHostToDevice));
-	int smem = STAGES * STAGE_BYTES + 1024;
+	int smem = STAGES * STAGE_BYTES + 1024 + 16 * STAGES;
 	CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	CHECK(cudaFuncSetAttribute(probe_ws, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	CUtensorMap tmA = tensor_map(A, M, K, BM),
+		    tmB = PROBE_BKN ? tensor_map(B, K, N, BK) : tensor_map(B, N, K, BN);
 	dim3 grid(N / BN, M / BM);
 	cublasHandle_t h;
 	cublasCreate(&h);
@@ -240,7 +399,10 @@ int main(int argc, char **argv)
 	for (int it = 0; it < 23; it++) {
 		float ms;
 		cudaEventRecord(e0);
-		probe<<<grid, THREADS, smem>>>(A, B, C, M, N, K);
+		if (PROBE_WS)
+			probe_ws<<<grid, THREADS, smem>>>(tmA, tmB, A, B, C, M, N, K);
+		else
+			probe<<<grid, THREADS, smem>>>(A, B, C, M, N, K);
 		cudaEventRecord(e1);
 		CHECK(cudaEventSynchronize(e1));
 		cudaEventElapsedTime(&ms, e0, e1);
@@ -263,8 +425,9 @@ int main(int argc, char **argv)
 	}
 	double flops = 2.0 * M * N * K;
 	float p = median(tp), c = median(tc);
-	printf("wgmma_probe (128x%d tiles, %d stages %d ahead, %d group in flight, B %s%s) %dx%dx%d float16 -> float32: probe %.1f us (%.0f TFLOP/s), cuBLAS %.1f us "
+	printf("wgmma_probe (128x%d tiles, %d stages %d ahead, %d group in flight, B %s%s%s) %dx%dx%d float16 -> float32: probe %.1f us (%.0f TFLOP/s), cuBLAS %.1f us "
 	       "(%.0f TFLOP/s), probe/cuBLAS speed %.3f, max |C - cuBLAS| %.3g (max |C| %.3g)\n",
-	       BN, STAGES, AHEAD, PROBE_WAIT, PROBE_BKN ? "[K][N]" : "[N][K]", PROBE_SWAP ? " swapped" : "", M, N, K, p, flops / p * 1e-6, c, flops / c * 1e-6, c / p, err, scale);
+	       BN, STAGES, AHEAD, PROBE_WAIT, PROBE_BKN ? "[K][N]" : "[N][K]", PROBE_SWAP ? " swapped" : "",
+	       PROBE_WS == 1 ? ", producer warpgroup: TMA" : PROBE_WS == 2 ? ", producer warpgroup: cp.async" : "", M, N, K, p, flops / p * 1e-6, c, flops / c * 1e-6, c / p, err, scale);
 	return err <= 1e-3 * scale ? 0 : 1;
 }
