@@ -212,9 +212,141 @@ END_TEST
 START_TEST(wgmma_candidates)
 {
 	static const char *const ops[] = { "wgmma.mma_async.sync.aligned.m64n", "tir_wgmma_desc(",
-		"tir_swz128(", "tir_wgmma_fence();", "tir_wgmma_commit_wait",
-		"tir_fence_proxy_async();", NULL };
+		"tir_swz128(", "tir_wgmma_fence();", "tir_wgmma_commit_wait", NULL };
 	candidates(_i, sketch_named("gpu-wgmma"), ops);
+}
+END_TEST
+
+/* The pipelined loop of s (annotated "software_pipeline"), or NULL. */
+static tir_stmt *pipelined(tir_stmt *s)
+{
+	for (int i = 0; s->kind == STMT_FOR && i < s->nann; i++)
+		if (!strcmp(s->ann[i].key, "software_pipeline"))
+			return s;
+	for (int k = 0; k < s->nkids; k++) {
+		tir_stmt *l = pipelined(s->kids[k]);
+		if (l)
+			return l;
+	}
+	return NULL;
+}
+
+static const char *const tma_products[] = {
+	"{\"op\":\"matmul\",\"M\":256,\"N\":512,\"K\":512,\"dtype\":\"float16\"}",
+	"{\"op\":\"matmul\",\"M\":512,\"N\":256,\"K\":256,\"dtype\":\"bfloat16\",\"layout\":\"TN\"}",
+	"{\"op\":\"matmul\",\"M\":256,\"N\":256,\"K\":512,\"dtype\":\"float16\",\"layout\":\"NT\"}",
+	"{\"op\":\"matmul\",\"batch\":3,\"M\":128,\"N\":128,\"K\":256,\"dtype\":\"float16\"}",
+};
+
+/* wgmma candidates whose operands the tensor memory accelerator fetches:
+ * a producer warpgroup more along threadIdx.y, a tensor map per operand
+ * over a kernel input in boxes of one 128-byte swizzle span, mbarriers,
+ * the bulk copies; replayed to the same code, compiled by NVRTC, and the
+ * program (its semantics, without the intrinsics) right on the CPU. */
+START_TEST(tma_candidates)
+{
+	tir_workload *w = parse(tma_products[_i]);
+	tir_error err = { "" };
+	const sketch_def *d = sketch_named("gpu-wgmma");
+	int made = 0;
+	for (uint64_t seed = 1; made < 3 && seed < 64; seed++) {
+		tir_sched *s = tir_sched_new(w, seed, &err);
+		ck_assert_msg(d->apply(s, &sm90, &err) == 0, "%s", err.msg);
+		tir_code *c = NULL;
+		if (tir_verify(tir_sched_program(s), &sm90, &err) ||
+		    !(c = tir_codegen(tir_sched_program(s), &sm90, &err)) ||
+		    c->launches[0].ntmaps == 0) {
+			ck_assert_msg(c || strstr(err.msg, "shared memory"), "%s", err.msg);
+			tir_code_free(c);
+			tir_sched_free(s);
+			continue;
+		}
+		const tir_launch *ln = &c->launches[0];
+		ck_assert_int_eq(ln->block[0], 128);
+		ck_assert_msg(ln->block[1] >= 2, "no producer warpgroup: block %d x %d",
+			      ln->block[0], ln->block[1]);
+		ck_assert_int_eq(ln->ntmaps, 2);
+		for (int m = 0; m < ln->ntmaps; m++) {
+			const tir_tmap_info *x = &ln->tmaps[m];
+			ck_assert(x->arg >= 0 && x->arg < c->nargs && !c->args[x->arg].is_output);
+			ck_assert_int_eq(x->box[0] * x->elem_bytes, 128);
+			ck_assert_int_eq(x->strides[1] % 16, 0);
+			for (int k = 1; k < x->rank; k++)
+				ck_assert(x->box[k] >= 1 && x->box[k] <= 256);
+		}
+		static const char *const ops[] = { "cp.async.bulk.tensor.", "tir_mbar_wait(",
+			"tir_mbar_expect(", "tir_mbar_arrive(", "__grid_constant__ tir_tmap tir_tmap1",
+			"return; /* the producer", "wgmma.mma_async", NULL };
+		for (int k = 0; ops[k]; k++)
+			ck_assert_msg(strstr(c->source, ops[k]), "no %s in the code", ops[k]);
+		ck_assert_msg(!strstr(c->source, "tir_cp_async_commit();"), "cp.async beside TMA");
+		char *trace = tir_sched_trace(s);
+		tir_sched *r = tir_sched_new(w, 999, &err);
+		ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "replay: %s", err.msg);
+		tir_code *rc = tir_codegen(tir_sched_program(r), &sm90, &err);
+		ck_assert_msg(rc && !strcmp(rc->source, c->source), "replay differs");
+		tir_code_free(rc);
+		tir_sched_free(r);
+		free(trace);
+#ifdef HAVE_CUDA
+		char *cubin = NULL;
+		size_t size = 0;
+		ck_assert_msg(tir_nvrtc_compile(c->source, 90, &cubin, &size, &err) == 0,
+			      "NVRTC: %.400s", err.msg);
+		free(cubin);
+#endif
+		if (tir_workload_flops(w) < 1e8)
+			run_on_cpu("tma", w, s);
+		tir_code_free(c);
+		tir_sched_free(s);
+		made++;
+	}
+	ck_assert_msg(made == 3, "%s: %d TMA candidates in 63 draws", tma_products[_i], made);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* "tma" on a pipeline whose copies are not boxes fetched by serial loops:
+ * a cooperative cp.async fetch (its loops bound to threads), an im2col
+ * gather; codegen names the fault. */
+START_TEST(refuse_tma)
+{
+	static const char *const cases[][2] = {
+		{ "{\"op\":\"matmul\",\"M\":256,\"N\":256,\"K\":256,\"dtype\":\"float16\"}",
+		  "not serial" },
+		{ "{\"op\":\"conv2d\",\"N\":1,\"C\":64,\"H\":8,\"W\":8,\"K\":64,\"R\":3,\"S\":3,"
+		  "\"pad\":1,\"layout\":\"NHWC\",\"dtype\":\"float16\"}", "tma: " },
+	};
+	const sketch_def *d = sketch_named("gpu-wgmma");
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		tir_workload *w = parse(cases[i][0]);
+		tir_error err = { "" };
+		bool done = false;
+		for (uint64_t seed = 1; seed < 64 && !done; seed++) {
+			tir_sched *s = tir_sched_new(w, seed, &err);
+			ck_assert_msg(d->apply(s, &sm90, &err) == 0, "%s", err.msg);
+			tir_program *p = (tir_program *)tir_sched_program(s);
+			tir_stmt *l = pipelined(p->root);
+			tir_code *c = l && !tir_verify(p, &sm90, &err) ? tir_codegen(p, &sm90, &err) : NULL;
+			if (c && c->launches[0].ntmaps == 0 && l->nann < TIR_MAX_ANN) {
+				bool two = false;
+				for (int a = 0; a < l->nann; a++)
+					two |= !strcmp(l->ann[a].key, "software_pipeline") && l->ann[a].value >= 2;
+				if (two) {
+					l->ann[l->nann].key = "tma";
+					l->ann[l->nann++].value = 1;
+					tir_code *t = tir_codegen(p, &sm90, &err);
+					ck_assert_msg(!t, "%s: a TMA pipeline generated", cases[i][0]);
+					ck_assert_msg(strstr(err.msg, cases[i][1]), "%s", err.msg);
+					done = true;
+				}
+			}
+			tir_code_free(c);
+			tir_sched_free(s);
+		}
+		ck_assert_msg(done, "%s: no cp.async pipeline to mark", cases[i][0]);
+		tir_workload_free(w);
+	}
 }
 END_TEST
 
@@ -484,6 +616,8 @@ int main(void)
 	tcase_add_test(tc, refuse_init_wrong_extent_wrong_dtype);
 	tcase_add_test(tc, refuse_target_warp_fragments);
 	tcase_add_test(tc, refuse_wgmma);
+	tcase_add_loop_test(tc, tma_candidates, 0, (int)(sizeof tma_products / sizeof *tma_products));
+	tcase_add_test(tc, refuse_tma);
 	suite_add_tcase(su, tc);
 	return tu_run_suite(su);
 }

@@ -215,11 +215,28 @@ int tir_verify(const tir_program *p, const tir_target *t, tir_error *err);
 
 /* ---- codegen/: code generation ------------------------------------------ */
 
+/* A tensor map (Hopper's tensor memory accelerator, TMA) that a kernel takes
+ * by value after the arguments: a view of kernel argument `arg` as a dense
+ * tensor of `rank` dimensions, innermost first, copied in boxes of `box`
+ * elements into shared memory under the 128-byte swizzle.  The runner makes
+ * it (cuTensorMapEncodeTiled) once the argument's device address is known. */
+#define TIR_MAX_TMAPS 4
+#define TIR_TMAP_RANK 5
+typedef struct tir_tmap_info {
+	int arg;                   /* index in tir_code.args */
+	int elem_bytes, rank;
+	int64_t dims[TIR_TMAP_RANK];    /* elements, innermost first */
+	int64_t strides[TIR_TMAP_RANK]; /* bytes between steps of dims[d], d >= 1 */
+	int box[TIR_TMAP_RANK];
+} tir_tmap_info;
+
 /* One launch of a CUDA kernel. */
 typedef struct tir_launch {
 	char name[64];
 	int grid[3], block[3];
 	int shared_bytes;          /* dynamic shared memory */
+	int ntmaps;                /* tensor maps the kernel takes after the arguments */
+	tir_tmap_info tmaps[TIR_MAX_TMAPS];
 } tir_launch;
 
 /* A buffer the generated code takes, in argument order: the inputs, the

@@ -90,6 +90,34 @@ int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop);
  * (cuda.c, cu_pipelined_loop), so the copy S - 1 iterations ahead must not
  * overwrite the one they read. */
 bool lower_holds_wgmma(const tir_stmt *s);
+/* Whether pipelined loop `loop` (lower_pipeline_stages >= 2) fetches its
+ * copy stages with the tensor memory accelerator (annotation "tma" = 1):
+ * a producer warpgroup of its own issues the copies, ring slots are handed
+ * over by mbarriers (cuda.c, cu_tma_loop), the ring has S copies. */
+bool lower_tma_loop(const tir_lowered *L, const tir_stmt *loop);
+/* The first such loop in s (a kernel), or NULL.  Its kernel launches one
+ * warpgroup more along threadIdx.y (the producer) and holds 2 S mbarriers
+ * (16 S bytes of shared memory) beside its buffers. */
+const tir_stmt *lower_find_tma(const tir_lowered *L, const tir_stmt *s);
+/* One copy stage block in the tensor memory accelerator's form: `dst`
+ * (shared, allocated at the pipelined loop) receives, densely and in its
+ * own order, the box of `src` (a buffer the kernel takes) whose first
+ * element is at origin[] (expressions in the loop variables outside the
+ * stage) and whose extents are ext[], both over src's dimensions. */
+typedef struct lower_tma_copy {
+	const tir_buffer *dst, *src;
+	tir_expr *origin[TIR_MAX_DIMS];
+	int64_t ext[TIR_MAX_DIMS];
+} lower_tma_copy;
+/* The copy of stage `child` of pipelined loop `loop` in that form: a chain
+ * of serial loops down to one block storing dst[...] = src[...], every
+ * index on either side an origin plus at most one loop of the stage (unit
+ * stride), the loops in the same order on both sides (the box lands in
+ * dst's row-major order), covering dst's dense allocation from its first
+ * element, src's innermost dimension dst's.  Returns 0, or -1 with a
+ * message naming what breaks the form. */
+int lower_tma_stage(tir_lowered *L, const tir_stmt *loop, const tir_stmt *child,
+		    lower_tma_copy *out, tir_error *err);
 bool lower_copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child);
 
 /* The flattened element offset of buf[idx[0..n)] in its allocation:

@@ -61,7 +61,12 @@
  * copy stages (lower_pipeline_stages) runs its copy stages S - 1 iterations
  * ahead of the rest, into ring copies of their shared buffers, with
  * cp.async (commit per iteration, wait_group S - 1, then a barrier); see
- * cu_pipelined_loop.
+ * cu_pipelined_loop.  One annotated "tma" = 1 as well fetches its copy
+ * stages with Hopper's tensor memory accelerator instead: the kernel gets a
+ * producer warpgroup of its own (threadIdx.y one past the rest) whose one
+ * thread issues a bulk tensor copy per box of each stage, S ring slots
+ * handed over by mbarriers (full: the slot's bytes landed; empty: every
+ * consumer thread is done reading it); see cu_tma_loop.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -161,6 +166,53 @@ static const char cuda_wgmma_prelude[] =
 "TIR_DEV void tir_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n"
 "\n";
 
+/* The tensor memory accelerator (sm_90): a tensor map (CUtensorMap, 128
+ * opaque bytes the runner encodes) taken by value as a __grid_constant__
+ * kernel parameter; mbarriers in shared memory (init, arrive, arrive with
+ * the bytes a copy will deliver, wait for a phase's parity); bulk tensor
+ * copies of rank 1 to 5 completing on an mbarrier (tma_load_fn). */
+static const char cuda_tma_prelude[] =
+"struct __align__(64) tir_tmap { unsigned long long opaque[16]; };\n"
+"TIR_DEV void tir_mbar_init(unsigned long long *b, unsigned n)\n"
+"{\n"
+"    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" :: \"r\"(tir_smem_addr(b)), \"r\"(n) : \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_mbar_init_fence() { asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\"); }\n"
+"TIR_DEV void tir_mbar_arrive(unsigned long long *b)\n"
+"{\n"
+"    asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\\n\" :: \"r\"(tir_smem_addr(b)) : \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_mbar_expect(unsigned long long *b, unsigned bytes)\n"
+"{\n"
+"    asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n\" ::\n"
+"                 \"r\"(tir_smem_addr(b)), \"r\"(bytes) : \"memory\");\n"
+"}\n"
+"TIR_DEV void tir_mbar_wait(unsigned long long *b, unsigned parity)\n"
+"{\n"
+"    asm volatile(\"{\\n.reg .pred p;\\nTIR_WAIT:\\n\"\n"
+"                 \"mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n\"\n"
+"                 \"@!p bra TIR_WAIT;\\n}\\n\" :: \"r\"(tir_smem_addr(b)), \"r\"(parity) : \"memory\");\n"
+"}\n";
+
+/* tir_tma_load<rank>(dst, map, c0 .. c<rank-1>, bar): the box at those
+ * coordinates (innermost first) into shared memory at dst. */
+static void tma_load_fn(tir_buf *o, int rank)
+{
+	buf_printf(o, "TIR_DEV void tir_tma_load%d(void *dst, const tir_tmap *m", rank);
+	for (int i = 0; i < rank; i++)
+		buf_printf(o, ", int c%d", i);
+	buf_puts(o, ", unsigned long long *bar)\n{\n");
+	buf_printf(o, "    asm volatile(\"cp.async.bulk.tensor.%dd.shared::cluster.global."
+		   "mbarrier::complete_tx::bytes [%%0], [%%1, {", rank);
+	for (int i = 0; i < rank; i++)
+		buf_printf(o, "%s%%%d", i ? ", " : "", i + 2);
+	buf_printf(o, "}], [%%%d];\\n\"\n                 :: \"r\"(tir_smem_addr(dst)), "
+		   "\"l\"(m)", rank + 2);
+	for (int i = 0; i < rank; i++)
+		buf_printf(o, ", \"r\"(c%d)", i);
+	buf_puts(o, ", \"r\"(tir_smem_addr(bar)) : \"memory\");\n}\n");
+}
+
 /* Asynchronous global -> shared copies (sm_80 on, as every CUDA target of
  * target.c), for pipelined loops: n of
  * the `bytes` bytes are read, the rest zero-filled (n = 0: padding). */
@@ -221,6 +273,7 @@ typedef struct cu_gen {
 	int64_t launch[TIR_NTHREAD_TAGS];   /* this kernel's launch dims by tag */
 	int guard;                          /* inside `if (idx < extent)` */
 	int nbufs;
+	int nargs;
 	int *argbuf;                        /* buffer id of each kernel argument */
 	/* scratch for the barrier analysis, by buffer id */
 	bool *rd, *wr;
@@ -248,6 +301,17 @@ typedef struct cu_gen {
 	 * (cu_pipelined_loop), and the statement list whose end leaves it */
 	bool wg_inflight;
 	tir_stmt *const *wg_overlap_list;
+	/* the kernel's pipelined loop fed by the tensor memory accelerator
+	 * (at most one; NULL: none), its copies, the tensor map of each, its
+	 * warpgroups of consumers (the producer is threadIdx.y == tma_wgs),
+	 * and whether the producer has left: barriers are among the
+	 * consumers only from there on; the tma ranks used (bit per rank) */
+	const tir_stmt *tma_loop;
+	lower_tma_copy tma[TIR_MAX_TMAPS];
+	int ntma;
+	int64_t tma_wgs;
+	bool tma_consumers;
+	unsigned tma_ranks;
 } cu_gen;
 
 static void fail(cu_gen *g, const char *fmt, ...)
@@ -280,6 +344,9 @@ static void scan_launch(cu_gen *g, const tir_stmt *s, const tir_stmt *outer)
 		}
 		if (is_hw(s) && s->extent > g->launch[s->tag])
 			g->launch[s->tag] = s->extent;
+		const tir_intrin *in = intrin_of_loop(s);
+		if (in && intrin_lanes(in) > g->launch[TIR_THREAD_X])
+			g->launch[TIR_THREAD_X] = intrin_lanes(in);
 	}
 	for (int i = 0; i < s->nkids; i++)
 		scan_launch(g, s->kids[i], outer);
@@ -333,7 +400,11 @@ static void sync(cu_gen *g, int depth, const char *why)
 		buf_puts(g->c.out, "tir_fence_proxy_async();\n");
 	}
 	buf_indent(g->c.out, depth);
-	buf_printf(g->c.out, "__syncthreads(); /* %s */\n", why);
+	if (g->tma_consumers)
+		buf_printf(g->c.out, "asm volatile(\"bar.sync 1, %lld;\" ::: \"memory\"); "
+			   "/* %s (the consumers) */\n", (long long)g->tma_wgs * 128, why);
+	else
+		buf_printf(g->c.out, "__syncthreads(); /* %s */\n", why);
 }
 
 /* ---- statements ---------------------------------------------------------------- */
@@ -1468,6 +1539,158 @@ static void cu_pipelined_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
 	wg_drain(g, depth);
 }
 
+/* The boxes of TMA copy c (one tensor map, g->tma[m]): its destination's
+ * 128-byte atom columns (the swizzle's span; the map's inner box), and the
+ * outermost dimension of more than one element cut into `*chunks` boxes of
+ * at most 256 (the copy engine's limit), every other dimension whole.
+ * *box gets the map's box, innermost first; *cut the cut dimension (-1:
+ * none).  0, or -1 when it cannot be cut so. */
+static int tma_boxes(const lower_tma_copy *c, int *box, int *atoms, int *chunks, int *cut)
+{
+	const int n = c->src->ndim, eb = dtype_bytes(c->src->dtype);
+	if ((c->ext[n - 1] * eb) % 128)
+		return -1;
+	*atoms = (int)(c->ext[n - 1] * eb / 128);
+	box[0] = 128 / eb;
+	*cut = -1;
+	*chunks = 1;
+	for (int d = 0; d < n - 1; d++) {
+		int64_t e = c->ext[d];
+		if (*cut < 0 && e > 1) {
+			*cut = d;
+			int64_t k = (e + 255) / 256;
+			while (e % k)
+				k++;
+			*chunks = (int)k;
+			e /= k;
+		}
+		if (e > 256)
+			return -1;
+		box[n - 1 - d] = (int)e;
+	}
+	return 0;
+}
+
+/* The pipelined loop of the kernel's TMA copies (g->tma_loop), S stages:
+ * the producer warpgroup's first thread issues, for iteration k, once
+ * consumers freed ring slot k % S (iteration k - S released it; the
+ * empty mbarrier's phase), the slot's byte count on its full mbarrier and
+ * every box of every copy stage, then the producer leaves the kernel; the
+ * consumers wait for the full mbarrier's phase of k, run the rest of the
+ * body and arrive on the slot's empty mbarrier once they are done with it
+ * (with warpgroup MMAs left in flight into the next iteration: slot k - 1
+ * after iteration k's MMAs were issued and k - 1's waited for). */
+static void cu_tma_loop(cu_gen *g, const tir_stmt *l, int S, int depth)
+{
+	tir_lowered *L = g->c.L;
+	tir_buf *o = g->c.out;
+	char it[96];
+	tir_buf nb = { 0 };
+	cg_var(&nb, l->var);
+	snprintf(it, sizeof it, "tir_it_%s", nb.s);
+	free(nb.s);
+	int64_t bytes = 0;
+	for (int c = 0; c < g->ntma; c++)
+		bytes += L->alloc[g->tma[c].dst->id].elems * dtype_bytes(g->tma[c].dst->dtype);
+	const long long ext = (long long)l->extent;
+	const char *idx = g->c.d->idx_type;
+	buf_indent(o, depth);
+	buf_printf(o, "/* %s: serial, software pipeline of %d stages (TMA by the producer "
+		   "warpgroup, threadIdx.y == %lld) */\n", l->var->name, S, (long long)g->tma_wgs);
+	buf_indent(o, depth);
+	buf_printf(o, "if (threadIdx.y == %lld) {\n", (long long)g->tma_wgs);
+	buf_indent(o, depth + 1);
+	buf_puts(o, "if (threadIdx.x == 0) {\n");
+	buf_indent(o, depth + 2);
+	buf_printf(o, "for (%s %s = 0; %s < %lld; ++%s) {\n", idx, it, it, ext, it);
+	int d = depth + 3;
+	buf_indent(o, d);
+	buf_printf(o, "const %s ", idx);
+	cg_var(o, l->var);
+	buf_printf(o, " = %s;\n", it);
+	ring_ptrs(g, l, d);
+	buf_indent(o, d);
+	buf_printf(o, "if (%s >= %d)\n", it, S);
+	buf_indent(o, d + 1);
+	buf_printf(o, "tir_mbar_wait(tir_bar + %d + %s %% %d, ((%s / %d) + 1) & 1);\n", S, it, S,
+		   it, S);
+	buf_indent(o, d);
+	buf_printf(o, "tir_mbar_expect(tir_bar + %s %% %d, %lldu);\n", it, S, (long long)bytes);
+	for (int c = 0; c < g->ntma; c++) {
+		const lower_tma_copy *x = &g->tma[c];
+		const int n = x->src->ndim;
+		int box[TIR_TMAP_RANK], atoms, chunks, cut;
+		tma_boxes(x, box, &atoms, &chunks, &cut);
+		const tir_alloc *a = &L->alloc[x->dst->id];
+		int64_t rows = a->elems / x->ext[n - 1];
+		for (int at = 0; at < atoms; at++)
+			for (int q = 0; q < chunks; q++) {
+				buf_indent(o, d);
+				buf_printf(o, "tir_tma_load%d((unsigned char *)%s + %lld, &tir_tmap%d",
+					   n, g->c.bufname[x->dst->id],
+					   (long long)(at * rows * 128 + q * (rows / chunks) * 128), c);
+				for (int k = n - 1; k >= 0; k--) {
+					buf_puts(o, ", (int)(");
+					cg_expr(&g->c, x->origin[k]);
+					if (k == n - 1 && at)
+						buf_printf(o, " + %d", at * box[0]);
+					if (k == cut && q)
+						buf_printf(o, " + %lld", (long long)q * box[n - 1 - k]);
+					buf_puts(o, ")");
+				}
+				buf_printf(o, ", tir_bar + %s %% %d);\n", it, S);
+			}
+	}
+	buf_indent(o, depth + 2);
+	buf_puts(o, "}\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "}\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "return; /* the producer's work is done */\n");
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	g->tma_consumers = true;
+
+	buf_indent(o, depth);
+	buf_printf(o, "for (%s %s = 0; %s < %lld; ++%s) {\n", idx, it, it, ext, it);
+	buf_indent(o, depth + 1);
+	buf_puts(o, "{\n");
+	d = depth + 2;
+	buf_indent(o, d);
+	buf_printf(o, "const %s ", idx);
+	cg_var(o, l->var);
+	buf_printf(o, " = %s;\n", it);
+	ring_ptrs(g, l, d);
+	cu_allocs(g, l, d);
+	buf_indent(o, d);
+	buf_printf(o, "tir_mbar_wait(tir_bar + %s %% %d, (%s / %d) & 1);\n", it, S, it, S);
+	tir_stmt **rest = xcalloc((size_t)l->nkids + 1, sizeof *rest);
+	int nrest = 0;
+	for (int k = 0; k < l->nkids; k++)
+		if (!lower_copy_stage(L, l, l->kids[k]))
+			rest[nrest++] = l->kids[k];
+	bool overlap = lower_holds_wgmma(l);
+	tir_stmt *const *save = g->wg_overlap_list;
+	if (overlap)
+		g->wg_overlap_list = rest;
+	cu_list(g, rest, nrest, d, false);
+	g->wg_overlap_list = save;
+	free(rest);
+	buf_indent(o, depth + 1);
+	buf_puts(o, "}\n");
+	buf_indent(o, depth + 1);
+	if (overlap) {
+		buf_printf(o, "if (%s > 0) /* the previous iteration's MMAs are done */\n", it);
+		buf_indent(o, depth + 2);
+		buf_printf(o, "tir_mbar_arrive(tir_bar + %d + (%s - 1) %% %d);\n", S, it, S);
+	} else {
+		buf_printf(o, "tir_mbar_arrive(tir_bar + %d + %s %% %d);\n", S, it, S);
+	}
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	wg_drain(g, depth);
+}
+
 /* Whether the non-hardware loop l gets a bare `#pragma unroll` under an
  * "auto_unroll_max_step" of auto_unroll: unroll, vectorized (scalar) and
  * vthread loops, and a loop holding one block whose body copies, fully
@@ -1522,6 +1745,14 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 	if (l->loop_kind == LOOP_VECTORIZED && cu_vector_copy(g, l, depth))
 		return;
 	int S = lower_pipeline_stages(g->c.L, l);
+	if (S > 1 && lower_tma_loop(g->c.L, l)) {
+		if (l == g->tma_loop)
+			cu_tma_loop(g, l, S, depth);
+		else
+			fail(g, "cuda: loop \"%s\" is a second TMA pipeline in its kernel; one "
+			     "producer warpgroup serves one", l->var->name);
+		return;
+	}
 	if (S > 1) {
 		cu_pipelined_loop(g, l, S, depth);
 		return;
@@ -1620,6 +1851,111 @@ static const char *first_block_name(tir_stmt *s)
 	return stmt_blocks(s, b, 1) ? b[0]->name : "stmt";
 }
 
+static void store_scope(tir_block *b, void *ctx)
+{
+	tir_scope sc = b->store->scope;
+	if (sc == TIR_SCOPE_SHARED || sc == TIR_SCOPE_GLOBAL)
+		*(const tir_block **)ctx = b;
+}
+
+/* Sets up the kernel's TMA pipeline l (kernel statement s) for launch ln:
+ * its copies (lower_tma_stage) and their tensor maps, checking what the
+ * producer warpgroup's early exit needs: warpgroups along threadIdx.y
+ * (threadIdx.x exactly 128, no threadIdx.z), only thread- and block-bound
+ * loops around l and no guard on them, nothing stored to shared or
+ * global memory before l (the producer runs that part too), boxes the
+ * copy engine takes, swizzled destinations and origins independent of the
+ * thread indices. */
+static void tma_prepare(cu_gen *g, const tir_stmt *s, const tir_stmt *l, tir_launch *ln)
+{
+	tir_lowered *L = g->c.L;
+	g->tma_loop = l;
+	g->ntma = 0;
+	if (g->launch[TIR_THREAD_X] != 128 || g->launch[TIR_THREAD_Z] > 1) {
+		fail(g, "cuda: a TMA pipeline needs warpgroups: threadIdx.x of 128 (not %lld) "
+		     "and no threadIdx.z", (long long)g->launch[TIR_THREAD_X]);
+		return;
+	}
+	g->tma_wgs = g->launch[TIR_THREAD_Y] > 0 ? g->launch[TIR_THREAD_Y] : 1;
+	for (const tir_stmt *c = l; c != s; c = c->parent) {
+		const tir_stmt *up = c->parent;
+		if (up->kind == STMT_FOR && (!is_hw(up) || up->extent < g->launch[up->tag])) {
+			fail(g, "cuda: TMA pipeline \"%s\" is under loop \"%s\", not only under "
+			     "whole thread and block indices", l->var->name, up->var->name);
+			return;
+		}
+		for (int k = 0; k < up->nkids && up->kids[k] != c; k++) {
+			const tir_block *bad = NULL;
+			stmt_visit_blocks(up->kids[k], store_scope, &bad);
+			if (bad) {
+				fail(g, "cuda: block \"%s\" stores to %s memory before TMA pipeline "
+				     "\"%s\", which the producer warpgroup skips", bad->name,
+				     scope_name(bad->store->scope), l->var->name);
+				return;
+			}
+		}
+	}
+	for (int k = 0; k < l->nkids; k++) {
+		if (!lower_copy_stage(L, l, l->kids[k]))
+			continue;
+		if (g->ntma == TIR_MAX_TMAPS) {
+			fail(g, "cuda: TMA pipeline \"%s\" has more than %d copy stages",
+			     l->var->name, TIR_MAX_TMAPS);
+			return;
+		}
+		lower_tma_copy *x = &g->tma[g->ntma];
+		tir_error e;
+		if (lower_tma_stage(L, l, l->kids[k], x, &e)) {
+			fail(g, "cuda: %s", e.msg);
+			return;
+		}
+		const tir_buffer *src = x->src;
+		const int n = src->ndim, eb = dtype_bytes(src->dtype);
+		const tir_alloc *as = &L->alloc[src->id];
+		int box[TIR_TMAP_RANK], atoms, chunks, cut;
+		if (!g->swz[x->dst->id] || tma_boxes(x, box, &atoms, &chunks, &cut)) {
+			fail(g, "cuda: TMA copy into \"%s\": the destination must be a swizzled "
+			     "wgmma operand of rows of 128 bytes with boxes of at most 256 "
+			     "elements a dimension", x->dst->name);
+			return;
+		}
+		for (const tir_stmt *c = l; c != s; c = c->parent) {
+			const tir_stmt *up = c->parent;
+			for (int d = 0; d < n && up->kind == STMT_FOR; d++)
+				if (is_thread_tag(up->tag) && expr_uses_var(x->origin[d], up->var)) {
+					fail(g, "cuda: the box of \"%s\" depends on %s", x->dst->name,
+					     tag_names[up->tag]);
+					return;
+				}
+		}
+		tir_tmap_info *m = &ln->tmaps[g->ntma];
+		memset(m, 0, sizeof *m);
+		m->arg = -1;
+		for (int i = 0; i < g->nargs; i++)
+			if (g->argbuf[i] == src->id)
+				m->arg = i;
+		m->elem_bytes = eb;
+		m->rank = n;
+		if (as->stride[n - 1] != 1 || m->arg < 0) {
+			fail(g, "cuda: TMA source \"%s\" is not a dense kernel argument", src->name);
+			return;
+		}
+		for (int d = 0; d < n; d++) {
+			m->dims[d] = as->extent[n - 1 - d];
+			m->strides[d] = as->stride[n - 1 - d] * eb;
+			m->box[d] = box[d];
+			if (d > 0 && m->strides[d] % 16) {
+				fail(g, "cuda: TMA source \"%s\": a stride of %lld bytes, not a "
+				     "multiple of 16", src->name, (long long)m->strides[d]);
+				return;
+			}
+		}
+		g->tma_ranks |= 1u << n;
+		g->ntma++;
+	}
+	ln->ntmaps = g->ntma;
+}
+
 /* One kernel for top-level statement s; fills the launch. */
 static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		      tir_code *code, tir_launch *ln)
@@ -1637,8 +1973,19 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		int64_t gd = g->launch[TIR_BLOCK_X + d], bd = g->launch[TIR_THREAD_X + d];
 		ln->grid[d] = gd > 0 ? (int)gd : 1;
 		ln->block[d] = bd > 0 ? (int)bd : 1;
-		threads *= ln->block[d];
 	}
+	/* a TMA pipeline's producer: one warpgroup more along threadIdx.y */
+	const tir_stmt *tl = lower_find_tma(L, s);
+	int tma_stages = tl ? lower_pipeline_stages(L, tl) : 0;
+	g->tma_loop = NULL;
+	g->tma_consumers = false;
+	ln->ntmaps = 0;
+	if (tl) {
+		tma_prepare(g, s, tl, ln);
+		ln->block[1] = (int)g->tma_wgs + 1;
+	}
+	for (int d = 0; d < 3; d++)
+		threads *= ln->block[d];
 	/* shared buffers of this kernel, carved from dynamic shared memory;
 	 * wgmma's swizzled operands at 1 KB boundaries of a base rounded up to
 	 * one (the 8-row atoms of the swizzle are 1 KB; 1 KB more is asked) */
@@ -1674,6 +2021,16 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 			smem += (a->bytes + 127) / 128 * 128;   /* WMMA tiles: 32-byte aligned */
 		}
 	}
+	if (tl) {
+		/* the full and empty mbarriers of each ring slot */
+		smem = (smem + 7) / 8 * 8;
+		buf_indent(&carve, 1);
+		buf_printf(&carve, "unsigned long long *const tir_bar = (unsigned long long *)(%s + "
+			   "%lld); /* mbarriers: %d full, %d empty */\n",
+			   swizzled ? "tir_smem_1k" : "tir_smem", (long long)smem, tma_stages,
+			   tma_stages);
+		smem += 16 * tma_stages;
+	}
 	ln->shared_bytes = (int)smem + (swizzled ? 1024 : 0);
 
 	buf_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d)\n%s(", threads,
@@ -1685,10 +2042,23 @@ static void cu_kernel(cu_gen *g, tir_stmt *s, int k, const int *owner,
 		buf_printf(o, "%s%s%s *__restrict__ %s", i ? ",\n    " : "",
 			   ro ? "const " : "", g->c.d->storage[b->dtype], g->c.bufname[bid]);
 	}
+	for (int i = 0; i < ln->ntmaps; i++)
+		buf_printf(o, ",\n    const __grid_constant__ tir_tmap tir_tmap%d", i);
 	buf_puts(o, ")\n{\n");
 	if (carve.s)
 		buf_puts(o, carve.s);
 	free(carve.s);
+	if (tl) {
+		buf_printf(o, "    if (threadIdx.x == 0 && threadIdx.y == 0) {\n"
+			   "        for (int tir_q = 0; tir_q < %d; ++tir_q) {\n"
+			   "            tir_mbar_init(tir_bar + tir_q, 1);\n"
+			   "            tir_mbar_init(tir_bar + %d + tir_q, %lld);\n"
+			   "        }\n"
+			   "        tir_mbar_init_fence();\n"
+			   "    }\n"
+			   "    __syncthreads();\n", tma_stages, tma_stages,
+			   (long long)g->tma_wgs * 128);
+	}
 	/* local buffers allocated at top level and only used here */
 	for (int i = 0; i < p->nbufs; i++) {
 		const tir_alloc *a = &L->alloc[i];
@@ -1771,6 +2141,17 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	g.c.swizzled = g.swz;
 	bool tensor = false;
 	scan_fragment(&g, p->root, &tensor);
+	/* the kernels first, into their own text: the prelude depends on them */
+	tir_buf kern = { 0 };
+	g.c.out = &kern;
+	g.nargs = code->nargs;
+	for (int i = 0, k = 0; i < p->root->nkids && !g.failed; i++) {
+		if (!lower_has_blocks(p->root->kids[i]))
+			continue;
+		cu_kernel(&g, p->root->kids[i], k, owner, code, &code->launches[k]);
+		k++;
+	}
+	g.c.out = &o;
 	buf_puts(&o, cuda_prelude);
 	buf_puts(&o, cuda_async_prelude);   /* every source alike, pipelined or not */
 	if (tensor)
@@ -1787,14 +2168,18 @@ static tir_code *cuda_generate(const tir_program *p, const tir_target *t,
 	for (int i = 0; i < p->nbufs; i++)
 		any_smem |= L.alloc[i].used && L.alloc[i].compact &&
 			    p->bufs[i]->scope == TIR_SCOPE_SHARED;
+	if (g.tma_ranks) {
+		buf_puts(&o, cuda_tma_prelude);
+		for (int r = 1; r <= TIR_TMAP_RANK; r++)
+			if (g.tma_ranks & (1u << r))
+				tma_load_fn(&o, r);
+		buf_puts(&o, "\n");
+	}
 	if (any_smem)
 		buf_puts(&o, "extern __shared__ __align__(128) unsigned char tir_smem[];\n\n");
-	for (int i = 0, k = 0; i < p->root->nkids && !g.failed; i++) {
-		if (!lower_has_blocks(p->root->kids[i]))
-			continue;
-		cu_kernel(&g, p->root->kids[i], k, owner, code, &code->launches[k]);
-		k++;
-	}
+	if (kern.s)
+		buf_puts(&o, kern.s);
+	free(kern.s);
 	code->nlaunches = nk;
 	code->unrolled_blocks = cuda_unrolled_blocks(p->root);
 	code->source = buf_take(&o);

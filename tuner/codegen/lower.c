@@ -352,8 +352,162 @@ bool lower_holds_wgmma(const tir_stmt *s)
 	return false;
 }
 
+bool lower_tma_loop(const tir_lowered *L, const tir_stmt *loop)
+{
+	for (int i = 0; i < loop->nann; i++)
+		if (!strcmp(loop->ann[i].key, "tma"))
+			return loop->ann[i].value > 0 && lower_pipeline_stages(L, loop) >= 2;
+	return false;
+}
+
+const tir_stmt *lower_find_tma(const tir_lowered *L, const tir_stmt *s)
+{
+	if (s->kind == STMT_FOR && lower_tma_loop(L, s))
+		return s;
+	for (int k = 0; k < s->nkids; k++) {
+		const tir_stmt *t = lower_find_tma(L, s->kids[k]);
+		if (t)
+			return t;
+	}
+	return NULL;
+}
+
+/* Index e (of block b) as origin + one loop of st[0..nl) with unit stride:
+ * *which is that loop (-1: none), *origin the rest.  false when e is not
+ * affine or a stage loop enters it otherwise. */
+static bool origin_plus_loop(tir_lowered *L, const tir_block *b, tir_expr *e,
+			     const tir_stmt *const *st, int nl, int *which, tir_expr **origin)
+{
+	/* loops of one iteration are 0 */
+	tir_subst z = { L->p->nvars, xcalloc((size_t)L->p->nvars + 1, sizeof(tir_expr *)) };
+	for (int k = 0; k < nl; k++)
+		if (st[k]->extent == 1)
+			z.map[st[k]->var->id] = mk_int(&L->arena, 0);
+	tir_affine f;
+	bool ok = affine_of(lower_simplify(L, expr_subst(&L->arena, lower_bind(L, b, e), &z)), &f);
+	free(z.map);
+	if (!ok)
+		return false;
+	*which = -1;
+	int at = -1;
+	for (int t = 0; t < f.nterms; t++)
+		for (int k = 0; k < nl; k++) {
+			bool here = f.var[t] ? f.var[t] == st[k]->var
+				  : expr_uses_var(f.opaque[t], st[k]->var);
+			if (!here)
+				continue;
+			if (!f.var[t] || f.coef[t] != 1 || *which >= 0)
+				return false;
+			*which = k;
+			at = t;
+		}
+	if (at >= 0)
+		f.coef[at] = 0;
+	*origin = lower_simplify(L, affine_to_expr(&L->arena, &f));
+	return true;
+}
+
+int lower_tma_stage(tir_lowered *L, const tir_stmt *loop, const tir_stmt *child,
+		    lower_tma_copy *out, tir_error *err)
+{
+	/* the chain of loops down to the block */
+	const tir_stmt *st[TIR_MAX_ITERS + 1];
+	int nl = 0;
+	const tir_stmt *s = child;
+	while (s->kind == STMT_FOR && nl < TIR_MAX_ITERS) {
+		if (s->loop_kind != LOOP_SERIAL && s->loop_kind != LOOP_UNROLLED)
+			return tir_fail(err, "tma: loop \"%s\" of the copy into a pipeline "
+					"stage is %s, not serial", s->var->name,
+					loop_kind_name(s->loop_kind));
+		st[nl++] = s;
+		if (s->nkids != 1)
+			return tir_fail(err, "tma: loop \"%s\" of a pipeline stage holds %d "
+					"statements, not one nest", s->var->name, s->nkids);
+		s = s->kids[0];
+	}
+	if (s->kind != STMT_BLOCK)
+		return tir_fail(err, "tma: a pipeline stage of loop \"%s\" is not one loop "
+				"nest over one block", loop->var->name);
+	const tir_block *b = s->block;
+	const tir_expr *v = b->value;
+	if (b->reduce != REDUCE_NONE || b->predicate || v->kind != E_LOAD ||
+	    v->buf->dtype != b->store->dtype)
+		return tir_fail(err, "tma: block \"%s\" is not a plain copy (no predicate, "
+				"no conversion)", b->name);
+	const tir_buffer *dst = b->store, *src = v->buf;
+	const tir_alloc *ad = &L->alloc[dst->id], *as = &L->alloc[src->id];
+	if (src->scope != TIR_SCOPE_GLOBAL || as->compact)
+		return tir_fail(err, "tma: block \"%s\" copies from \"%s\", not a buffer "
+				"the kernel takes", b->name, src->name);
+	if (src->ndim > TIR_TMAP_RANK)
+		return tir_fail(err, "tma: \"%s\" has %d dimensions, at most %d", src->name,
+				src->ndim, TIR_TMAP_RANK);
+	out->dst = dst;
+	out->src = src;
+	/* the stage loops in the order of dst's dimensions, each covering one
+	 * whole dimension of dst's allocation, which starts at the box */
+	int dorder[TIR_MAX_DIMS], nd = 0;
+	tir_expr *dorig[TIR_MAX_DIMS];
+	bool used[TIR_MAX_ITERS + 1] = { false };
+	for (int d = 0; d < dst->ndim; d++) {
+		int k;
+		if (!origin_plus_loop(L, b, b->store_idx[d], st, nl, &k, &dorig[d]))
+			return tir_fail(err, "tma: index %d of \"%s\" in block \"%s\" is not an "
+					"origin plus one loop of the stage", d, dst->name, b->name);
+		int64_t ext = k >= 0 ? st[k]->extent : 1;
+		if (ext != ad->extent[d])
+			return tir_fail(err, "tma: the stage covers %lld of the %lld elements of "
+					"\"%s\" along dimension %d", (long long)ext,
+					(long long)ad->extent[d], dst->name, d);
+		if (k >= 0 && ext > 1) {
+			if (used[k])
+				return tir_fail(err, "tma: loop \"%s\" indexes two dimensions of \"%s\"",
+						st[k]->var->name, dst->name);
+			used[k] = true;
+			dorder[nd++] = k;
+		}
+	}
+	for (int k = 0; k < nl; k++)
+		if (!used[k] && st[k]->extent > 1)
+			return tir_fail(err, "tma: loop \"%s\" of the stage indexes no dimension "
+					"of \"%s\"", st[k]->var->name, dst->name);
+	int64_t stride = 1;
+	for (int d = dst->ndim - 1; d >= 0; d--) {
+		if (ad->extent[d] > 1 && ad->stride[d] != stride)
+			return tir_fail(err, "tma: \"%s\" is padded (storage_align)", dst->name);
+		stride *= ad->extent[d];
+	}
+	tir_expr *off = lower_offset(L, dst, dst->ndim, dorig);
+	if (off->kind != E_INT || off->ival != 0)
+		return tir_fail(err, "tma: the box of block \"%s\" does not start at the "
+				"first element of \"%s\"", b->name, dst->name);
+	/* src: a box, the same loops in the same order (the box's elements
+	 * land in dst's row-major order), its innermost dimension dst's */
+	int so = 0, last = -1;
+	for (int d = 0; d < src->ndim; d++) {
+		int k;
+		if (!origin_plus_loop(L, b, v->idx[d], st, nl, &k, &out->origin[d]))
+			return tir_fail(err, "tma: index %d of \"%s\" in block \"%s\" is not an "
+					"origin plus one loop of the stage (a gather, not a box)", d,
+					src->name, b->name);
+		out->ext[d] = k >= 0 ? st[k]->extent : 1;
+		if (out->ext[d] > 1) {
+			if (so >= nd || dorder[so] != k)
+				return tir_fail(err, "tma: block \"%s\" reorders the dimensions of "
+						"\"%s\" into \"%s\"", b->name, src->name, dst->name);
+			so++;
+			last = d;
+		}
+	}
+	if (so != nd || last != src->ndim - 1 || ad->extent[dst->ndim - 1] != out->ext[last])
+		return tir_fail(err, "tma: block \"%s\" does not copy rows of \"%s\" into rows "
+				"of \"%s\"", b->name, src->name, dst->name);
+	return 0;
+}
+
 /* Gives the buffers of the copy stages of every pipelined loop their ring:
- * S copies, one more where warpgroup MMAs read them (lower_holds_wgmma). */
+ * S copies, one more where warpgroup MMAs read them (lower_holds_wgmma)
+ * unless mbarriers hand the copies over (lower_tma_loop). */
 static void rings(tir_lowered *L, const tir_stmt *s)
 {
 	for (int k = 0; k < s->nkids; k++)
@@ -361,7 +515,7 @@ static void rings(tir_lowered *L, const tir_stmt *s)
 	int S = lower_pipeline_stages(L, s);
 	if (S < 2)
 		return;
-	int copies = S + (lower_holds_wgmma(s) ? 1 : 0);
+	int copies = S + (lower_holds_wgmma(s) && !lower_tma_loop(L, s) ? 1 : 0);
 	bool *written = xcalloc((size_t)L->p->nbufs + 1, 1);
 	stmt_visit_blocks((tir_stmt *)s, mark_written, written);
 	for (int k = 0; k < s->nkids; k++) {

@@ -40,6 +40,11 @@ const tir_intrin *intrin_find(const char *name)
 	return NULL;
 }
 
+int64_t intrin_lanes(const tir_intrin *in)
+{
+	return in->unit == INTRIN_WARPGROUP ? 128 : 32;
+}
+
 const tir_intrin *intrin_of_loop(const tir_stmt *l)
 {
 	if (!l || l->kind != STMT_FOR)

@@ -449,6 +449,10 @@ const tir_intrin *intrin_find(const char *name);        /* NULL if unknown */
  * index in tir_intrins; intrin_of_loop reads it back (NULL: none). */
 #define TIR_TENSORIZE_ANN "tensorize"
 const tir_intrin *intrin_of_loop(const tir_stmt *l);
+/* The threads that call intrinsic `in` together, its lanes along
+ * threadIdx.x: 32 (a warp) or 128 (a warpgroup).  A kernel launches at
+ * least that many along threadIdx.x, bound loops or not. */
+int64_t intrin_lanes(const tir_intrin *in);
 
 /* One access of a matched block: its buffer, its indices in loop variables
  * (block iterators replaced by their bindings), and the dimensions that hold

@@ -106,6 +106,11 @@ typedef struct cu_api {
 	CUresult (*GraphLaunch)(CUgraphExec, CUstream);
 	CUresult (*GraphExecDestroy)(CUgraphExec);
 	CUresult (*GraphDestroy)(CUgraph);
+	CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+					 const cuuint64_t *, const cuuint64_t *,
+					 const cuuint32_t *, const cuuint32_t *,
+					 CUtensorMapInterleave, CUtensorMapSwizzle,
+					 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 } cu_api;
 
 /* Every entry point with the exported names to try, newest first (cuda.h
@@ -142,6 +147,7 @@ static const struct { size_t off; const char *names[3]; } cu_syms[] = {
 	CU_SYM(GraphLaunch, "cuGraphLaunch"),
 	CU_SYM(GraphExecDestroy, "cuGraphExecDestroy"),
 	CU_SYM(GraphDestroy, "cuGraphDestroy"),
+	CU_SYM(TensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
 };
 
 /* Loads the driver; 0, or -1 with a message in msg. */
@@ -223,6 +229,11 @@ typedef struct cuda_ctx {
 	CUfunction *fn;
 	CUdeviceptr *dptr;
 	void **params;
+	/* per launch, what it takes: params, or params and its tensor maps
+	 * (launch_params) */
+	void ***lparams;
+	void **tparams;
+	CUtensorMap *tmaps;
 	CUevent start, stop;
 	CUdeviceptr flush;
 	size_t flush_bytes;
@@ -249,10 +260,80 @@ static int launch_all(cuda_ctx *x, tir_child_report *rep)
 					(unsigned)dim(l->grid[1]), (unsigned)dim(l->grid[2]),
 					(unsigned)dim(l->block[0]), (unsigned)dim(l->block[1]),
 					(unsigned)dim(l->block[2]), (unsigned)l->shared_bytes,
-					x->stream, x->params, NULL),
+					x->stream, x->lparams ? x->lparams[i] : x->params, NULL),
 		       "launching %s (grid %dx%dx%d, block %dx%dx%d, %d B shared)",
 		       l->name, l->grid[0], l->grid[1], l->grid[2], l->block[0],
 		       l->block[1], l->block[2], l->shared_bytes);
+	}
+	return 0;
+}
+
+static int out_of_memory(tir_child_report *rep, const char *what);
+
+/* x->lparams: for each launch, the device pointers of the arguments and
+ * then the tensor maps it takes (tir_launch.tmaps), encoded for those
+ * pointers: a dense view of the argument, boxes of the given extents,
+ * 128-byte swizzle, elements moved as unsigned integers of their size. */
+static int launch_params(cuda_ctx *x, tir_child_report *rep)
+{
+	const cu_api *cu = &x->cu;
+	const tir_code *c = x->c;
+	int nt = 0;
+	for (int i = 0; i < c->nlaunches; i++)
+		nt += c->launches[i].ntmaps;
+	x->lparams = calloc((size_t)c->nlaunches + 1, sizeof *x->lparams);
+	if (!x->lparams)
+		return out_of_memory(rep, "the launch parameters");
+	if (nt == 0) {
+		for (int i = 0; i < c->nlaunches; i++)
+			x->lparams[i] = x->params;
+		return 0;
+	}
+	const size_t per = (size_t)c->nargs + TIR_MAX_TMAPS;
+	x->tparams = calloc(per * (size_t)c->nlaunches + 1, sizeof *x->tparams);
+	x->tmaps = aligned_alloc(64, (size_t)nt * sizeof *x->tmaps);
+	if (!x->tparams || !x->tmaps)
+		return out_of_memory(rep, "the tensor maps");
+	for (int i = 0, k = 0; i < c->nlaunches; i++) {
+		const tir_launch *l = &c->launches[i];
+		void **p = x->tparams + per * (size_t)i;
+		memcpy(p, x->params, (size_t)c->nargs * sizeof *p);
+		for (int j = 0; j < l->ntmaps && j < TIR_MAX_TMAPS; j++, k++) {
+			const tir_tmap_info *m = &l->tmaps[j];
+			static const CUtensorMapDataType types[9] = {
+				[1] = CU_TENSOR_MAP_DATA_TYPE_UINT8, [2] = CU_TENSOR_MAP_DATA_TYPE_UINT16,
+				[4] = CU_TENSOR_MAP_DATA_TYPE_UINT32, [8] = CU_TENSOR_MAP_DATA_TYPE_INT64,
+			};
+			if (m->arg < 0 || m->arg >= c->nargs || m->rank < 1 ||
+			    m->rank > TIR_TMAP_RANK || m->elem_bytes < 1 || m->elem_bytes > 8 ||
+			    (m->elem_bytes & (m->elem_bytes - 1))) {
+				snprintf(rep->msg, sizeof rep->msg, "cuda: kernel %s: tensor map %d is "
+					 "malformed (argument %d, rank %d, %d-byte elements)", l->name,
+					 j, m->arg, m->rank, m->elem_bytes);
+				rep->status = TIR_MEASURE_RUN_ERROR;
+				return -1;
+			}
+			cuuint64_t dims[TIR_TMAP_RANK], strides[TIR_TMAP_RANK];
+			cuuint32_t box[TIR_TMAP_RANK], one[TIR_TMAP_RANK];
+			for (int d = 0; d < m->rank; d++) {
+				dims[d] = (cuuint64_t)m->dims[d];
+				strides[d] = d + 1 < m->rank ? (cuuint64_t)m->strides[d + 1] : 0;
+				box[d] = (cuuint32_t)m->box[d];
+				one[d] = 1;
+			}
+			CU_TRY(cu->TensorMapEncodeTiled(&x->tmaps[k], types[m->elem_bytes],
+							(cuuint32_t)m->rank,
+							(void *)(uintptr_t)x->dptr[m->arg], dims,
+							strides, box, one,
+							CU_TENSOR_MAP_INTERLEAVE_NONE,
+							CU_TENSOR_MAP_SWIZZLE_128B,
+							CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+							CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+			       "kernel %s: encoding tensor map %d (of \"%s\")", l->name, j,
+			       c->args[m->arg].name);
+			p[c->nargs + j] = &x->tmaps[k];
+		}
+		x->lparams[i] = p;
 	}
 	return 0;
 }
@@ -435,6 +516,8 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 			return cu_fail(cu, rep, r, "copying \"%s\" to the device", a->name);
 	}
 
+	if (launch_params(x, rep))
+		return -1;
 	/* One run, for the output. */
 	if (launch_all(x, rep))
 		return -1;
@@ -769,7 +852,7 @@ static int item_run(cuda_batch *b, const tir_artifact *a, const tir_code *c,
 		return out_of_memory(rep, "the arguments");
 	CU_TRY(cu->ModuleLoadData(&b->mod, a->image),
 	       "loading the cubin for sm_%d on a device of sm_%d", a->sm, b->sm);
-	if (get_kernels(x, b->mod, rep) || bind_args(b, c, rep) ||
+	if (get_kernels(x, b->mod, rep) || bind_args(b, c, rep) || launch_params(x, rep) ||
 	    check_output(b, c, rep, max_rel_error))
 		return -1;
 	if (b->o->no_timing)
@@ -801,6 +884,12 @@ static void item_release(cuda_batch *b)
 	free(x->fn);
 	free(x->dptr);
 	free(x->params);
+	free(x->lparams);
+	free(x->tparams);
+	free(x->tmaps);
+	x->lparams = NULL;
+	x->tparams = NULL;
+	x->tmaps = NULL;
 	b->scratch = NULL;
 	x->fn = NULL;
 	x->dptr = NULL;

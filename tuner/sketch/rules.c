@@ -159,7 +159,17 @@ int sketch_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 int sketch_pipeline(tir_sched *s, const tir_target *t, int n, const int *loops,
 		    tir_error *err)
 {
-	static const int64_t stages[] = { 1, 2, 3 };
+	static const int64_t cp_stages[] = { 1, 2, 3 }, tma_stages[] = { 2, 3, 4 };
+	/* loops annotated "tma" already (TMA copies from a producer warpgroup,
+	 * codegen/lower.c lower_tma_loop): at least two stages, the ring
+	 * handed over by mbarriers, no copy more for warpgroup MMAs */
+	bool tma = false;
+	for (int i = 0; i < n; i++) {
+		const tir_stmt *l = s->rv[loops[i]].loop;
+		for (int a = 0; a < l->nann; a++)
+			tma |= !strcmp(l->ann[a].key, "tma") && l->ann[a].value > 0;
+	}
+	const int64_t *stages = tma ? tma_stages : cp_stages;
 	/* only as many copies as fit beside what the program already holds */
 	tir_lowered L;
 	int64_t bytes = 0;
@@ -172,7 +182,7 @@ int sketch_pipeline(tir_sched *s, const tir_target *t, int n, const int *loops,
 	}
 	/* a loop of warpgroup MMAs keeps one ring copy more (lower_holds_wgmma) */
 	bool wg = false;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !tma; i++)
 		wg = wg || lower_holds_wgmma(s->rv[loops[i]].loop);
 	int ns = 1;
 	while (ns < 3 && bytes * (stages[ns] + (wg ? 1 : 0)) <= t->max_shared_per_block)

@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sketch.h"
+#include "../codegen/codegen.h"
 
 #define TRY SKETCH_TRY
 #define MAX_WARPS 8
@@ -651,20 +652,40 @@ static int stage(tir_sched *s, int block, const tir_buffer *buf, const char *fra
 	return 0;
 }
 
-/* The stage of operand `buf` for the warpgroup MMA: shared memory at k0
- * with a cooperative fetch (threadIdx.y x threadIdx.x of 128 x a sampled
- * vector), read by the MMA itself.  No storage_align: codegen lays the
- * buffer out in swizzled 128-byte atoms, which needs dense rows and keeps
- * the banks apart itself. */
-static int stage_wg(tir_sched *s, int block, const tir_buffer *buf, int k0, int64_t wgs,
-		    tir_error *err)
+/* The stage of operand `buf` for the warpgroup MMA: shared memory at k0,
+ * read by the MMA itself; returns its block's RV (the caller picks the
+ * fetch).  No storage_align: codegen lays the buffer out in swizzled
+ * 128-byte atoms, which needs dense rows and keeps the banks apart itself. */
+static int stage_wg(tir_sched *s, int block, const tir_buffer *buf, int k0, tir_error *err)
 {
 	int ri, sh;
 	TRY(ri = read_of(s, block, buf, err), "stage");
 	TRY(sh = tir_cache_read(s, block, ri, "shared", err), "cache_read shared");
 	TRY(inline_into(s, sh, err), "inline the operand's stages");
 	TRY(tir_compute_at(s, sh, k0, err), "shared at K0");
-	return coop_fetch(s, sh, k0, wgs, 128, err);
+	return sh;
+}
+
+/* Whether every copy stage at loop k0 can be fetched by the tensor memory
+ * accelerator (lower_tma_stage: boxes of what the kernel takes; an im2col
+ * gather or a padded read is not one). */
+static bool tma_fetchable(tir_sched *s, const tir_target *t, int k0)
+{
+	tir_lowered L;
+	if (t->sm < 90 || lower_program(s->p, t, &L, NULL))
+		return false;
+	const tir_stmt *l = s->rv[k0].loop;
+	int n = 0;
+	bool ok = true;
+	for (int k = 0; k < l->nkids && ok; k++) {
+		lower_tma_copy x;
+		if (!lower_copy_stage(&L, l, l->kids[k]))
+			continue;
+		ok = lower_tma_stage(&L, l, l->kids[k], &x, NULL) == 0;
+		n++;
+	}
+	lower_free(&L);
+	return ok && n > 0;
 }
 
 /* The tensorized rows x cols tiles of a 2-D nest: the last two loops split
@@ -879,8 +900,21 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 	TRY(init = tir_decompose_reduction(s, b, K[0], err), "decompose_reduction");
 	TRY(tile_2d(s, init, ty, intrin_name(INTRIN_FILL, in, acc, unit, wn), tm, wn, err), "fill");
 	if (wg) {
-		TRY(stage_wg(s, b, f.a, K[0], warps, err), "stage a");
-		TRY(stage_wg(s, b, f.bb, K[0], warps, err), "stage b");
+		int sa, sb;
+		TRY(sa = stage_wg(s, b, f.a, K[0], err), "stage a");
+		TRY(sb = stage_wg(s, b, f.bb, K[0], err), "stage b");
+		/* the fetch: where both stages are boxes of what the kernel takes,
+		 * the tensor memory accelerator from a producer warpgroup (3 in
+		 * 4: on the H200 it took a 4096^3 float16 matmul from 0.63x to
+		 * 0.96x cuBLAS, bench/results/2026-11-30-h200-wgmma-ws-probe.txt),
+		 * else a cooperative cp.async fetch by all threads.  A choice of
+		 * the sketch like the width: the fetch's loops differ */
+		if (tma_fetchable(s, t, K[0]) && sched_rand(s) % 4 != 0) {
+			TRY(tir_annotate(s, K[0], "tma", 1, err), "annotate tma");
+		} else {
+			TRY(coop_fetch(s, sa, K[0], warps, 128, err), "fetch a");
+			TRY(coop_fetch(s, sb, K[0], warps, 128, err), "fetch b");
+		}
 	} else {
 		TRY(stage(s, b, f.a, "wmma.matrix_a", intrin_name(INTRIN_LOAD_A, in, acc, unit, 16),
 			  K[0], K[1], warps, err), "stage a");

@@ -82,6 +82,9 @@ static int64_t launch_threads(const tir_stmt *s, int64_t ext[3])
 		if (s->extent > ext[d])
 			ext[d] = s->extent;
 	}
+	const tir_intrin *in = s->kind == STMT_FOR ? intrin_of_loop(s) : NULL;
+	if (in && intrin_lanes(in) > ext[0])
+		ext[0] = intrin_lanes(in);
 	for (int i = 0; i < s->nkids; i++)
 		launch_threads(s->kids[i], ext);
 	return (ext[0] > 0 ? ext[0] : 1) * (ext[1] > 0 ? ext[1] : 1) * (ext[2] > 0 ? ext[2] : 1);
@@ -220,6 +223,8 @@ static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orien
 				c->t->sm / 10, c->t->sm % 10);
 	tir_stmt *k = vfy_kernel_of(l);
 	int64_t ext[3] = { 0, 0, 0 }, threads = launch_threads(k, ext);
+	if (lower_find_tma(L, k))   /* the producer warpgroup */
+		threads += threads / (ext[1] > 0 ? ext[1] : 1);
 	int64_t lanes = ext[0], warp = c->t->warp_size > 0 ? c->t->warp_size : 32;
 	if (wg)
 		warp *= 4;

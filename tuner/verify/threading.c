@@ -293,6 +293,9 @@ static int check_loops(kernel *kn, tir_stmt *s, tir_error *err)
 							"outermost", s->var->name, tag_name(s->tag),
 							q->var->name, kind_of(q));
 	}
+	const tir_intrin *in = s->kind == STMT_FOR ? intrin_of_loop(s) : NULL;
+	if (in && intrin_lanes(in) > kn->launch[TIR_THREAD_X])
+		kn->launch[TIR_THREAD_X] = intrin_lanes(in);
 	for (int i = 0; i < s->nkids; i++)
 		if (check_loops(kn, s->kids[i], err))
 			return -1;
@@ -486,6 +489,10 @@ static int check_kernel(vfy_ctx *c, const tir_lowered *L, tir_stmt *k, tir_error
 	for (int t = TIR_THREAD_X; t <= TIR_THREAD_Z; t++)
 		if (kn.launch[t] > 0)
 			threads *= kn.launch[t];
+	/* a TMA pipeline's producer warpgroup: one more along threadIdx.y */
+	const tir_stmt *tma = L ? lower_find_tma(L, k) : NULL;
+	if (tma)
+		threads += threads / (kn.launch[TIR_THREAD_Y] > 0 ? kn.launch[TIR_THREAD_Y] : 1);
 	tir_block *first = NULL;
 	stmt_blocks(k, &first, 1);
 	const char *kname = first ? arena_printf(&c->arena, "the kernel of block \"%s\"",
@@ -511,6 +518,8 @@ static int check_kernel(vfy_ctx *c, const tir_lowered *L, tir_stmt *k, tir_error
 				"(NVRTC would take seconds to minutes to compile it)", kname,
 				(long long)copies, VFY_MAX_UNROLLED);
 	int64_t shared = shared_bytes(c, L, k);
+	if (tma)
+		shared += 16 * lower_pipeline_stages(L, tma);
 	if (shared > c->t->max_shared_per_block)
 		return tir_fail(err, "threading: shared memory %lld bytes exceeds the limit %d "
 				"of %s (in %s)", (long long)shared, c->t->max_shared_per_block,
