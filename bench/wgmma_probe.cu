@@ -16,8 +16,13 @@
  * wgmma.m64nBNk16 from shared memory; K in tiles
  * of 64 (128 bytes a row: the 128-byte swizzle, 8-row atoms of 1 KB),
  * fetched by cp.async into 4 ring slots, 2 tiles ahead; one barrier and one
- * wgmma group (waited for) per K tile.  Prints the kernel's and cuBLAS's
- * median time over 20 runs and the largest difference from cuBLAS's C.
+ * wgmma group (waited for) per K tile.  With PROBE_WS, a third warpgroup
+ * fetches instead (TMA or cp.async) and mbarriers hand the ring slots over:
+ * what tird's "tma" pipelines generate (bench/results/2026-11-30-h200-wgmma-ws-probe.txt).
+ * Prints the kernel's and cuBLAS's median time over 20 runs and the
+ * largest difference from cuBLAS's C.
+ *
+ *   nvcc ... -DPROBE_WS=1 -DPROBE_BN=256 bench/wgmma_probe.cu -L/usr/local/cuda/lib64/stubs -lcublas -lcuda
  */
 #include <cstdio>
 #include <cstdlib>
