@@ -19,7 +19,7 @@
 
 /* ---- features.c ---------------------------------------------------------- */
 
-#define CM_NFEATURES 79
+#define CM_NFEATURES 80
 
 /* The names of the features, for people and for the evaluation. */
 extern const char *const cm_feature_names[CM_NFEATURES];

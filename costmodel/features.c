@@ -72,8 +72,12 @@ enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE,
 	*  pipeline        stages of the deepest software-pipelined loop (1: none)
 	*  wgmma_frac      fraction of ops under a warpgroup MMA (wgmma: twice a
 	*                  warp MMA's throughput, operands read from shared
-	*                  memory by the tensor cores themselves) */
-       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_WGMMA_FRAC, F_END };
+	*                  memory by the tensor cores themselves)
+	*  tma             1 if a pipelined loop's copies come from the tensor
+	*                  memory accelerator, issued by a producer warpgroup
+	*                  (lower_tma_loop; its copy blocks count above as if
+	*                  every thread ran their loops) */
+       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_WGMMA_FRAC, F_TMA, F_END };
 
 _Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
 
@@ -94,7 +98,7 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	"traffic_reg", "traffic_l1", "traffic_l2", "traffic_llc",
 	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
 	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
-	"tensor_frac", "mma_per_frag", "pipeline", "wgmma_frac",
+	"tensor_frac", "mma_per_frag", "pipeline", "wgmma_frac", "tma",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
@@ -596,6 +600,7 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 	out[F_MMA_PER_FRAG] = c.frag_loads > 0 ? lg(c.mma / c.frag_loads) : 0;
 	out[F_PIPELINE] = (float)pipeline_stages(&c.L, p->root);
 	out[F_WGMMA_FRAC] = c.flops > 0 ? (float)(c.wg_flops / c.flops) : 0;
+	out[F_TMA] = lower_find_tma(&c.L, p->root) ? 1 : 0;
 	for (int i = 0; i < CM_NFEATURES; i++)
 		if (!isfinite(out[i]))
 			out[i] = 0;

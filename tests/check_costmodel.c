@@ -150,6 +150,23 @@ START_TEST(features_see_tensor_cores)
 		tir_sched_free(s);
 	}
 	ck_assert_msg(piped > 0, "no pipelined candidate in 12 seeds");
+	/* warpgroup MMAs, and the TMA pipelines among them as the code has them */
+	int wf = feature("wgmma_frac"), tma = feature("tma"), with = 0, without = 0;
+	for (uint64_t seed = 1; seed <= 16; seed++) {
+		s = tir_sched_new(w, seed, &err);
+		ck_assert_msg(sketch_wgmma_apply(s, &sm90, &err) == 0, "%s", err.msg);
+		const tir_program *p = tir_sched_program(s);
+		ck_assert(cm_features(p, &sm90, f, &err) == 0);
+		ck_assert_msg(f[wf] > 0.99f, "seed %llu: wgmma_frac %g", (unsigned long long)seed, f[wf]);
+		tir_code *c = tir_codegen(p, &sm90, &err);
+		ck_assert_msg(c, "%s", err.msg);
+		ck_assert_int_eq((int)f[tma], c->launches[0].ntmaps > 0);
+		with += f[tma] > 0;
+		without += f[tma] == 0;
+		tir_code_free(c);
+		tir_sched_free(s);
+	}
+	ck_assert_msg(with > 0 && without > 0, "16 seeds: %d with TMA, %d without", with, without);
 	tir_workload_free(w);
 }
 END_TEST
