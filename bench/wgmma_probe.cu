@@ -72,7 +72,9 @@
  * 128-byte swizzle done by the copy engine, a CUtensorMap per operand made
  * on the host); 2: the producer's 128 threads fetch with cp.async and signal
  * with cp.async.mbarrier.arrive.  PROBE_REG (with PROBE_WS): setmaxnreg moves
- * registers from the producer (40) to the MMA warpgroups (232). */
+ * registers from the producer (40) to the MMA warpgroups (232).  With
+ * PROBE_WS the printed "ahead" and "in flight" do not apply: the producer
+ * fills every free slot, the MMA warpgroups leave one group in flight. */
 #ifndef PROBE_WS
 #define PROBE_WS 0
 #endif
@@ -136,6 +138,20 @@ __device__ __forceinline__ void wgmma_256(float *d, uint64_t a, uint64_t b)
 		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
 		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 		     : "l"(a), "l"(b), "r"(1), "n"(PROBE_BKN));
+}
+
+/* A warpgroup's 64 x BN accumulator tile into C at (r0, n0): warp w of the
+ * warpgroup holds rows 16w..16w+15; lane l's d[4i..4i+3] are (l/4,
+ * 8i + 2(l%4) + {0,1}) and 8 rows below. */
+__device__ __forceinline__ void store_acc(float *C, const float *d, int r0, int n0, int N)
+{
+	const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
+	const int row = r0 + w * 16 + l / 4;
+	for (int i = 0; i < BN / 8; i++) {
+		int col = n0 + 8 * i + 2 * (l % 4);
+		*(float2 *)&C[(size_t)row * N + col] = make_float2(d[4 * i], d[4 * i + 1]);
+		*(float2 *)&C[(size_t)(row + 8) * N + col] = make_float2(d[4 * i + 2], d[4 * i + 3]);
+	}
 }
 
 __global__ void __launch_bounds__(THREADS, 1)
@@ -203,15 +219,7 @@ probe(const __half *__restrict__ A, const __half *__restrict__ B, float *__restr
 		asm volatile("wgmma.wait_group.sync.aligned " STR(PROBE_WAIT) ";\n" ::: "memory");
 	}
 	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-	/* the accumulator: warp w of the warpgroup holds rows 16w..16w+15; lane
-	 * l's d[4i..4i+3] are (l/4, 8i + 2(l%4) + {0,1}) and 8 rows below */
-	const int w = (tid % 128) / 32, l = tid % 32;
-	const int row = m0 + wg * 64 + w * 16 + l / 4;
-	for (int i = 0; i < BN / 8; i++) {
-		int col = n0 + 8 * i + 2 * (l % 4);
-		*(float2 *)&C[(size_t)row * N + col] = make_float2(d[4 * i], d[4 * i + 1]);
-		*(float2 *)&C[(size_t)(row + 8) * N + col] = make_float2(d[4 * i + 2], d[4 * i + 3]);
-	}
+	store_acc(C, d, m0 + wg * 64, n0, N);
 }
 
 /* mbarrier primitives (shared-memory addresses) */
@@ -327,13 +335,7 @@ probe_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtens
 			mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
 	}
 	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-	const int w = (tid % 128) / 32, l = tid % 32;
-	const int row = m0 + cw * 64 + w * 16 + l / 4;
-	for (int i = 0; i < BN / 8; i++) {
-		int col = n0 + 8 * i + 2 * (l % 4);
-		*(float2 *)&C[(size_t)row * N + col] = make_float2(d[4 * i], d[4 * i + 1]);
-		*(float2 *)&C[(size_t)(row + 8) * N + col] = make_float2(d[4 * i + 2], d[4 * i + 3]);
-	}
+	store_acc(C, d, m0 + cw * 64, n0, N);
 }
 
 /* A 2-D tensor map of a row-major float16 matrix rows x cols, boxes of

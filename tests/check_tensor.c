@@ -114,6 +114,38 @@ static void run_on_cpu(const char *name, const tir_workload *w, tir_sched *s)
 	tir_code_free(c);
 }
 
+/* Candidate s of w (code c): its trace replays to the same code, which
+ * NVRTC compiles for sm_90 (where libtir has CUDA). */
+static void replays_and_compiles(const char *name, const tir_workload *w, tir_sched *s,
+				 const tir_code *c)
+{
+	tir_error err = { "" };
+	char *trace = tir_sched_trace(s);
+	tir_sched *r = tir_sched_new(w, 999, &err);
+	ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s: replay: %s", name, err.msg);
+	tir_code *rc = tir_codegen(tir_sched_program(r), &sm90, &err);
+	ck_assert_msg(rc && !strcmp(rc->source, c->source), "%s: replay differs", name);
+	ck_assert(strstr(trace, "\"tensorize\""));
+	tir_code_free(rc);
+	tir_sched_free(r);
+	free(trace);
+#ifdef HAVE_CUDA
+	char *cubin = NULL;
+	size_t size = 0;
+	if (tir_nvrtc_compile(c->source, 90, &cubin, &size, &err)) {
+		FILE *f = fopen("/tmp/check_tensor-failed.cu", "w");
+		if (f) {
+			fputs(c->source, f);
+			fclose(f);
+		}
+		ck_abort_msg("%s: NVRTC (source in /tmp/check_tensor-failed.cu): %.400s", name,
+			     err.msg);
+	}
+	ck_assert(size > 0);
+	free(cubin);
+#endif
+}
+
 /* NCAND candidates of sketch d for product i: valid, their code has every
  * operation of `ops`, replayed to the same code, compiled by NVRTC, the
  * small ones right on the CPU. */
@@ -149,30 +181,7 @@ static void candidates(int i, const sketch_def *d, const char *const *ops)
 		for (int k = 0; ops[k]; k++)
 			ck_assert_msg(strstr(c->source, ops[k]), "%s %s: no %s in the code", name,
 				      d->name, ops[k]);
-		char *trace = tir_sched_trace(s);
-		tir_sched *r = tir_sched_new(w, 999, &err);
-		ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "%s: replay: %s", name, err.msg);
-		tir_code *rc = tir_codegen(tir_sched_program(r), &sm90, &err);
-		ck_assert_msg(rc && !strcmp(rc->source, c->source), "%s: replay differs", name);
-		ck_assert(strstr(trace, "\"tensorize\""));
-		tir_code_free(rc);
-		tir_sched_free(r);
-		free(trace);
-#ifdef HAVE_CUDA
-		char *cubin = NULL;
-		size_t size = 0;
-		if (tir_nvrtc_compile(c->source, 90, &cubin, &size, &err)) {
-			FILE *f = fopen("/tmp/check_tensor-failed.cu", "w");
-			if (f) {
-				fputs(c->source, f);
-				fclose(f);
-			}
-			ck_abort_msg("%s: NVRTC (source in /tmp/check_tensor-failed.cu): %.400s", name,
-				     err.msg);
-		}
-		ck_assert(size > 0);
-		free(cubin);
-#endif
+		replays_and_compiles(name, w, s, c);
 		if (tir_workload_flops(w) < 1e6)
 			run_on_cpu(name, w, s);
 		if (strstr(c->source, "_rf_sum"))
@@ -280,21 +289,7 @@ START_TEST(tma_candidates)
 		for (int k = 0; ops[k]; k++)
 			ck_assert_msg(strstr(c->source, ops[k]), "no %s in the code", ops[k]);
 		ck_assert_msg(!strstr(c->source, "tir_cp_async_commit();"), "cp.async beside TMA");
-		char *trace = tir_sched_trace(s);
-		tir_sched *r = tir_sched_new(w, 999, &err);
-		ck_assert_msg(tir_sched_replay(r, trace, &err) == 0, "replay: %s", err.msg);
-		tir_code *rc = tir_codegen(tir_sched_program(r), &sm90, &err);
-		ck_assert_msg(rc && !strcmp(rc->source, c->source), "replay differs");
-		tir_code_free(rc);
-		tir_sched_free(r);
-		free(trace);
-#ifdef HAVE_CUDA
-		char *cubin = NULL;
-		size_t size = 0;
-		ck_assert_msg(tir_nvrtc_compile(c->source, 90, &cubin, &size, &err) == 0,
-			      "NVRTC: %.400s", err.msg);
-		free(cubin);
-#endif
+		replays_and_compiles(tma_products[_i], w, s, c);
 		if (tir_workload_flops(w) < 1e8)
 			run_on_cpu("tma", w, s);
 		tir_code_free(c);
