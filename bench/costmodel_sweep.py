@@ -5,6 +5,7 @@ FILE... --dump TSV` wrote.
 
     bench/costmodel_sweep.py [--max-rows N...] TSV
     bench/costmodel_sweep.py --margins TSV
+    bench/costmodel_sweep.py --groupnorm TSV
 
 For each setting, every workload of the table is ranked by a booster trained
 on the other workloads' rows (labels: GFLOP/s over the workload's best, one
@@ -17,6 +18,11 @@ gets a fair share, an evenly spaced subset of its rows).  With --margins,
 tird's setting only, scored on the pairs whose throughputs differ by more
 than 2, 5, 10 and 25% as well (how much of the error is pairs within
 measurement noise), then each held-out workload's accuracy, worst first.
+With --groupnorm, tird's setting on the features as they are and with each
+feature's percentile rank within its workload's rows added (the search only
+ranks candidates of one workload, so a model could see every feature
+relative to the others scored with it): held out by workload, and within (a
+workload's even rows in the training, its odd rows ranked).
 Needs Debian's python3-xgboost (the same libxgboost 1.7 as tird) and numpy;
 run it with /usr/bin/python3.
 """
@@ -87,6 +93,29 @@ def limit(w, max_rows):
     return np.array(keep)
 
 
+def group_ranks(w, x):
+    """Each feature's percentile rank (0..1) among the rows of its workload."""
+    y = np.zeros_like(x)
+    for k in np.unique(w):
+        i = w == k
+        r = np.argsort(np.argsort(x[i], axis=0, kind='stable'), axis=0).astype(np.float32)
+        y[i] = r / max(1, int(i.sum()) - 1)
+    return y
+
+
+def within(w, g, x, params, rounds):
+    """Trained on the other workloads and a workload's even rows, ranking its
+    odd rows; the mean over workloads."""
+    lab = labels(w, g)
+    acc = []
+    for k in np.unique(w):
+        idx = np.flatnonzero(w == k)
+        tr = np.concatenate([np.flatnonzero(w != k), idx[::2]])
+        b = train(x[tr], lab[tr], w[tr], params, rounds)
+        acc.append(pairwise(g[idx[1::2]], b.predict(xgb.DMatrix(x[idx[1::2]]))))
+    return float(np.mean(acc))
+
+
 def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=None):
     lab = labels(w, g)
     acc = []
@@ -133,6 +162,16 @@ if __name__ == '__main__':
                   flush=True)
         for a, k, n in sorted(each):
             print('  %.3f  %-24s %d rows' % (a, k, n))
+        sys.exit(0)
+    if len(args) == 2 and args[0] == '--groupnorm':
+        names, w, g, x = load(args[1])
+        tag, extra, rounds = SETTINGS[0]
+        print('# %s: %d rows, %d workloads; %s' % (args[1], len(w), len(np.unique(w)), tag))
+        print('%-46s %9s %9s' % ('features', 'held-out', 'within'))
+        xr = np.hstack([x, group_ranks(w, x)])
+        for name, f in (('as they are', x), ('and their ranks within the workload', xr)):
+            print('%-46s %9.3f %9.3f' % (name, held_out(w, g, f, {**TIRD, **extra}, rounds),
+                                         within(w, g, f, {**TIRD, **extra}, rounds)), flush=True)
         sys.exit(0)
     limits = []
     while len(args) > 2 and args[0] == '--max-rows':
