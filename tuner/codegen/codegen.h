@@ -114,8 +114,9 @@ typedef struct lower_tma_copy {
  * index on either side an origin plus at most one loop of the stage (unit
  * stride), the loops in the same order on both sides (the box lands in
  * dst's row-major order), covering dst's dense allocation from its first
- * element, src's innermost dimension dst's.  Returns 0, or -1 with a
- * message naming what breaks the form. */
+ * element, src's innermost dimension dst's, src's rows contiguous and its
+ * other strides multiples of 16 bytes.  Returns 0, or -1 with a message
+ * naming what breaks the form. */
 int lower_tma_stage(tir_lowered *L, const tir_stmt *loop, const tir_stmt *child,
 		    lower_tma_copy *out, tir_error *err);
 bool lower_copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child);

@@ -1936,19 +1936,14 @@ static void tma_prepare(cu_gen *g, const tir_stmt *s, const tir_stmt *l, tir_lau
 				m->arg = i;
 		m->elem_bytes = eb;
 		m->rank = n;
-		if (as->stride[n - 1] != 1 || m->arg < 0) {
-			fail(g, "cuda: TMA source \"%s\" is not a dense kernel argument", src->name);
+		if (m->arg < 0) {
+			fail(g, "cuda: TMA source \"%s\" is not a kernel argument", src->name);
 			return;
 		}
-		for (int d = 0; d < n; d++) {
+		for (int d = 0; d < n; d++) {     /* strides checked by lower_tma_stage */
 			m->dims[d] = as->extent[n - 1 - d];
 			m->strides[d] = as->stride[n - 1 - d] * eb;
 			m->box[d] = box[d];
-			if (d > 0 && m->strides[d] % 16) {
-				fail(g, "cuda: TMA source \"%s\": a stride of %lld bytes, not a "
-				     "multiple of 16", src->name, (long long)m->strides[d]);
-				return;
-			}
 		}
 		g->tma_ranks |= 1u << n;
 		g->ntma++;

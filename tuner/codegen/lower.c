@@ -442,6 +442,16 @@ int lower_tma_stage(tir_lowered *L, const tir_stmt *loop, const tir_stmt *child,
 	if (src->ndim > TIR_TMAP_RANK)
 		return tir_fail(err, "tma: \"%s\" has %d dimensions, at most %d", src->name,
 				src->ndim, TIR_TMAP_RANK);
+	/* the copy engine's view of src: its innermost dimension contiguous,
+	 * the others 16-byte multiples apart */
+	for (int d = 0; d < src->ndim; d++) {
+		int64_t bytes = as->stride[d] * dtype_bytes(src->dtype);
+		if (d == src->ndim - 1 ? as->stride[d] != 1 : bytes % 16 != 0)
+			return tir_fail(err, "tma: \"%s\" has a stride of %lld bytes along "
+					"dimension %d (the copy engine needs %s)", src->name,
+					(long long)bytes, d, d == src->ndim - 1 ? "contiguous rows" :
+					"multiples of 16");
+	}
 	out->dst = dst;
 	out->src = src;
 	/* the stage loops in the order of dst's dimensions, each covering one
