@@ -54,9 +54,11 @@
  *   K split [K0 serial, K1 = 4 steps, 16]: a staged K tile of 64 two-byte
  *   elements is one 128-byte row, the swizzle atom's width
  *   order   batch I0 J0 | I1 J1 | K0 | K1 | I2 J2 | 64 N 16, bound as above;
- *   a and b: cache_read "shared" at K0 with a cooperative fetch over all
- *   threads, no padding (codegen swizzles these buffers), read by the MMA
- *   itself; the accumulator: cache_write "wgmma.accumulator" written back
+ *   a and b: cache_read "shared" at K0, no padding (codegen swizzles these
+ *   buffers), read by the MMA itself, fetched — where both are boxes of the
+ *   kernel's inputs (lower_tma_stage), 3 draws in 4 — by the tensor memory
+ *   accelerator from a producer warpgroup (K0 annotated "tma", the fetch
+ *   loops left serial), else cooperatively by all threads; the accumulator: cache_write "wgmma.accumulator" written back
  *   per warpgroup in 64 x N tiles (STORE), its init FILL, the update MMA.
  * Its tiles are drawn with warpgroups and MMAs per warpgroup among small
  * divisors (draw_inner) under the limits of wg_penalty: at most 4
