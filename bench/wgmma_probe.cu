@@ -140,6 +140,22 @@ __device__ __forceinline__ void wgmma_256(float *d, uint64_t a, uint64_t b)
 		     : "l"(a), "l"(b), "r"(1), "n"(PROBE_BKN));
 }
 
+/* One K tile's MMAs of a warpgroup, fenced and committed: its A rows at
+ * shared address a, B at b; four k16 steps of 32 bytes along a K-major row
+ * (16 rows of an MN-major atom). */
+__device__ __forceinline__ void mma_tile(float *d, uint32_t a, uint32_t b)
+{
+	asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+	for (int j = 0; j < BK / 16; j++) {
+		uint32_t bj = b + (PROBE_BKN ? 16 * 128 * j : 32 * j);
+		if (BN == 256)
+			wgmma_256(d, desc_of(a + 32 * j), desc_b(bj));
+		else
+			wgmma_128(d, desc_of(a + 32 * j), desc_b(bj));
+	}
+	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
 /* A warpgroup's 64 x BN accumulator tile into C at (r0, n0): warp w of the
  * warpgroup holds rows 16w..16w+15; lane l's d[4i..4i+3] are (l/4,
  * 8i + 2(l%4) + {0,1}) and 8 rows below. */
@@ -205,17 +221,7 @@ probe(const __half *__restrict__ A, const __half *__restrict__ B, float *__restr
 		__syncthreads();
 		uint32_t s = sbase + (kt % STAGES) * STAGE_BYTES;
 		uint32_t a = s + wg * 64 * 128, b = s + TILE_BYTES;
-		asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-		for (int j = 0; j < BK / 16; j++)      /* 16 columns = 32 bytes of each row */
-		{
-			/* k16 step j: 32 bytes along a K-major row, 16 rows of an MN-major atom */
-			uint32_t bj = b + (PROBE_BKN ? 16 * 128 * j : 32 * j);
-			if (BN == 256)
-				wgmma_256(d, desc_of(a + 32 * j), desc_b(bj));
-			else
-				wgmma_128(d, desc_of(a + 32 * j), desc_b(bj));
-		}
-		asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+		mma_tile(d, a, b);
 		asm volatile("wgmma.wait_group.sync.aligned " STR(PROBE_WAIT) ";\n" ::: "memory");
 	}
 	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -321,15 +327,7 @@ probe_ws(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtens
 		if (PROBE_WS == 2)
 			asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 		uint32_t a = sbase + s * STAGE_BYTES + cw * 64 * 128, b = sbase + s * STAGE_BYTES + TILE_BYTES;
-		asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-		for (int j = 0; j < BK / 16; j++) {
-			uint32_t bj = b + (PROBE_BKN ? 16 * 128 * j : 32 * j);
-			if (BN == 256)
-				wgmma_256(d, desc_of(a + 32 * j), desc_b(bj));
-			else
-				wgmma_128(d, desc_of(a + 32 * j), desc_b(bj));
-		}
-		asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+		mma_tile(d, a, b);
 		asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 		if (kt > 0)     /* the previous tile's MMAs are done: its slot is free */
 			mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
