@@ -692,13 +692,25 @@ static void cu_wg_intrin(cu_gen *g, const tir_intrin *in, const tir_intrin_match
 		buf_puts(o, "#pragma unroll\n");
 		buf_indent(o, depth + 1);
 		buf_printf(o, "for (int tir_q = 0; tir_q < %d; ++tir_q) {\n", in->n / 8);
-		for (int h = 0; h < 4; h++) {    /* the rows r and r + 8, two columns each */
-			buf_indent(o, depth + 2);
-			buf_printf(o, "TIR_AT(tir_r%s, 8 * tir_q + tir_c%s) = tir_d[4 * tir_q",
-				   h / 2 ? " + 8" : "", h % 2 ? " + 1" : "");
-			if (h)
-				buf_printf(o, " + %d", h);
-			buf_puts(o, "];\n");
+		if (!col && m->dst.buf->dtype == TIR_F32) {
+			/* a row's two columns as one 8-byte store: the tile origin
+			 * is 32-byte aligned and the leading dimension a multiple
+			 * of 16 bytes (verify/tensor.c, check_memory), tir_c even */
+			for (int h = 0; h < 2; h++) {
+				buf_indent(o, depth + 2);
+				buf_printf(o, "*(float2 *)&TIR_AT(tir_r%s, 8 * tir_q + tir_c) = "
+					   "make_float2(tir_d[4 * tir_q + %d], tir_d[4 * tir_q + %d]);\n",
+					   h ? " + 8" : "", 2 * h, 2 * h + 1);
+			}
+		} else {
+			for (int h = 0; h < 4; h++) {   /* the rows r and r + 8, two columns each */
+				buf_indent(o, depth + 2);
+				buf_printf(o, "TIR_AT(tir_r%s, 8 * tir_q + tir_c%s) = tir_d[4 * tir_q",
+					   h / 2 ? " + 8" : "", h % 2 ? " + 1" : "");
+				if (h)
+					buf_printf(o, " + %d", h);
+				buf_puts(o, "];\n");
+			}
 		}
 		buf_indent(o, depth + 1);
 		buf_puts(o, "}\n");
