@@ -483,14 +483,6 @@ static bool simd_safe(const tir_stmt *l)
 	return true;
 }
 
-static int64_t ann_value(const tir_stmt *l, const char *key, int64_t dflt)
-{
-	for (int i = 0; i < l->nann; i++)
-		if (!strcmp(l->ann[i].key, key))
-			return l->ann[i].value;
-	return dflt;
-}
-
 static void c_allocs(c_gen *g, const tir_stmt *site, int depth, bool open)
 {
 	tir_lowered *L = g->c.L;
@@ -527,7 +519,7 @@ static void c_loop(c_gen *g, const tir_stmt *l, int depth)
 {
 	tir_buf *o = g->c.out;
 	bool par = false, simd = false;
-	int64_t unroll = ann_value(l, "unroll", 0);
+	int64_t unroll = lower_ann(l, "unroll", 0);
 	switch (l->loop_kind) {
 	case LOOP_PARALLEL:
 		par = !g->in_parallel && !g->in_simd;

@@ -76,6 +76,8 @@ int lower_program(const tir_program *p, const tir_target *t, tir_lowered *out,
 		  tir_error *err);
 void lower_free(tir_lowered *L);
 
+/* The value of loop l's annotation `key`, or dflt when it has none. */
+int64_t lower_ann(const tir_stmt *l, const char *key, int64_t dflt);
 /* The stages of a software-pipelined loop: the value of its
  * "software_pipeline" annotation when it is a serial loop with at least one
  * copy stage, else 1.  A copy stage is a child of the loop whose blocks all

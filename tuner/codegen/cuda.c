@@ -1145,14 +1145,6 @@ static bool cu_async_scalar(cu_gen *g, const tir_block *b, int depth)
 	return true;
 }
 
-static int64_t ann_value(const tir_stmt *l, const char *key, int64_t dflt)
-{
-	for (int i = 0; i < l->nann; i++)
-		if (!strcmp(l->ann[i].key, key))
-			return l->ann[i].value;
-	return dflt;
-}
-
 /* ---- cross-thread reduction ----------------------------------------------------- */
 
 static bool block_annotated(const tir_block *b, const char *key)
@@ -1727,7 +1719,7 @@ static int64_t count_unrolled(const tir_stmt *s, int64_t auto_unroll)
 	if (s->kind == STMT_BLOCK || (s->kind == STMT_FOR && intrin_of_loop(s)))
 		return 1;
 	if (s->kind == STMT_FOR)
-		auto_unroll = ann_value(s, "auto_unroll_max_step", auto_unroll);
+		auto_unroll = lower_ann(s, "auto_unroll_max_step", auto_unroll);
 	int64_t n = 0;
 	for (int i = 0; i < s->nkids; i++) {
 		n += count_unrolled(s->kids[i], auto_unroll);
@@ -1736,7 +1728,7 @@ static int64_t count_unrolled(const tir_stmt *s, int64_t auto_unroll)
 	}
 	if (s->kind != STMT_FOR || is_hw(s))
 		return n;
-	int64_t unroll = ann_value(s, "unroll", 0);
+	int64_t unroll = lower_ann(s, "unroll", 0);
 	if (unroll > 0)
 		return sat_mul(n, unroll < s->extent ? unroll : s->extent);
 	return unrolls_fully(s, auto_unroll) ? sat_mul(n, s->extent) : n;
@@ -1769,7 +1761,7 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 		cu_pipelined_loop(g, l, S, depth);
 		return;
 	}
-	int64_t unroll = ann_value(l, "unroll", 0);
+	int64_t unroll = lower_ann(l, "unroll", 0);
 	bool unrolled = unrolls_fully(l, g->auto_unroll);
 	buf_indent(o, depth);
 	buf_printf(o, "/* %s: %s */\n", l->var->name,
@@ -1816,7 +1808,7 @@ static void cu_stmt(cu_gen *g, const tir_stmt *s, int depth)
 		cu_intrin(g, s, depth);
 	} else if (s->kind == STMT_FOR) {
 		int64_t save = g->auto_unroll;
-		g->auto_unroll = ann_value(s, "auto_unroll_max_step", save);
+		g->auto_unroll = lower_ann(s, "auto_unroll_max_step", save);
 		cu_loop(g, s, depth);
 		g->auto_unroll = save;
 	} else if (s->kind == STMT_BLOCK && s->block == g->xblock)

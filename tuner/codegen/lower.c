@@ -311,12 +311,12 @@ static bool copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stm
 	return sp.ok;
 }
 
-static int64_t pipeline_ann(const tir_stmt *l)
+int64_t lower_ann(const tir_stmt *l, const char *key, int64_t dflt)
 {
 	for (int i = 0; i < l->nann; i++)
-		if (!strcmp(l->ann[i].key, "software_pipeline"))
+		if (l->ann[i].key && !strcmp(l->ann[i].key, key))
 			return l->ann[i].value;
-	return 1;
+	return dflt;
 }
 
 bool lower_copy_stage(const tir_lowered *L, const tir_stmt *loop, const tir_stmt *child)
@@ -332,7 +332,7 @@ int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop)
 {
 	if (loop->kind != STMT_FOR || loop->loop_kind != LOOP_SERIAL)
 		return 1;
-	int64_t s = pipeline_ann(loop);
+	int64_t s = lower_ann(loop, "software_pipeline", 1);
 	if (s < 2)
 		return 1;
 	for (int k = 0; k < loop->nkids; k++)
@@ -354,10 +354,7 @@ bool lower_holds_wgmma(const tir_stmt *s)
 
 bool lower_tma_loop(const tir_lowered *L, const tir_stmt *loop)
 {
-	for (int i = 0; i < loop->nann; i++)
-		if (!strcmp(loop->ann[i].key, "tma"))
-			return loop->ann[i].value > 0 && lower_pipeline_stages(L, loop) >= 2;
-	return false;
+	return lower_ann(loop, "tma", 0) > 0 && lower_pipeline_stages(L, loop) >= 2;
 }
 
 const tir_stmt *lower_find_tma(const tir_lowered *L, const tir_stmt *s)

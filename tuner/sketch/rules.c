@@ -164,11 +164,8 @@ int sketch_pipeline(tir_sched *s, const tir_target *t, int n, const int *loops,
 	 * codegen/lower.c lower_tma_loop): at least two stages, the ring
 	 * handed over by mbarriers, no copy more for warpgroup MMAs */
 	bool tma = false;
-	for (int i = 0; i < n; i++) {
-		const tir_stmt *l = s->rv[loops[i]].loop;
-		for (int a = 0; a < l->nann; a++)
-			tma |= !strcmp(l->ann[a].key, "tma") && l->ann[a].value > 0;
-	}
+	for (int i = 0; i < n; i++)
+		tma |= lower_ann(s->rv[loops[i]].loop, "tma", 0) > 0;
 	const int64_t *stages = tma ? tma_stages : cp_stages;
 	/* only as many copies as fit beside what the program already holds */
 	tir_lowered L;
