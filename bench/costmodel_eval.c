@@ -5,6 +5,7 @@
  *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE]
  *                        [--save FILE] NAME...
  *   bench/costmodel_eval --records FILE... [--dump TSV]
+ *   bench/costmodel_eval --records FILE... [--trials N] [--seeds S] [--save FILE] NAME...
  *
  * For each suite workload NAME and seed: tir_tune under the random model and
  * under a cold XGBoost model at the same trial budget; the best latency after
@@ -22,7 +23,10 @@
  * With --records, nothing is tuned: the held-out table is computed from
  * records measured by tird (`tirctl export FILE`) or saved by --save, the
  * features recomputed by this build from the traces; --dump writes them,
- * one row per record, as a table.
+ * one row per record, as a table.  With --records and names, only the warm
+ * runs: each named workload under a model trained on the records of every
+ * other workload, batch by batch (to study the search under a given prior
+ * without tuning the random and cold runs again).
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +60,10 @@ typedef struct run {
 	double curve[MAXB];    /* best latency after each batch (0: none yet) */
 	int nb;
 	double best;
+	/* online: the model's pairwise accuracy on each batch it was given,
+	 * scored before it learned that batch (-1: it could not rank yet) */
+	double online[MAXB];
+	int nonline;
 } run;
 
 typedef struct collect {
@@ -136,13 +144,46 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 		k->run->curve[k->run->nb++] = k->best;
 }
 
+static void rank_quality(int n, const double *g, const double *p, double *pairwise,
+			 double *recall);
+
+/* cm_xgboost as the search uses it, and each batch it learns scored first:
+ * how well the model ranks candidates of this workload it has not seen,
+ * where the search uses it. */
+typedef struct watched {
+	cm_model *m;
+	run *out;
+} watched;
+
+static int watched_predict(void *self, const tir_workload *w, const tir_target *t, int n,
+			   const tir_program *const *progs, double *scores)
+{
+	return cm_xgboost.predict(((watched *)self)->m, w, t, n, progs, scores);
+}
+
+static void watched_update(void *self, const tir_workload *w, const tir_target *t, int n,
+			   const tir_program *const *progs, const double *gflops)
+{
+	watched *x = self;
+	double *p = malloc(sizeof(double) * (size_t)(n + 1)), acc = -1, rec;
+	if (cm_xgboost.predict(x->m, w, t, n, progs, p) == 0)
+		rank_quality(n, gflops, p, &acc, &rec);
+	if (x->out->nonline < MAXB)
+		x->out->online[x->out->nonline++] = acc;
+	free(p);
+	cm_xgboost.update(x->m, w, t, n, progs, gflops);
+}
+
+static const tir_cost_model watched_model = { "xgboost", watched_predict, watched_update };
+
 static void tune(const tir_workload *w, const tir_target *t, int wi, int trials, uint64_t seed,
 		 cm_model *m, rows *r, run *out)
 {
 	memset(out, 0, sizeof *out);
 	collect k = { w, t, wi, r, out, 0 };
+	watched x = { m, out };
 	tir_tune_opts o = { .trials = trials, .batch = 16, .seed = seed,
-			    .model = m ? &cm_xgboost : NULL, .model_self = m,
+			    .model = m ? &watched_model : NULL, .model_self = &x,
 			    .on_result = on_result, .on_progress = on_progress, .cb_ctx = &k };
 	tir_tune_result res;
 	tir_error err;
@@ -152,6 +193,36 @@ static void tune(const tir_workload *w, const tir_target *t, int wi, int trials,
 	}
 	out->best = res.best_us;
 	tir_tune_result_clear(&res);
+}
+
+/* The online table: the models' pairwise accuracy on each batch before they
+ * learned it, mean over seeds, for the first batches and over the rest. */
+static void online(int nw, char names[][32], run rx[][MAXS], run rw[][MAXS], int ns)
+{
+	printf("\n# online: pairwise accuracy on each batch of the search, scored by the model\n"
+	       "# before it learned that batch (mean over seeds; '-': could not rank yet)\n");
+	printf("%-8s %5s %8s %8s %8s %8s\n", "name", "model", "batch1", "batch2", "batch3",
+	       "later");
+	for (int i = 0; i < nw; i++)
+		for (int a = 0; a < 2; a++) {
+			double sum[4] = { 0 };
+			int cnt[4] = { 0 };
+			for (int s = 0; s < ns; s++) {
+				const run *r = a ? &rw[i][s] : &rx[i][s];
+				for (int b = 0; b < r->nonline; b++)
+					if (r->online[b] >= 0) {
+						sum[b < 3 ? b : 3] += r->online[b];
+						cnt[b < 3 ? b : 3]++;
+					}
+			}
+			printf("%-8s %5s", names[i], a ? "warm" : "cold");
+			for (int b = 0; b < 4; b++)
+				if (cnt[b])
+					printf(" %8.3f", sum[b] / cnt[b]);
+				else
+					printf(" %8s", "-");
+			printf("\n");
+		}
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -499,6 +570,68 @@ static int load_records(const char *path, rows *all, tir_workload **w, char name
 	return 0;
 }
 
+/* --records FILE... NAME...: the warm runs alone (see the top). */
+static int warm_only(const char **recfiles, int nrecfiles, char want[][32], int nwant,
+		     int trials, int ns, const char *savepath)
+{
+	rows measured = { 0 };
+	tir_workload *ww[MAXW];
+	static char names[MAXW][32];
+	tir_workload *w[MAXW];
+	tir_target t;
+	memset(&t, 0, sizeof t);
+	rows all = { 0 };
+	int nw = 0;
+	for (int i = 0; i < nrecfiles; i++)
+		if (load_records(recfiles[i], &all, w, names, &nw, &t))
+			return 1;
+	printf("# warm runs on %s, %d trials, batch 16, %d seeds; the model trained on %d\n"
+	       "# records of the other workloads\n", t.key, trials, ns, all.n);
+	printf("%-8s %5s %10s   %s\n", "name", "seed", "best_us", "best after each batch; "
+	       "online pairwise per batch");
+	for (int k = 0; k < nwant; k++) {
+		char *json = tu_suite_workload(want[k]);
+		tir_error err;
+		tir_workload *wk = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
+		free(json);
+		if (!wk) {
+			fprintf(stderr, "%s: not in the suite\n", want[k]);
+			return 1;
+		}
+		int skip = -1;
+		for (int i = 0; i < nw; i++)
+			if (!strcmp(tir_workload_key(w[i]), tir_workload_key(wk)))
+				skip = i;
+		double best[MAXS];
+		ww[k] = wk;
+		for (int s = 0; s < ns; s++) {
+			cm_model *m = train_without(&all, skip, names);
+			run r;
+			tune(wk, &t, k, trials, (uint64_t)s + 1, m, &measured, &r);
+			best[s] = r.best;
+			printf("%-8s %5d %10.1f  ", want[k], s + 1, r.best);
+			for (int b = 0; b < r.nb; b++)
+				printf(" %.0f", r.curve[b]);
+			printf(";");
+			for (int b = 0; b < r.nonline; b++)
+				printf(r.online[b] >= 0 ? " %.2f" : " -", r.online[b]);
+			printf("\n");
+			fflush(stdout);
+			cm_model_free(m);
+		}
+		printf("%-8s %5s %10.1f   (median of seeds)\n", want[k], "med", median(best, ns));
+	}
+	if (savepath && save_records(savepath, &measured, nwant, ww, &t) == 0)
+		printf("# records: %s\n", savepath);
+	for (int k = 0; k < nwant; k++)
+		tir_workload_free(ww[k]);
+	for (int i = 0; i < nw; i++)
+		tir_workload_free(w[i]);
+	rows_free(&measured);
+	rows_free(&all);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int trials = 96, ns = 3, nrecfiles = 0;
@@ -526,6 +659,8 @@ int main(int argc, char **argv)
 	tir_error err;
 	tir_workload *w[MAXW];
 	rows all = { 0 };
+	if (nrecfiles && nw)
+		return warm_only(recfiles, nrecfiles, names, nw, trials, ns, savepath);
 	if (nrecfiles) {
 		memset(&t, 0, sizeof t);
 		nw = 0;
@@ -607,6 +742,7 @@ int main(int argc, char **argv)
 		double mc = median(c2, ns), mw = median(w2, ns);
 		printf("%-8s %12.1f %12.1f %8.3f\n", names[i], mc, mw, mw / mc);
 	}
+	online(nw, names, rx, rw, ns);
 	fflush(stdout);
 	if (svgpath) {
 		svg(svgpath, nw, names, rr, rx, ns);

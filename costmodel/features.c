@@ -14,8 +14,18 @@
  * (`bench/costmodel_eval --records FILE` prints it).
  *
  * All counts are log2(1 + x) so that the ranker sees sizes spanning many
- * orders of magnitude on one scale; fractions are in [0, 1].  The table below
- * names every feature; its index is its position.
+ * orders of magnitude on one scale; fractions are in [0, 1].  What grows with
+ * the problem — bytes loaded, stored and touched, the main block's instances,
+ * the estimated cache traffic — is counted per operation of the whole
+ * program (log2 of bytes per op, "_per_op"), so that one tiling of a small
+ * and of a large workload look alike: the model is shared by every workload
+ * of a target, and a new workload is ranked by what was learnt on others.
+ * (Held out by workload, `bench/costmodel_eval --records`: pairwise 0.702 ->
+ * 0.756 on this VM's CPU records, 0.720 -> 0.727 (float16) and 0.701 ->
+ * 0.718 (float32) on session 10's H200 records; within a workload unchanged;
+ * bench/results/2026-11-30-costmodel-per-op.txt.)  Only the total flops and
+ * the parallel extents (cores, SMs and waves depend on them) stay absolute.
+ * The table below names every feature; its index is its position.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +39,7 @@
  * of AC_N for up to MAIN_ACC accesses (its loads in order, then its store). */
 enum {
 	F_FLOPS,            /* total floating-point (or integer MAC) ops */
-	F_MAIN_INSTANCES,   /* executed instances of the main (reduction) block */
+	F_MAIN_INSTANCES,   /* executed instances of the main (reduction) block, per op */
 	F_WASTE,            /* instances / iteration domain: >1 when tiles overshoot */
 	F_BLOCKS,           /* live blocks */
 	F_KERNELS,          /* top-level loop nests (GPU kernels) */
@@ -52,18 +62,24 @@ enum {
 	F_CROSS_THREAD,     /* 1 if a reduction is bound across threads */
 	F_SCOPES,           /* start of the per-scope groups */
 };
+/* load, store and unique bytes per op (per_op); reuse: (loads + stores) /
+ * unique; the rest fractions of the scope's accesses */
 enum { SC_LOAD, SC_STORE, SC_UNIQUE, SC_REUSE, SC_STRIDE0, SC_STRIDE1, SC_STRIDEN,
        SC_COALESCED, SC_N };
 #define NSCOPES 3
 enum { F_MAIN = F_SCOPES + NSCOPES * SC_N };
+/* unique bytes per op (per_op), reuse, strides of the innermost and the
+ * thread-bound (CUDA) or vectorized (CPU) loop */
 enum { AC_UNIQUE, AC_REUSE, AC_INNER_STRIDE, AC_THREAD_STRIDE, AC_N };
 #define MAIN_ACC 4
+/* main_depth: loops around the main block; problem: the parameters' bytes
+ * per op */
 enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_TRAFFIC };
 /* Estimated traffic into a cache of each capacity in cache_bytes[] (log2
- * bytes, then log2 bytes per op), then the register-tile features and the
- * roofline estimate (see traffic() below). */
+ * bytes per op), then the register-tile features and the roofline estimate
+ * (see traffic() below). */
 #define NCACHES 4
-enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE,
+enum { F_ACCUM = F_TRAFFIC + NCACHES, F_MICRO_BYTES, F_ROOFLINE,
        /* tensor cores and pipelining (CUDA):
 	*  tensor_frac     fraction of ops in blocks under a tensorized MMA loop
 	*  mma_per_frag    log2(1 + MMAs per fragment loaded): a warp's
@@ -82,26 +98,31 @@ enum { F_ACCUM = F_TRAFFIC + 2 * NCACHES, F_MICRO_BYTES, F_ROOFLINE,
 _Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
 
 const char *const cm_feature_names[CM_NFEATURES] = {
-	"flops", "main_instances", "waste", "blocks", "kernels", "parallel",
+	"flops", "main_instances_per_op", "waste", "blocks", "kernels", "parallel",
 	"par_balance", "vector_bytes", "vector_frac", "unroll", "unroll_ann",
 	"grid", "threads", "vthreads", "shared_bytes", "local_bytes", "occupancy",
 	"waves", "wave_eff", "intensity", "sync_loops", "cross_thread",
-#define SC(s) s "_load", s "_store", s "_unique", s "_reuse", s "_stride0", \
+#define SC(s) s "_load_per_op", s "_store_per_op", s "_unique_per_op", s "_reuse", s "_stride0", \
 	s "_stride1", s "_stride_n", s "_coalesced"
 	SC("global"), SC("shared"), SC("local"),
 #undef SC
-#define AC(i) "acc" #i "_unique", "acc" #i "_reuse", "acc" #i "_inner_stride", \
+#define AC(i) "acc" #i "_unique_per_op", "acc" #i "_reuse", "acc" #i "_inner_stride", \
 	"acc" #i "_thread_stride"
 	AC(0), AC(1), AC(2), AC(3),
 #undef AC
-	"main_depth", "problem_bytes",
-	"traffic_reg", "traffic_l1", "traffic_l2", "traffic_llc",
+	"main_depth", "problem_bytes_per_op",
 	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
 	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
 	"tensor_frac", "mma_per_frag", "pipeline", "wgmma_frac", "tma",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
+
+/* log2 of x per op of a program of `flops` ops (about -30 for none). */
+static float per_op(double x, double flops)
+{
+	return (float)log2(1e-9 + (x > 0 ? x : 0) / (flops > 0 ? flops : 1));
+}
 
 typedef struct fctx {
 	tir_lowered L;
@@ -116,6 +137,8 @@ typedef struct fctx {
 	double tc_flops;                      /* ops under tensorized MMA loops */
 	double wg_flops;                      /* of which under warpgroup MMAs */
 	double mma, frag_loads;               /* 16x16x16 products, 16x16 tiles loaded */
+	double main_instances;
+	double main_unique[MAIN_ACC];         /* bytes, per main-block access */
 	const tir_block *main;
 } fctx;
 
@@ -241,7 +264,7 @@ static void access(fctx *c, const tir_block *b, const loopinfo *li, const tir_bu
 		c->global_unique += unique;
 	if (main_slot >= 0 && main_slot < MAIN_ACC) {
 		float *a = &c->f[F_MAIN + main_slot * AC_N];
-		a[AC_UNIQUE] = lg(unique);
+		c->main_unique[main_slot] = unique;
 		a[AC_REUSE] = lg(total / unique);
 		a[AC_INNER_STRIDE] = inner < 0 ? 31.0f : lg(inner);
 		a[AC_THREAD_STRIDE] = tstride < 0 ? 31.0f : lg(tstride);
@@ -442,7 +465,7 @@ static void block_features(tir_block *b, void *ctx)
 		double dom = 1;
 		for (int i = 0; i < b->niters; i++)
 			dom *= (double)b->iters[i].extent;
-		f[F_MAIN_INSTANCES] = lg(li.instances);
+		c->main_instances = li.instances;
 		f[F_WASTE] = (float)(li.instances / dom);
 		f[F_UNROLL] = lg(li.unroll);
 		f[F_MAIN_DEPTH] = lg(li.n);
@@ -576,9 +599,9 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 	for (int s = 0; s < NSCOPES; s++) {
 		float *g = &out[F_SCOPES + s * SC_N];
 		double *raw = c.scope_raw[s], n = c.scope_cnt[s];
-		g[SC_LOAD] = lg(raw[SC_LOAD]);
-		g[SC_STORE] = lg(raw[SC_STORE]);
-		g[SC_UNIQUE] = lg(raw[SC_UNIQUE]);
+		g[SC_LOAD] = per_op(raw[SC_LOAD], c.flops);
+		g[SC_STORE] = per_op(raw[SC_STORE], c.flops);
+		g[SC_UNIQUE] = per_op(raw[SC_UNIQUE], c.flops);
 		g[SC_REUSE] = lg((raw[SC_LOAD] + raw[SC_STORE]) / (raw[SC_UNIQUE] > 0 ? raw[SC_UNIQUE] : 1));
 		for (int k = SC_STRIDE0; k <= SC_COALESCED; k++)
 			g[k] = n > 0 ? (float)(raw[k] / n) : 0;
@@ -590,11 +613,12 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 			e *= (double)p->bufs[i]->shape[d];
 		problem += e;
 	}
-	out[F_PROBLEM] = lg(problem);
-	for (int i = 0; i < NCACHES; i++) {
-		out[F_TRAFFIC + i] = lg(c.traffic[i]);
-		out[F_TRAFFIC + NCACHES + i] = (float)log2(1e-9 + c.traffic[i] / (c.flops > 0 ? c.flops : 1));
-	}
+	out[F_PROBLEM] = per_op(problem, c.flops);
+	for (int i = 0; i < NCACHES; i++)
+		out[F_TRAFFIC + i] = per_op(c.traffic[i], c.flops);
+	out[F_MAIN_INSTANCES] = per_op(c.main_instances, c.flops);
+	for (int a = 0; a < MAIN_ACC; a++)
+		out[F_MAIN + a * AC_N + AC_UNIQUE] = per_op(c.main_unique[a], c.flops);
 	out[F_ROOFLINE] = (float)log2(1e-9 + roofline(&c));
 	out[F_TENSOR_FRAC] = c.flops > 0 ? (float)(c.tc_flops / c.flops) : 0;
 	out[F_MMA_PER_FRAG] = c.frag_loads > 0 ? lg(c.mma / c.frag_loads) : 0;

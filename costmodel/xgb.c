@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <nettle/sha2.h>
 #include <xgboost/c_api.h>
 #include "costmodel.h"
 #include "ir/ir.h"
@@ -307,9 +308,30 @@ int cm_model_rows(const cm_model *m) { return m->nrows; }
 int cm_model_trained_rows(const cm_model *m) { return m->trained_rows; }
 bool cm_model_trained(const cm_model *m) { return m->booster != NULL; }
 
-/* ---- the blob: "TIRCM1\n\0", then little-endian u32 / f64 / f32 fields ---- */
+/* ---- the blob: "TIRCM2\n\0", then little-endian u32 / f64 / f32 fields ---- */
 
-static const char magic[8] = "TIRCM1\n";
+static const char magic[8] = "TIRCM2\n";
+/* TIRCM1: before the feature table's identity was stored */
+static const char magic_v1[8] = "TIRCM1\n";
+
+/* The identity of the feature table: the first 4 bytes of the SHA-256 of
+ * CM_FEATURES_VERSION and the names in order.  A model saved by a build
+ * whose features differ (in number, names or meaning) does not load; the
+ * daemon then rebuilds it from the stored records. */
+static uint32_t features_id(void)
+{
+	struct sha256_ctx ctx;
+	char v[32];
+	snprintf(v, sizeof v, "%d\n", CM_FEATURES_VERSION);
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(v), (const uint8_t *)v);
+	for (int i = 0; i < CM_NFEATURES; i++)
+		sha256_update(&ctx, strlen(cm_feature_names[i]) + 1,
+			      (const uint8_t *)cm_feature_names[i]);
+	uint8_t d[SHA256_DIGEST_SIZE];
+	sha256_digest(&ctx, sizeof d, d);
+	return (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+}
 
 static void put(tir_buf *b, const void *p, size_t n)
 {
@@ -332,6 +354,7 @@ int cm_model_save(cm_model *m, unsigned char **blob, size_t *len, tir_error *err
 	tir_buf b = { 0 };
 	put(&b, magic, sizeof magic);
 	put_u32(&b, CM_NFEATURES);
+	put_u32(&b, features_id());
 	put_u32(&b, (uint32_t)m->ngroups);
 	for (int i = 0; i < m->ngroups; i++) {
 		uint32_t n = (uint32_t)strlen(m->groups[i]);
@@ -382,14 +405,24 @@ static bool get(reader *r, void *dst, size_t n)
 cm_model *cm_model_load(const void *blob, size_t len, tir_error *err)
 {
 	reader r = { blob, len };
-	char mg[8];
-	uint32_t nf = 0, ng = 0, nr = 0, blen = 0;
-	if (!get(&r, mg, 8) || memcmp(mg, magic, 8)) {
+	char mg[8] = { 0 };
+	uint32_t nf = 0, id = 0, ng = 0, nr = 0, blen = 0;
+	if (get(&r, mg, 8) && !memcmp(mg, magic_v1, 8)) {
+		tir_fail(err, "cost model: saved by an older build (format TIRCM1), "
+			 "its features are not this build's");
+		return NULL;
+	}
+	if (memcmp(mg, magic, 8)) {
 		tir_fail(err, "cost model: not a saved model (bad magic)");
 		return NULL;
 	}
 	if (!get(&r, &nf, 4) || nf != CM_NFEATURES) {
 		tir_fail(err, "cost model: saved with %u features, this build has %d", nf, CM_NFEATURES);
+		return NULL;
+	}
+	if (!get(&r, &id, 4) || id != features_id()) {
+		tir_fail(err, "cost model: saved with other features (table %08x, this build's %08x)",
+			 id, features_id());
 		return NULL;
 	}
 	cm_model *m = cm_model_new();

@@ -226,8 +226,19 @@ START_TEST(learns_and_round_trips)
 	/* corrupt blobs are refused with a message */
 	ck_assert(cm_model_load(blob, len / 2, &err) == NULL);
 	ck_assert(strstr(err.msg, "truncated"));
+	/* a model saved with another feature table (its identity after the
+	 * magic and the count), or by the build before identities were kept */
+	blob[12] ^= 1;
+	ck_assert(cm_model_load(blob, len, &err) == NULL);
+	ck_assert_msg(strstr(err.msg, "other features"), "%s", err.msg);
+	blob[12] ^= 1;
+	blob[5] = '1';
+	ck_assert(cm_model_load(blob, len, &err) == NULL);
+	ck_assert_msg(strstr(err.msg, "older build"), "%s", err.msg);
 	blob[0] = 'X';
 	ck_assert(cm_model_load(blob, len, &err) == NULL);
+	ck_assert(strstr(err.msg, "magic"));
+	ck_assert(cm_model_load(blob, 3, &err) == NULL);
 	ck_assert(strstr(err.msg, "magic"));
 	free(blob);
 	cm_model_free(m2);
