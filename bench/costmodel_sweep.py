@@ -6,6 +6,7 @@ FILE... --dump TSV` wrote.
     bench/costmodel_sweep.py [--max-rows N...] TSV
     bench/costmodel_sweep.py --margins TSV
     bench/costmodel_sweep.py --groupnorm TSV
+    bench/costmodel_sweep.py --transfer TSV
 
 For each setting, every workload of the table is ranked by a booster trained
 on the other workloads' rows (labels: GFLOP/s over the workload's best, one
@@ -23,6 +24,13 @@ feature's percentile rank within its workload's rows added (the search only
 ranks candidates of one workload, so a model could see every feature
 relative to the others scored with it): held out by workload, and within (a
 workload's even rows in the training, its odd rows ranked).
+With --transfer, a new workload as the shared model sees it while tuning it:
+each workload's first m rows (16, 32, 64: the first batches, in the order
+they were measured) join the other workloads' rows, and the rest of its rows
+are ranked — with every ranking group weighted alike, with the current
+workload's group weighted up to a quarter or all of the others' weight,
+with each group weighted by the mean group size over its own ("equal"), and
+by a model of the m rows alone (cold, depth 3 as tird's first trainings).
 Needs Debian's python3-xgboost (the same libxgboost 1.7 as tird) and numpy;
 run it with /usr/bin/python3.
 """
@@ -116,6 +124,51 @@ def within(w, g, x, params, rounds):
     return float(np.mean(acc))
 
 
+def transfer(w, g, x, params, rounds):
+    """The --transfer table (see the top)."""
+    lab = labels(w, g)
+    schemes = [('groups alike', None), ('current x 1/4 of the others', 0.25),
+               ('current x all the others', 1.0), ('each group equal', 'equal')]
+    print('%-30s %8s %8s %8s' % ('weights', 'm=16', 'm=32', 'm=64'))
+    res = {}
+    for k in np.unique(w):
+        kk = np.flatnonzero(w == k)
+        if len(kk) < 100:
+            continue
+        for m in (16, 32, 64):
+            seen, rest = kk[:m], kk[m:]
+            if g[seen].max() <= 0:
+                continue
+            tr = np.concatenate([np.flatnonzero(w != k), seen])
+            tr = tr[np.argsort(w[tr], kind='stable')]
+            keys = list(dict.fromkeys(w[tr]))
+            sizes = np.array([int((w[tr] == q).sum()) for q in keys], dtype=np.float64)
+            l = lab[tr].copy()
+            cur = w[tr] == k           # the search knows the best so far only
+            l[cur] = g[tr][cur] / g[tr][cur].max()
+            ci = keys.index(k)
+            for name, f in schemes:
+                gw = np.ones(len(keys))
+                if f == 'equal':
+                    gw = sizes.mean() / sizes
+                elif f is not None:
+                    gw[ci] = max(1.0, f * (sizes.sum() - sizes[ci]) / sizes[ci])
+                d = xgb.DMatrix(x[tr], label=l)
+                d.set_group(sizes.astype(int).tolist())
+                d.set_weight(gw.astype(np.float32))
+                b = xgb.train(params, d, rounds)
+                res.setdefault((name, m), []).append(
+                    pairwise(g[rest], b.predict(xgb.DMatrix(x[rest]))))
+            d = xgb.DMatrix(x[seen], label=g[seen] / g[seen].max())
+            d.set_group([m])
+            b = xgb.train({**params, 'max_depth': 3}, d, rounds)
+            res.setdefault(('cold: the m rows alone', m), []).append(
+                pairwise(g[rest], b.predict(xgb.DMatrix(x[rest]))))
+    for name in [n for n, _ in schemes] + ['cold: the m rows alone']:
+        print('%-30s %s' % (name, ' '.join('%8.3f' % np.mean(res[(name, m)])
+                                           for m in (16, 32, 64))), flush=True)
+
+
 def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=None):
     lab = labels(w, g)
     acc = []
@@ -172,6 +225,13 @@ if __name__ == '__main__':
         for name, f in (('as they are', x), ('and their ranks within the workload', xr)):
             print('%-46s %9.3f %9.3f' % (name, held_out(w, g, f, {**TIRD, **extra}, rounds),
                                          within(w, g, f, {**TIRD, **extra}, rounds)), flush=True)
+        sys.exit(0)
+    if len(args) == 2 and args[0] == '--transfer':
+        names, w, g, x = load(args[1])
+        tag, extra, rounds = SETTINGS[0]
+        print('# %s: %d rows, %d workloads; %s; the rest of each workload ranked' %
+              (args[1], len(w), len(np.unique(w)), tag))
+        transfer(w, g, x, {**TIRD, **extra}, rounds)
         sys.exit(0)
     limits = []
     while len(args) > 2 and args[0] == '--max-rows':

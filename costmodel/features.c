@@ -21,8 +21,8 @@
  * and of a large workload look alike: the model is shared by every workload
  * of a target, and a new workload is ranked by what was learnt on others.
  * (Held out by workload, `bench/costmodel_eval --records`: pairwise 0.702 ->
- * 0.756 on this VM's CPU records, 0.720 -> 0.727 (float16) and 0.701 ->
- * 0.718 (float32) on session 10's H200 records; within a workload unchanged;
+ * 0.756 on this VM's CPU records; on four sets of H200 records -0.004 ..
+ * +0.017, about neutral; within a workload unchanged;
  * bench/results/2026-11-30-costmodel-per-op.txt.)  Only the total flops and
  * the parallel extents (cores, SMs and waves depend on them) stay absolute.
  * The table below names every feature; its index is its position.
