@@ -328,9 +328,10 @@ END_TEST
 
 /* Two sketches of the same tiling, the first one marked by an annotation
  * that the model below scores low: a model sure of itself after a few
- * samples.  Under a model that started from nothing the marked sketch must
- * keep part of every batch's exploring picks (SEARCH_SKETCH_SHARE), not
- * only the random share. */
+ * samples.  Under a model that started from nothing, and under one trained
+ * before the search (on other workloads), the marked sketch must keep part
+ * of every batch's exploring picks (SEARCH_SKETCH_SHARE), not only the
+ * random share. */
 static int marked_sketch(void *ctx, int id, tir_sched *s, tir_error *err)
 {
 	TRY(local_sketch(ctx, 1, s, err));
@@ -399,15 +400,15 @@ static int marked_after_first(bool cold)
 START_TEST(test_every_sketch_explored)
 {
 	/* batches of 8: 1 random, 7 from the model, of which the exploring
-	 * part (7 in the first two batches, 1 in the last) is, under a model
-	 * from nothing, half shared by the two sketches (equal chances here:
-	 * the fake latencies do not depend on the sketch): 16 marked ones in
-	 * batches 2-8 in this run.  A trained model keeps its picks: only the
-	 * random share finds them (2). */
+	 * part (7 in the first two batches, 1 in the last) is half shared by
+	 * the two sketches (equal chances here: the fake latencies do not
+	 * depend on the sketch), whether the model started from nothing or
+	 * was trained before: 16 marked ones in batches 2-8 in this run; the
+	 * random share alone would find about 2. */
 	int cold = marked_after_first(true), warm = marked_after_first(false);
 	ck_assert_msg(cold >= 8, "cold model: the marked sketch measured %d times in batches 2-8",
 		      cold);
-	ck_assert_msg(warm <= 4, "trained model: the marked sketch measured %d times in batches 2-8",
+	ck_assert_msg(warm >= 8, "trained model: the marked sketch measured %d times in batches 2-8",
 		      warm);
 }
 END_TEST

@@ -23,8 +23,8 @@
  *   d. the batch: the unmeasured candidates of the pool ranked by score;
  *      1 - SEARCH_EPSILON of the batch from the model: its best-scored in
  *      the proportion of the budget spent, the others at random from the
- *      best SEARCH_TOP_FRACTION — under a model that starts from nothing,
- *      half of them (once this workload has a measurement) shared among the
+ *      best SEARCH_TOP_FRACTION — half of them (once this workload has a
+ *      measurement) shared among the
  *      sketches by each one's chance to beat the best so far (every
  *      candidate knows the sketch it was sampled from); the rest at random
  *      from all the others;
@@ -182,9 +182,6 @@ typedef struct search {
 	int round, done, errors;
 	search_stats st;
 	double search_s, measure_s, update_s;   /* the last round's phases */
-	int scored;                /* predictions asked for so far */
-	bool cold;                 /* the model could not rank at the first: it starts
-	                              from nothing (pick_batch) */
 } search;
 
 static void note_invalid(search *S, const char *what, const char *msg)
@@ -470,8 +467,6 @@ static int score(search *S, const gen *g, tir_error *err)
 	for (int i = 0; i < g->n; i++)
 		progs[i] = tir_sched_program(S->pool[g->idx[i]].s);
 	int rc = S->model->predict(S->model_self, S->w, S->t, g->n, progs, sc);
-	if (!S->scored++)
-		S->cold = rc != 0;
 	if (rc)   /* the model cannot rank yet (too little data): random scores */
 		rc = search_random_cost_model.predict(&S->random, S->w, S->t, g->n, progs, sc);
 	for (int i = 0; i < g->n; i++)
@@ -615,21 +610,20 @@ static void sketch_chances(const search *S, int groups, double *p)
  * fraction keeps its signal and the variety of the pool; late in the
  * budget the very top is what should be measured.
  *
- * A model that starts from nothing (it could not rank the search's first
- * generation) knows a sketch only from this workload's few samples, and
- * within a sketch latencies spread by several times (a CPU tiling's first
- * samples were seen 3-6x off its best): judging a sketch by an unlucky
- * first batch, it would never measure it again, and its evolution, bred
- * from what scores well, would stop making it (GMM-2 on the CPU:
- * bench/results/2026-11-30-search-sketch-share.txt).  So under such a
- * model, once something is measured, SEARCH_SKETCH_SHARE of the exploring
- * picks are shared among the sketches by each one's chance to beat the
- * best so far (sketch_chances), each from its sketch's own best-scored
- * fraction; the others come at random from the best-scored fraction of the
- * whole pool.  A model that already ranked other workloads (tird's shared
- * model after its first job) keeps its exploring picks: on the H200 the
- * share cost 8% there.  The random share (SEARCH_EPSILON) is drawn from
- * all the others. */
+ * Within a sketch latencies spread by several times (a CPU tiling's first
+ * samples were seen 3-6x off its best), and a model can prefer the wrong
+ * sketch for a workload: one that starts from nothing judges a sketch by
+ * an unlucky first batch, one trained on other workloads carries their
+ * preference (C2D-3 on the CPU kept to cpu-tile-cache, its best sketch being
+ * cpu-tile-reg), and its online retraining, a few rows among thousands,
+ * does not move it; its evolution, bred from what scores well, then stops
+ * making the other sketch (bench/results/2026-11-30-search-sketch-share.txt,
+ * 2026-11-30-costmodel-eval-s11.txt).  So once something is measured,
+ * SEARCH_SKETCH_SHARE of the exploring picks are shared among the sketches
+ * by each one's chance to beat the best so far (sketch_chances), each from
+ * its sketch's own best-scored fraction; the others come at random from
+ * the best-scored fraction of the whole pool.  The random share
+ * (SEARCH_EPSILON) is drawn from all the others. */
 static int pick_batch(search *S, int max, int *batch)
 {
 	int *c = xmalloc(sizeof(int) * (size_t)(S->npool + 1)), n = 0;
@@ -658,7 +652,7 @@ static int pick_batch(search *S, int max, int *batch)
 		batch[k] = take_at(c, &nu, 0);
 	int groups = S->space->nsketches + 1;
 	double *p = xmalloc(sizeof(double) * (size_t)groups);
-	if (S->cold && S->best >= 0)
+	if (S->best >= 0)
 		sketch_chances(S, groups, p);
 	else
 		nsketch = 0;

@@ -34,7 +34,7 @@
 #define SEARCH_MEASURED_SHARE  0.2   /* of the population: best measured traces */
 #define SEARCH_EPSILON         0.125 /* of a batch: random unmeasured candidates */
 #define SEARCH_TOP_FRACTION    0.1   /* the rest: at random from this best-scored part */
-#define SEARCH_SKETCH_SHARE    0.5   /* of those, under a cold model: shared among the sketches */
+#define SEARCH_SKETCH_SHARE    0.5   /* of those: shared among the sketches */
 #define SEARCH_SKETCH_SPREAD   1.0   /* prior spread of a sketch's log-latencies */
 #define SEARCH_MUTATE_TRIES    4     /* attempts per child before giving up */
 /* Plateau: the search stops after SEARCH_STALE_ROUNDS rounds in a row that
