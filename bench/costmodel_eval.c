@@ -570,6 +570,18 @@ static int load_records(const char *path, rows *all, tir_workload **w, char name
 	return 0;
 }
 
+/* The suite workload called name, or NULL with the reason printed. */
+static tir_workload *suite_workload(const char *name)
+{
+	char *json = tu_suite_workload(name);
+	tir_error err;
+	tir_workload *w = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
+	if (!w)
+		fprintf(stderr, "%s: %s\n", name, json ? err.msg : "not in the suite");
+	free(json);
+	return w;
+}
+
 /* --records FILE... NAME...: the warm runs alone (see the top). */
 static int warm_only(const char **recfiles, int nrecfiles, char want[][32], int nwant,
 		     int trials, int ns, const char *savepath)
@@ -590,14 +602,9 @@ static int warm_only(const char **recfiles, int nrecfiles, char want[][32], int 
 	printf("%-8s %5s %10s   %s\n", "name", "seed", "best_us", "best after each batch; "
 	       "online pairwise per batch");
 	for (int k = 0; k < nwant; k++) {
-		char *json = tu_suite_workload(want[k]);
-		tir_error err;
-		tir_workload *wk = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
-		free(json);
-		if (!wk) {
-			fprintf(stderr, "%s: not in the suite\n", want[k]);
+		tir_workload *wk = suite_workload(want[k]);
+		if (!wk)
 			return 1;
-		}
 		int skip = -1;
 		for (int i = 0; i < nw; i++)
 			if (!strcmp(tir_workload_key(w[i]), tir_workload_key(wk)))
@@ -683,12 +690,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < nw; i++) {
-		char *json = tu_suite_workload(names[i]);
-		if (!json || !(w[i] = tir_workload_parse(json, strlen(json), NULL, &err))) {
-			fprintf(stderr, "%s: %s\n", names[i], json ? err.msg : "not in the suite");
+		if (!(w[i] = suite_workload(names[i])))
 			return 1;
-		}
-		free(json);
 	}
 	static run rr[MAXW][MAXS], rx[MAXW][MAXS], rw[MAXW][MAXS];
 	printf("# target %s, %d trials, batch 16, %d seeds\n", t.key, trials, ns);
