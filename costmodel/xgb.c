@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <nettle/sha2.h>
 #include <xgboost/c_api.h>
 #include "costmodel.h"
 #include "ir/ir.h"
@@ -314,22 +313,20 @@ static const char magic[8] = "TIRCM2\n";
 /* TIRCM1: before the feature table's identity was stored */
 static const char magic_v1[8] = "TIRCM1\n";
 
-/* The identity of the feature table: the first 4 bytes of the SHA-256 of
- * CM_FEATURES_VERSION and the names in order.  A model saved by a build
- * whose features differ (in number, names or meaning) does not load; the
- * daemon then rebuilds it from the stored records. */
+/* The identity of the feature table: the first 4 bytes of the SHA-256
+ * (search_trace_hash) of CM_FEATURES_VERSION and the names in order, one a
+ * line.  A model saved by a build whose features differ (in number, names
+ * or meaning) does not load; the daemon then rebuilds it from the stored
+ * records. */
 static uint32_t features_id(void)
 {
-	struct sha256_ctx ctx;
-	char v[32];
-	snprintf(v, sizeof v, "%d\n", CM_FEATURES_VERSION);
-	sha256_init(&ctx);
-	sha256_update(&ctx, strlen(v), (const uint8_t *)v);
+	tir_buf b = { 0 };
+	buf_printf(&b, "%d\n", CM_FEATURES_VERSION);
 	for (int i = 0; i < CM_NFEATURES; i++)
-		sha256_update(&ctx, strlen(cm_feature_names[i]) + 1,
-			      (const uint8_t *)cm_feature_names[i]);
-	uint8_t d[SHA256_DIGEST_SIZE];
-	sha256_digest(&ctx, sizeof d, d);
+		buf_printf(&b, "%s\n", cm_feature_names[i]);
+	unsigned char d[32];
+	search_trace_hash(b.s, d);
+	free(b.s);
 	return (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
 }
 

@@ -24,10 +24,9 @@
  *      1 - SEARCH_EPSILON of the batch from the model: its best-scored in
  *      the proportion of the budget spent, the others at random from the
  *      best SEARCH_TOP_FRACTION — half of them (once this workload has a
- *      measurement) shared among the
- *      sketches by each one's chance to beat the best so far (every
- *      candidate knows the sketch it was sampled from); the rest at random
- *      from all the others;
+ *      measurement) shared among the sketches by each one's chance to beat
+ *      the best so far (every candidate knows the sketch it was sampled
+ *      from); the rest at random from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
  *      GFLOP/s (0 for a failure).
