@@ -4,8 +4,9 @@
  *
  *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE]
  *                        [--save FILE] NAME...
- *   bench/costmodel_eval --records FILE... [--dump TSV]
- *   bench/costmodel_eval --records FILE... [--trials N] [--seeds S] [--save FILE] NAME...
+ *   bench/costmodel_eval --records FILE [--records FILE]... [--dump TSV]
+ *   bench/costmodel_eval --records FILE [--records FILE]... [--trials N] [--seeds S]
+ *                        [--save FILE] NAME...
  *
  * For each suite workload NAME and seed: tir_tune under the random model and
  * under a cold XGBoost model at the same trial budget; the best latency after
@@ -582,7 +583,7 @@ static tir_workload *suite_workload(const char *name)
 	return w;
 }
 
-/* --records FILE... NAME...: the warm runs alone (see the top). */
+/* --records FILE [--records FILE]... NAME...: the warm runs alone (see the top). */
 static int warm_only(const char **recfiles, int nrecfiles, char want[][32], int nwant,
 		     int trials, int ns, const char *savepath)
 {
@@ -659,7 +660,7 @@ int main(int argc, char **argv)
 	if (ns > MAXS) ns = MAXS;
 	if (!nw && !nrecfiles) {
 		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] [--save FILE] NAME...\n"
-				"       costmodel_eval [--suite FILE] --records FILE...\n");
+				"       costmodel_eval [--suite FILE] --records FILE [--records FILE]... [--dump TSV] [NAME...]\n");
 		return 2;
 	}
 	tir_target t;
