@@ -187,7 +187,7 @@ def by_workloads(w, g, x, params, rounds):
     rng = np.random.RandomState(1)
     keys, lab = np.unique(w), labels(w, g)
     print('%-22s %s' % ('trained on', 'held-out pairwise (mean)'))
-    for m in (3, 7, 13, len(keys) - 1):
+    for m in [m for m in (3, 7, 13) if m < len(keys) - 1] + [len(keys) - 1]:
         acc = []
         for k in keys:
             for rep in range(2 if m < len(keys) - 1 else 1):
