@@ -307,6 +307,91 @@ START_TEST(simplify_split_and_fuse)
 }
 END_TEST
 
+/* The value of an integer expression of variables vals[var->id]. */
+static int64_t ieval(const tir_expr *e, const int64_t *vals)
+{
+	int64_t x, y, q;
+	switch (e->kind) {
+	case E_INT: return e->ival;
+	case E_VAR: return vals[e->var->id];
+	default: break;
+	}
+	x = ieval(e->a, vals);
+	y = ieval(e->b, vals);
+	switch (e->kind) {
+	case E_ADD: return x + y;
+	case E_SUB: return x - y;
+	case E_MUL: return x * y;
+	case E_FLOORDIV: case E_FLOORMOD:
+		q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+		return e->kind == E_FLOORDIV ? q : x - q * y;
+	default: ck_abort_msg("unexpected expression kind %d", e->kind);
+	}
+	return 0;
+}
+
+/* floordiv / floormod of g*B + s by c, g dividing c and 0 <= s < g: B's
+ * division by c/g, free of s (a k loop tiled inside the channel groups of a
+ * grouped convolution).  Every form checked against the original on every
+ * point of the ranges, and the rule not taken where s can reach g. */
+START_TEST(simplify_common_factor)
+{
+	tir_program *p = program_new(NULL);
+	tir_arena *a = &p->arena;
+	tir_var *o = program_var(p, "o"), *i = program_var(p, "i"), *j = program_var(p, "j");
+	tir_env env = env_new(p->nvars);
+	env_set(&env, o, 0, 5);
+	env_set(&env, i, 0, 3);
+	tir_expr *x = mk_add(a, mk_mul(a, mk_var(a, o), mk_int(a, 4)), mk_var(a, i));
+	tir_expr *q = expr_simplify(a, mk_floordiv(a, x, mk_int(a, 8)), &env);
+	tir_expr *r = expr_simplify(a, mk_floormod(a, x, mk_int(a, 8)), &env);
+	char *s = tir_expr_print(q);
+	ck_assert_str_eq(s, "o // 2");
+	free(s);
+	s = tir_expr_print(r);
+	ck_assert_str_eq(s, "o % 2 * 4 + i");
+	free(s);
+	/* (24*j + 8*o + 2*i + 1) with i < 4: g = 8 -> (3*j + o) // c/8 */
+	env_set(&env, j, 0, 2);
+	tir_expr *y = mk_add(a, mk_add(a, mk_mul(a, mk_var(a, j), mk_int(a, 24)),
+				      mk_mul(a, mk_var(a, o), mk_int(a, 8))),
+			     mk_add(a, mk_mul(a, mk_var(a, i), mk_int(a, 2)), mk_int(a, 1)));
+	const int64_t divs[] = { 2, 3, 8, 16, 48, 5 };
+	for (int ex = 0; ex < 2; ex++)
+		for (size_t d = 0; d < sizeof divs / sizeof *divs; d++)
+			for (int kind = 0; kind < 2; kind++) {
+				tir_expr *e0 = ex ? y : x;
+				tir_expr *e = kind ? mk_floormod(a, e0, mk_int(a, divs[d]))
+						   : mk_floordiv(a, e0, mk_int(a, divs[d]));
+				tir_expr *f = expr_simplify(a, e, &env);
+				int64_t v[3];
+				for (v[0] = 0; v[0] <= 5; v[0]++)
+					for (v[1] = 0; v[1] <= 3; v[1]++)
+						for (v[2] = 0; v[2] <= 2; v[2]++) {
+							int64_t vals[8] = { 0 };
+							vals[o->id] = v[0];
+							vals[i->id] = v[1];
+							vals[j->id] = v[2];
+							ck_assert_msg(ieval(e, vals) == ieval(f, vals),
+								      "expression %d, %s %lld at o=%lld i=%lld j=%lld",
+								      ex, kind ? "mod" : "div", (long long)divs[d],
+								      (long long)v[0], (long long)v[1], (long long)v[2]);
+						}
+				if (ex == 1 && divs[d] == 16 && !kind) {
+					char *t = tir_expr_print(f);
+					ck_assert_msg(!expr_uses_var(f, i), "%s", t);
+					free(t);
+				}
+			}
+	/* i may reach 4 = g: the division keeps i */
+	env_set(&env, i, 0, 4);
+	q = expr_simplify(a, mk_floordiv(a, x, mk_int(a, 8)), &env);
+	ck_assert(expr_uses_var(q, i));
+	env_free(&env);
+	tir_program_free(p);
+}
+END_TEST
+
 /* buf_put appends any bytes (zeros included) and keeps the text
  * terminated; tir_write_all writes all of a buffer larger than a pipe's. */
 START_TEST(buffers_and_writes)
@@ -390,6 +475,7 @@ static Suite *make_ir_suite(void)
 	tcase_add_test(tc, golden_tiled_matmul);
 	tcase_add_test(tc, bad_traces_rejected);
 	tcase_add_test(tc, simplify_split_and_fuse);
+	tcase_add_test(tc, simplify_common_factor);
 	tcase_add_test(tc, intervals);
 	tcase_add_test(tc, buffers_and_writes);
 	suite_add_tcase(s, tc);

@@ -57,6 +57,16 @@ static int64_t fdiv(int64_t x, int64_t y)
 
 static int64_t fmod64(int64_t x, int64_t y) { return x - fdiv(x, y) * y; }
 
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
 static bool add_term(tir_affine *f, int64_t coef, tir_var *v, tir_expr *opaque)
 {
 	if (coef == 0)
@@ -255,6 +265,21 @@ bool expr_bounds(const tir_expr *e, const tir_env *env, int64_t *min, int64_t *m
 	return bounds_rec(e, env, min, max);
 }
 
+/* r as g*big + sm: big the terms (and the part of the constant) that g
+ * divides, over g; sm the rest. */
+static void split_by(const tir_affine *r, int64_t g, tir_affine *big, tir_affine *sm)
+{
+	memset(big, 0, sizeof *big);
+	memset(sm, 0, sizeof *sm);
+	big->c0 = fdiv(r->c0, g);
+	sm->c0 = fmod64(r->c0, g);
+	for (int t = 0; t < r->nterms; t++)
+		if (r->coef[t] % g == 0)
+			add_term(big, r->coef[t] / g, r->var[t], r->opaque[t]);
+		else
+			add_term(sm, r->coef[t], r->var[t], r->opaque[t]);
+}
+
 /* floordiv / floormod of an affine numerator by a positive constant:
  * x = c*q + r with q the terms whose coefficients c divides. */
 static tir_expr *simplify_divmod(tir_arena *a, tir_expr_kind k, tir_expr *x,
@@ -281,6 +306,28 @@ static tir_expr *simplify_divmod(tir_arena *a, tir_expr_kind k, tir_expr *x,
 		if (k == E_FLOORDIV)
 			return mk_add(a, affine_to_expr(a, &q), mk_int(a, k0));
 		return mk_sub(a, re, mk_int(a, k0 * c));
+	}
+	/* r = g*B + s with g dividing c and 0 <= s < g: floordiv(r, c) is
+	 * floordiv(B, c/g) and floormod(r, c) is floormod(B, c/g)*g + s — a
+	 * k loop tiled by 4 inside groups of 8 channels, floordiv(4*k0 + k1, 8)
+	 * with k1 < 4, is floordiv(k0, 2), free of the inner k1.  The largest
+	 * such g of the terms' common factors with c. */
+	int64_t best = 0;
+	tir_affine big, sm;
+	for (int i = 0; i < r.nterms; i++) {
+		int64_t g = gcd64(llabs(r.coef[i]), c), sl, sh;
+		if (g <= best || g == c)
+			continue;
+		split_by(&r, g, &big, &sm);
+		if (affine_bounds(&sm, env, &sl, &sh) && sl >= 0 && sh < g)
+			best = g;
+	}
+	if (best > 1) {
+		split_by(&r, best, &big, &sm);
+		tir_expr *inner = simplify_divmod(a, k, affine_to_expr(a, &big), c / best, env);
+		if (k == E_FLOORDIV)
+			return mk_add(a, affine_to_expr(a, &q), inner);
+		return mk_add(a, mk_mul(a, inner, mk_int(a, best)), affine_to_expr(a, &sm));
 	}
 	if (k == E_FLOORDIV) {
 		/* nested floordiv(floordiv(y, d), c) == floordiv(y, d*c) */
