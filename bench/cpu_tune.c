@@ -4,14 +4,16 @@
  *
  *   sgemm 1024^3 float32   tir_tune | the unscheduled program | OpenBLAS
  *                          cblas_sgemm | oneDNN dnnl_sgemm
- *   C2D-* of the suite     tir_tune | the unscheduled program | oneDNN
- *                          convolution (NHWC src/dst, weights in the layout
- *                          oneDNN prefers, reordered once outside the timing)
+ *   the suite's conv2d     tir_tune | the unscheduled program | oneDNN
+ *   (NHWC: C2D, GRP, DIL)  convolution (NHWC src/dst, groups and dilation as
+ *                          the workload's, weights in the layout oneDNN
+ *                          prefers, reordered once outside the timing)
  *
  *   cpu_tune [--trials N] [--seed S] [--suite FILE] [--only NAME,...]
  *            [--no-peers] [--no-naive]
  *
- * N defaults to 128.  Names: sgemm-1024, C2D-0 ... (the suite's names).
+ * N defaults to 128.  Names: sgemm-1024, C2D-0, GRP-2 ... (the suite's
+ * names); at most MAX_ROWS rows.
  * Progress goes to stderr, the table to stdout (bench/cpu_tune.sh writes it
  * to bench/results/ with the date, the machine and the command).
  *
@@ -231,6 +233,8 @@ static double dnnl_conv_time(void *ctx)
 }
 #endif
 
+#define MAX_ROWS 16
+
 /* ---- tird: naive and tuned --------------------------------------------------------- */
 
 typedef struct row {
@@ -290,7 +294,7 @@ static void run_tird(row *r, const char *json, const tir_target *t, int trials,
 	tir_workload_free(w);
 }
 
-/* ---- the suite's C2D entries --------------------------------------------------------- */
+/* ---- the suite's convolutions ------------------------------------------------------------ */
 
 static int64_t num(const cJSON *o, const char *k, int64_t dflt)
 {
@@ -433,7 +437,7 @@ int main(int argc, char **argv)
 	printf("(built without oneDNN)\n");
 #endif
 
-	row rows[16];
+	row rows[MAX_ROWS];
 	int n = 0;
 	/* sgemm 1024^3 */
 	if (wanted(only, "sgemm-1024")) {
@@ -453,18 +457,26 @@ int main(int argc, char **argv)
 			(void)g;
 		}
 	}
-	/* the suite's C2D entries */
+	/* the suite's 2-D convolutions (NHWC: dense, grouped, dilated) */
 	char *text = read_all(suite);
 	cJSON *doc = text ? cJSON_Parse(text) : NULL;
 	if (!doc)
-		fprintf(stderr, "cannot read the suite %s; C2D skipped\n", suite);
+		fprintf(stderr, "cannot read the suite %s; convolutions skipped\n", suite);
 	const cJSON *e;
 	cJSON_ArrayForEach(e, doc) {
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
 		const cJSON *wl = cJSON_GetObjectItemCaseSensitive(e, "workload");
-		if (!cJSON_IsString(name) || strncmp(name->valuestring, "C2D", 3) ||
-		    !wanted(only, name->valuestring) || n == 16)
+		const cJSON *op = cJSON_GetObjectItemCaseSensitive(wl, "op");
+		const cJSON *layout = cJSON_GetObjectItemCaseSensitive(wl, "layout");
+		if (!cJSON_IsString(name) || !cJSON_IsString(op) || strcmp(op->valuestring, "conv2d") ||
+		    !cJSON_IsString(layout) || strcmp(layout->valuestring, "NHWC") ||
+		    !wanted(only, name->valuestring))
 			continue;
+		if (n == MAX_ROWS) {
+			fprintf(stderr, "more than %d rows: %s and after skipped (use --only)\n",
+				MAX_ROWS, name->valuestring);
+			break;
+		}
 		row *r = &rows[n++];
 		memset(r, 0, sizeof *r);
 		snprintf(r->name, sizeof r->name, "%s", name->valuestring);
