@@ -420,6 +420,20 @@ START_TEST(test_c_scheduled_cpu)
 }
 END_TEST
 
+/* A padded NHWC conv2d's pad stage inlined; the compute block (returned)
+ * and its loops n h w k r s c in l. */
+static int conv_loops(tir_sched *s, int l[7])
+{
+	tir_error err;
+	int pad = tir_get_block(s, "pad", &err);
+	ck_assert_msg(pad >= 0, "%s", err.msg);
+	OK(tir_compute_inline(s, pad, &err));
+	int b = tir_get_block(s, "compute", &err);
+	ck_assert_msg(b >= 0, "%s", err.msg);
+	ck_assert_int_eq(tir_get_loops(s, b, l, 7, &err), 7);
+	return b;
+}
+
 /* CPU: a padded convolution with the pad stage inlined, a local cache of the
  * output tile and a storage-aligned stage. */
 START_TEST(test_c_scheduled_conv)
@@ -427,12 +441,8 @@ START_TEST(test_c_scheduled_conv)
 	tir_workload *w = parse("{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":10,\"W\":10,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"layout\":\"NHWC\"}");
 	tir_sched *s = sched(w);
 	tir_error err;
-	int pad = tir_get_block(s, "pad", &err);
-	ck_assert_msg(pad >= 0, "%s", err.msg);
-	OK(tir_compute_inline(s, pad, &err));
-	int b = tir_get_block(s, "compute", &err);
 	int l[7];
-	ck_assert_int_eq(tir_get_loops(s, b, l, 7, &err), 7);   /* n h w k r s c */
+	int b = conv_loops(s, l);
 	int h[2];
 	tir_int fh[2] = { TIR_LIT(0), TIR_LIT(2) };
 	OK(tir_split(s, l[1], 2, fh, h, &err));
@@ -458,17 +468,13 @@ END_TEST
  * that the load is the same along the vector (CPU GRP-2: 4.6 ms -> 0.8 ms
  * for one trace).  With a tile that does not decide it the division of k
  * stays. */
-static char *grouped_body(int64_t inner, bool *vec_free)
+static char *grouped_body(int64_t inner, bool *invariant)
 {
 	tir_workload *w = parse("{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":16,\"R\":3,\"S\":3,\"pad\":1,\"groups\":2,\"layout\":\"NHWC\"}");
 	tir_sched *s = sched(w);
 	tir_error err;
-	int pad = tir_get_block(s, "pad", &err);
-	ck_assert_msg(pad >= 0, "%s", err.msg);
-	OK(tir_compute_inline(s, pad, &err));
-	int b = tir_get_block(s, "compute", &err);
 	int l[7], k[2];
-	ck_assert_int_eq(tir_get_loops(s, b, l, 7, &err), 7);   /* n h w k r s c */
+	conv_loops(s, l);
 	tir_int fk[2] = { TIR_LIT(0), TIR_LIT(inner) };
 	OK(tir_split(s, l[3], 2, fk, k, &err));
 	int order[8] = { l[0], l[1], l[2], k[0], l[4], l[5], l[6], k[1] };
@@ -483,7 +489,7 @@ static char *grouped_body(int64_t inner, bool *vec_free)
 	const char *x = strstr(c->source, "? X[");
 	ck_assert_msg(x, "%s", c->source);
 	char *r = strndup(x, (size_t)(strchr(x, ']') - x + 1));
-	*vec_free = !strstr(r, "vk_") && !strstr(r, "k_1_");    /* nothing of k_1 */
+	*invariant = !strstr(r, "vk_") && !strstr(r, "k_1_");    /* nothing of k_1 */
 	tir_code_free(c);
 	tir_sched_free(s);
 	tir_workload_free(w);

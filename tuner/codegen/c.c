@@ -310,10 +310,11 @@ static tir_expr *bind_compact(cg_ctx *c, const tir_block *b, tir_expr *e)
 	n->c = bind_compact(c, b, e->c);
 	if (e->kind == E_LOAD) {
 		n->idx = arena_alloc(&c->L->arena, sizeof(tir_expr *) * (size_t)(e->nidx + 1));
+		bool compact = is_compact(c, e->buf);
 		for (int i = 0; i < e->nidx; i++) {
-			tir_expr *bd = is_compact(c, e->buf) ? NULL : bind_divmod(c, b, e->idx[i]);
-			n->idx[i] = is_compact(c, e->buf) ? lower_bind(c->L, b, e->idx[i])
-				  : bd ? bd : bind_compact(c, b, e->idx[i]);
+			tir_expr *bd = compact ? lower_bind(c->L, b, e->idx[i])
+					       : bind_divmod(c, b, e->idx[i]);
+			n->idx[i] = bd ? bd : bind_compact(c, b, e->idx[i]);
 		}
 	}
 	return n;
