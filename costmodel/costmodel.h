@@ -19,7 +19,7 @@
 
 /* ---- features.c ---------------------------------------------------------- */
 
-#define CM_NFEATURES 76
+#define CM_NFEATURES 86
 /* Raised whenever a feature changes meaning without changing its name: a
  * model saved with other features is not loaded (cm_model_load). */
 #define CM_FEATURES_VERSION 2
@@ -52,6 +52,12 @@ void cm_model_set_threads(cm_model *m, int threads);
  * when enough rows exist.  Thread-safe. */
 int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 		 const double *gflops, tir_error *err);
+/* The same rows added without training, for many workloads at once (a
+ * model rebuilt from records, or seeded); cm_model_train then trains once
+ * on all of them, no workload favoured. */
+void cm_model_append(cm_model *m, const char *group, int n, const float *features,
+		     const double *gflops);
+int cm_model_train(cm_model *m, tir_error *err);
 /* Scores n feature rows (higher: predicted faster).  Returns -1 while the
  * model is untrained (callers then fall back to random scores). */
 int cm_model_predict(cm_model *m, int n, const float *features, double *scores);

@@ -93,7 +93,25 @@ enum { F_ACCUM = F_TRAFFIC + NCACHES, F_MICRO_BYTES, F_ROOFLINE,
 	*                  memory accelerator, issued by a producer warpgroup
 	*                  (lower_tma_loop; its copy blocks count above as if
 	*                  every thread ran their loops) */
-       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_WGMMA_FRAC, F_TMA, F_END };
+       F_TENSOR_FRAC, F_MMA_PER_FRAG, F_PIPELINE, F_WGMMA_FRAC, F_TMA,
+       /* arithmetic by kind (kinds_of), executed counts per op of the whole
+	* program (per_op): the blocks' values, predicates and reduction
+	* updates, loads' indices excluded */
+       F_KINDS,
+       /* floordiv/floormod nodes of the accesses' offsets (bound to the
+	* loops and simplified, as codegen prints them) that depend on the
+	* innermost loop, executed counts per op: address arithmetic a
+	* compiler cannot strength-reduce out of the inner loop (a grouped
+	* convolution's channel tiled across groups) */
+       F_IDX_DIVMOD = F_KINDS + 9, F_END };
+
+/* The kinds counted from F_KINDS on: float add/sub, mul, div, min/max;
+ * calls (transcendental); compares and logic (the guards of an inlined
+ * pad, a block's predicate over a tile that overshoots); selects
+ * (if_then_else); casts; index-typed arithmetic in a value (outside loads'
+ * indices). */
+enum { K_ADD, K_MUL, K_DIV, K_MINMAX, K_CALL, K_CMP, K_SELECT, K_CAST, K_INT, K_N };
+_Static_assert(F_IDX_DIVMOD == F_KINDS + K_N, "one feature per kind");
 
 _Static_assert(F_END == CM_NFEATURES, "feature table and CM_NFEATURES differ");
 
@@ -114,6 +132,9 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
 	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
 	"tensor_frac", "mma_per_frag", "pipeline", "wgmma_frac", "tma",
+	"op_add_per_op", "op_mul_per_op", "op_div_per_op", "op_minmax_per_op",
+	"op_call_per_op", "op_cmp_per_op", "op_select_per_op", "op_cast_per_op",
+	"op_int_per_op", "idx_divmod_inner_per_op",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
@@ -138,6 +159,8 @@ typedef struct fctx {
 	double wg_flops;                      /* of which under warpgroup MMAs */
 	double mma, frag_loads;               /* 16x16x16 products, 16x16 tiles loaded */
 	double main_instances;
+	double kinds[K_N];                    /* executed operations by kind */
+	double idx_divmod;                    /* executed inner-loop div/mod of offsets */
 	double main_unique[MAIN_ACC];         /* bytes, per main-block access */
 	const tir_block *main;
 } fctx;
@@ -165,6 +188,43 @@ static double ops_of(const tir_expr *e)
 	default:
 		return n;
 	}
+}
+
+/* Adds the operations of one evaluation of e by kind to k[K_N] (loads'
+ * indices excluded). */
+static void kinds_of(const tir_expr *e, double *k)
+{
+	if (!e || e->kind == E_LOAD || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
+		return;
+	kinds_of(e->a, k);
+	kinds_of(e->b, k);
+	kinds_of(e->c, k);
+	bool idx = e->dtype == TIR_I64 || e->dtype == TIR_BOOL;
+	switch (e->kind) {
+	case E_ADD: case E_SUB: k[idx ? K_INT : K_ADD]++; break;
+	case E_MUL: k[idx ? K_INT : K_MUL]++; break;
+	case E_DIV: k[idx ? K_INT : K_DIV]++; break;
+	case E_MIN: case E_MAX: k[idx ? K_INT : K_MINMAX]++; break;
+	case E_FLOORDIV: case E_FLOORMOD: k[K_INT]++; break;
+	case E_LT: case E_LE: case E_EQ: case E_NE: case E_AND: case E_OR: case E_NOT:
+		k[K_CMP]++;
+		break;
+	case E_SELECT: k[K_SELECT]++; break;
+	case E_CAST: k[K_CAST]++; break;
+	case E_CALL: k[K_CALL]++; break;
+	default: break;
+	}
+}
+
+/* floordiv/floormod nodes of e whose dividend uses v. */
+static int divmods_using(const tir_expr *e, const tir_var *v)
+{
+	if (!e || !v || e->kind == E_INT || e->kind == E_FLOAT || e->kind == E_VAR)
+		return 0;
+	int n = divmods_using(e->a, v) + divmods_using(e->b, v) + divmods_using(e->c, v);
+	if ((e->kind == E_FLOORDIV || e->kind == E_FLOORMOD) && expr_uses_var(e->a, v))
+		n++;
+	return n;
 }
 
 /* |coefficient| of loop variable v in the flattened offset (0 if absent,
@@ -250,6 +310,7 @@ static void access(fctx *c, const tir_block *b, const loopinfo *li, const tir_bu
 		unique *= ext;
 	}
 	double total = li->instances * bytes;
+	c->idx_divmod += li->instances * divmods_using(off, li->inner);
 	double inner = stride_of(off, li->inner);
 	const tir_var *tv = c->t->kind == TIR_TARGET_CUDA ? li->thread_x : li->vec;
 	double tstride = stride_of(off, tv);
@@ -433,6 +494,13 @@ static void block_features(tir_block *b, void *ctx)
 	double ops = ops_of(b->value) + (b->reduce != REDUCE_NONE ? 1 : 0);
 	double total = li.instances * ops;
 	c->flops += total;
+	double kinds[K_N] = { 0 };
+	kinds_of(b->value, kinds);
+	kinds_of(b->predicate, kinds);
+	if (b->reduce == REDUCE_SUM)
+		kinds[K_ADD]++;
+	for (int i = 0; i < K_N; i++)
+		c->kinds[i] += li.instances * kinds[i];
 	if (li.vectorized)
 		c->vec_flops += total;
 	if (li.intrin && li.intrin->kind == INTRIN_MMA) {
@@ -625,6 +693,9 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 	out[F_PIPELINE] = (float)pipeline_stages(&c.L, p->root);
 	out[F_WGMMA_FRAC] = c.flops > 0 ? (float)(c.wg_flops / c.flops) : 0;
 	out[F_TMA] = lower_find_tma(&c.L, p->root) ? 1 : 0;
+	for (int i = 0; i < K_N; i++)
+		out[F_KINDS + i] = per_op(c.kinds[i], c.flops);
+	out[F_IDX_DIVMOD] = per_op(c.idx_divmod, c.flops);
 	for (int i = 0; i < CM_NFEATURES; i++)
 		if (!isfinite(out[i]))
 			out[i] = 0;

@@ -281,6 +281,24 @@ int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 	return rc;
 }
 
+void cm_model_append(cm_model *m, const char *group, int n, const float *features,
+		     const double *gflops)
+{
+	if (n <= 0)
+		return;
+	pthread_mutex_lock(&m->mu);
+	add_rows(m, group_id(m, group ? group : ""), n, features, gflops);
+	pthread_mutex_unlock(&m->mu);
+}
+
+int cm_model_train(cm_model *m, tir_error *err)
+{
+	pthread_mutex_lock(&m->mu);
+	int rc = train(m, -1, err);
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}
+
 int cm_model_predict(cm_model *m, int n, const float *features, double *scores)
 {
 	pthread_mutex_lock(&m->mu);

@@ -104,6 +104,78 @@ static int feature(const char *name)
 	return -1;
 }
 
+/* The features of the program schedule s has reached on the CPU. */
+static void cpu_features(tir_sched *s, float *f)
+{
+	tir_error err;
+	ck_assert_msg(cm_features(tir_sched_program(s), &cpu, f, &err) == 0, "%s", err.msg);
+}
+
+/* A grouped convolution (16 output channels in 2 groups) with its pad
+ * inlined and its output channel split by `inner`, the inner part innermost:
+ * its features. */
+static void grouped_features(int64_t inner, float *f)
+{
+	const char *j = "{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":16,\"R\":3,"
+			"\"S\":3,\"pad\":1,\"groups\":2,\"layout\":\"NHWC\"}";
+	tir_error err;
+	tir_workload *w = tir_workload_parse(j, strlen(j), NULL, &err);
+	ck_assert_msg(w, "%s", err.msg);
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	ck_assert(tir_compute_inline(s, tir_get_block(s, "pad", &err), &err) >= 0);
+	int b = tir_get_block(s, "compute", &err), l[7], k[2];
+	ck_assert_int_eq(tir_get_loops(s, b, l, 7, &err), 7);
+	tir_int fk[2] = { TIR_LIT(0), TIR_LIT(inner) };
+	ck_assert_msg(tir_split(s, l[3], 2, fk, k, &err) >= 0, "%s", err.msg);
+	int order[8] = { l[0], l[1], l[2], k[0], l[4], l[5], l[6], k[1] };
+	ck_assert_msg(tir_reorder(s, 8, order, &err) >= 0, "%s", err.msg);
+	cpu_features(s, f);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+
+/* Arithmetic by kind: a convolution's products and reduction adds (half
+ * its ops each), none of the kinds it does not have; its pad's guards and
+ * selects, evaluated per product once the pad is inlined (far more per op
+ * than in a pad stage of its own).  The division of a grouped
+ * convolution's input channel counts along the innermost loop only where
+ * the loops do not decide it: a tile of the output channel within a group
+ * divides by nothing, one across both groups does. */
+START_TEST(features_count_kinds)
+{
+	const char *j = "{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":10,\"W\":10,\"K\":16,\"R\":3,"
+			"\"S\":3,\"pad\":1,\"layout\":\"NHWC\"}";
+	tir_error err;
+	tir_workload *w = tir_workload_parse(j, strlen(j), NULL, &err);
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	float a[CM_NFEATURES], b[CM_NFEATURES];
+	cpu_features(s, a);
+	ck_assert(tir_compute_inline(s, tir_get_block(s, "pad", &err), &err) >= 0);
+	cpu_features(s, b);
+	int mul = feature("op_mul_per_op"), add = feature("op_add_per_op");
+	int sel = feature("op_select_per_op"), cmp = feature("op_cmp_per_op");
+	for (int i = 0; i < 2; i++) {
+		const float *f = i ? b : a;
+		ck_assert_msg(fabsf(f[mul] + 1) < 1e-3 && fabsf(f[add] + 1) < 1e-3,
+			      "mul %g add %g", f[mul], f[add]);
+		const char *none[] = { "op_div_per_op", "op_minmax_per_op", "op_call_per_op",
+				       "op_cast_per_op", "idx_divmod_inner_per_op" };
+		for (size_t k = 0; k < sizeof none / sizeof *none; k++)
+			ck_assert_msg(f[feature(none[k])] < -25, "%s %g", none[k], f[feature(none[k])]);
+		ck_assert(f[sel] > -25 && f[cmp] > f[sel]);
+	}
+	ck_assert_msg(b[sel] > a[sel] + 2 && b[cmp] > a[cmp] + 2, "select %g -> %g, cmp %g -> %g",
+		      a[sel], b[sel], a[cmp], b[cmp]);
+	tir_sched_free(s);
+	tir_workload_free(w);
+
+	int dm = feature("idx_divmod_inner_per_op");
+	grouped_features(8, a);
+	grouped_features(16, b);
+	ck_assert_msg(a[dm] < -25 && b[dm] > -25, "within a group %g, across groups %g", a[dm], b[dm]);
+}
+END_TEST
+
 /* The loop annotation "software_pipeline" of p, if one has a copy stage. */
 static int annotated_stages(const tir_stmt *s)
 {
@@ -243,6 +315,41 @@ START_TEST(learns_and_round_trips)
 	free(blob);
 	cm_model_free(m2);
 	cm_model_free(m);
+	free(f);
+}
+END_TEST
+
+/* Rows appended for many workloads and trained once make the booster that
+ * adding them workload by workload makes (a model rebuilt or seeded at
+ * start-up); appended rows alone train nothing. */
+START_TEST(append_then_train)
+{
+	enum { N = 120 };
+	float *f = malloc(sizeof(float) * 3 * N * CM_NFEATURES);
+	double g[3 * N], pa[N], pb[N];
+	tir_error err;
+	for (int w = 0; w < 3; w++)
+		synth(N, 10 + w, &f[(size_t)w * N * CM_NFEATURES], &g[w * N], 1 + 100 * w);
+	cm_model *a = cm_model_new(), *b = cm_model_new();
+	const char *names[3] = { "w1", "w2", "w3" };
+	for (int w = 0; w < 3; w++) {
+		ck_assert(cm_model_add(a, names[w], N, &f[(size_t)w * N * CM_NFEATURES], &g[w * N],
+				       &err) == 0);
+		cm_model_append(b, names[w], N, &f[(size_t)w * N * CM_NFEATURES], &g[w * N]);
+	}
+	ck_assert(!cm_model_trained(b));
+	ck_assert(cm_model_predict(b, N, f, pb) == -1);
+	ck_assert_int_eq(cm_model_rows(b), 3 * N);
+	ck_assert(cm_model_train(b, &err) == 0);
+	ck_assert(cm_model_trained(b));
+	ck_assert_int_eq(cm_model_trained_rows(b), 3 * N);
+	synth(N, 20, f, g, 5);
+	ck_assert(cm_model_predict(a, N, f, pa) == 0);
+	ck_assert(cm_model_predict(b, N, f, pb) == 0);
+	for (int i = 0; i < N; i++)
+		ck_assert(pa[i] == pb[i]);
+	cm_model_free(a);
+	cm_model_free(b);
 	free(f);
 }
 END_TEST
@@ -408,11 +515,13 @@ static Suite *make_costmodel_suite(void)
 	tcase_add_test(tc, features_every_workload);
 	tcase_add_test(tc, features_see_the_schedule);
 	tcase_add_test(tc, features_see_tensor_cores);
+	tcase_add_test(tc, features_count_kinds);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("model");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, learns_and_round_trips);
 	tcase_add_test(tc, degenerate_data);
+	tcase_add_test(tc, append_then_train);
 	tcase_add_test(tc, threads_change_nothing);
 	suite_add_tcase(s, tc);
 	/* trainings of thousands of rows: seconds each */
