@@ -3,7 +3,7 @@
  * machine's CPU with tird's own measurements.
  *
  *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE]
- *                        [--save FILE] NAME...
+ *                        [--save FILE] [--prior FILE] NAME...
  *   bench/costmodel_eval --records FILE [--records FILE]... [--dump TSV]
  *   bench/costmodel_eval --records FILE [--records FILE]... [--trials N] [--seeds S]
  *                        [--save FILE] NAME...
@@ -17,6 +17,10 @@
  *  - warm: runs of each workload (every seed) under a model first trained on
  *    the other workloads' records, as tird's shared per-target model starts
  *    a new workload; transfer compares warm and cold after two batches.
+ *    With --prior FILE, the warm model is trained on FILE's records of the
+ *    other workloads instead (FILE: a records file, such as the seed a new
+ *    tird's CPU model starts from, costmodel/seed/; the workload tuned is
+ *    left out of it, as a workload the seed has never seen).
  * Prints one table per part; with --svg, writes the curves as an SVG plot;
  * with --save, every measured candidate as a records file in the format of
  * `tirctl export` (tird-records/1).
@@ -644,6 +648,7 @@ int main(int argc, char **argv)
 {
 	int trials = 96, ns = 3, nrecfiles = 0;
 	const char *svgpath = NULL, *savepath = NULL, *dumppath = NULL, *recfiles[MAXW];
+	const char *priorpath = NULL;
 	char names[MAXW][32];
 	int nw = 0;
 	for (int i = 1; i < argc; i++) {
@@ -652,6 +657,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--svg") && i + 1 < argc) svgpath = argv[++i];
 		else if (!strcmp(argv[i], "--save") && i + 1 < argc) savepath = argv[++i];
 		else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dumppath = argv[++i];
+		else if (!strcmp(argv[i], "--prior") && i + 1 < argc) priorpath = argv[++i];
 		else if (!strcmp(argv[i], "--records") && i + 1 < argc && nrecfiles < MAXW)
 			recfiles[nrecfiles++] = argv[++i];
 		else if (!strcmp(argv[i], "--suite") && i + 1 < argc) setenv("TIR_SUITE_JSON", argv[++i], 1);
@@ -659,7 +665,7 @@ int main(int argc, char **argv)
 	}
 	if (ns > MAXS) ns = MAXS;
 	if (!nw && !nrecfiles) {
-		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] [--save FILE] NAME...\n"
+		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] [--save FILE] [--prior FILE] NAME...\n"
 				"       costmodel_eval [--suite FILE] --records FILE [--records FILE]... [--dump TSV] [NAME...]\n");
 		return 2;
 	}
@@ -694,11 +700,19 @@ int main(int argc, char **argv)
 		if (!(w[i] = suite_workload(names[i])))
 			return 1;
 	}
+	/* --prior: the records the warm model starts from, by workload */
+	rows prior = { 0 };
+	static char pnames[MAXW][32];
+	tir_workload *pw[MAXW];
+	int pnw = 0;
+	if (priorpath && load_records(priorpath, &prior, pw, pnames, &pnw, &t))
+		return 1;
 	static run rr[MAXW][MAXS], rx[MAXW][MAXS], rw[MAXW][MAXS];
 	printf("# target %s, %d trials, batch 16, %d seeds\n", t.key, trials, ns);
 	printf("# random: the random model; cold: XGBoost from nothing; warm: XGBoost first\n"
-	       "# trained on the other workloads' records (as tird's shared model), both\n"
-	       "# retrained online\n");
+	       "# trained on the other workloads' records (%s%s), both\n"
+	       "# retrained online\n", priorpath ? "of the prior " : "as tird's shared model",
+	       priorpath ? priorpath : "");
 	printf("%-8s %5s %12s %12s %12s %8s %8s\n", "name", "seed", "random_us", "cold_us",
 	       "warm_us", "c/r", "w/r");
 	fflush(stdout);
@@ -709,10 +723,16 @@ int main(int argc, char **argv)
 			tune(w[i], &t, i, trials, (uint64_t)s + 1, m, &all, &rx[i][s]);
 			cm_model_free(m);
 		}
-	/* warm: the records of the other workloads' random and cold runs */
-	for (int i = 0; i < nw && nw > 1; i++)
+	/* warm: the records of the other workloads' random and cold runs, or of
+	 * the prior's other workloads */
+	for (int i = 0; i < nw && (nw > 1 || priorpath); i++)
 		for (int s = 0; s < ns; s++) {
-			cm_model *m = train_without(&all, i, names);
+			int skip = -1;
+			for (int k = 0; k < pnw; k++)
+				if (!strcmp(tir_workload_key(pw[k]), tir_workload_key(w[i])))
+					skip = k;
+			cm_model *m = priorpath ? train_without(&prior, skip, pnames)
+						: train_without(&all, i, names);
 			rows scratch = { 0 };
 			tune(w[i], &t, i, trials, (uint64_t)s + 1, m, &scratch, &rw[i][s]);
 			rows_free(&scratch);
@@ -723,7 +743,7 @@ int main(int argc, char **argv)
 		for (int s = 0; s < ns; s++) {
 			rs[s] = rr[i][s].best;
 			xs[s] = rx[i][s].best;
-			ws[s] = nw > 1 ? rw[i][s].best : 0;
+			ws[s] = nw > 1 || priorpath ? rw[i][s].best : 0;
 			printf("%-8s %5d %12.1f %12.1f %12.1f %8.3f %8.3f\n", names[i], s + 1, rs[s], xs[s],
 			       ws[s], xs[s] / rs[s], ws[s] / rs[s]);
 		}
@@ -737,7 +757,7 @@ int main(int argc, char **argv)
 	held_out(&all, nw, names);
 	printf("\n# transfer: best latency after the first two batches, cold vs warm (median of seeds)\n");
 	printf("%-8s %12s %12s %8s\n", "name", "cold_us", "warm_us", "w/c");
-	for (int i = 0; i < nw && nw > 1; i++) {
+	for (int i = 0; i < nw && (nw > 1 || priorpath); i++) {
 		double c2[MAXS], w2[MAXS];
 		for (int s = 0; s < ns; s++) {
 			c2[s] = rx[i][s].nb >= 2 ? rx[i][s].curve[1] : rx[i][s].best;
@@ -748,6 +768,9 @@ int main(int argc, char **argv)
 	}
 	online(nw, names, rx, rw, ns);
 	fflush(stdout);
+	for (int i = 0; i < pnw; i++)
+		tir_workload_free(pw[i]);
+	rows_free(&prior);
 	if (svgpath) {
 		svg(svgpath, nw, names, rr, rx, ns);
 		printf("\n# curves: %s\n", svgpath);

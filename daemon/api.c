@@ -386,7 +386,6 @@ void api_workload(http_req *r, http_resp *out)
 
 /* ---- records: export and import -------------------------------------------------------------- */
 
-#define RECORDS_FORMAT "tird-records/1"
 
 typedef struct export_ctx {
 	cJSON *recs, *keys;        /* keys: an object used as a set */

@@ -33,10 +33,12 @@
  * held.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "tird.h"
 #include "measure/measure.h"
 
@@ -923,20 +925,16 @@ static int by_workload(const void *a, const void *b)
 	return strcmp(((const rec_copy *)a)->wk, ((const rec_copy *)b)->wk);
 }
 
-/* The rows of one workload's records: features recomputed by this build. */
-static int rebuild_rows(tird *d, const rec_copy *r, int n, float *f, double *g, int *skipped)
+/* The rows of records r[0..n) of workload w: features recomputed by this
+ * build (records it cannot replay are skipped and counted). */
+static int rows_of(const tir_workload *w, const rec_copy *r, int n, float *f, double *g,
+		   int *skipped)
 {
-	char *canon = NULL;
-	store_error err;
-	tir_error terr;
 	int k = 0;
-	tir_workload *w = NULL;
-	if (store_workload_get(d->db, r[0].wk, &canon, NULL, NULL, &err) == 1)
-		w = tir_workload_parse(canon, strlen(canon), NULL, &terr);
-	free(canon);
 	for (int i = 0; i < n && w; i++) {
 		tir_target t;
 		tir_sched *s = NULL;
+		tir_error terr;
 		if (tir_target_parse(r[i].target, &t, &terr) == 0 &&
 		    (s = tir_sched_new(w, 1, &terr)) && tir_sched_replay(s, r[i].trace, &terr) == 0 &&
 		    cm_features(tir_sched_program(s), &t, &f[(size_t)k * CM_NFEATURES], &terr) == 0) {
@@ -945,45 +943,190 @@ static int rebuild_rows(tird *d, const rec_copy *r, int n, float *f, double *g, 
 		tir_sched_free(s);
 	}
 	*skipped += n - k;
-	tir_workload_free(w);
 	return k;
 }
 
-/* A model of kind k rebuilt from every stored record of that kind, for when
- * the saved one cannot be loaded (saved by a build with other features):
- * the records are the truth, the model only a summary of them. */
-static cm_model *model_rebuild(tird *d, int k, int *rows, int *skipped)
+/* Appends records r[0..n) of workload w to m under group; returns the rows. */
+static int append_rows(cm_model *m, const char *group, const tir_workload *w,
+		       const rec_copy *r, int n, int *skipped)
+{
+	float *f = must(malloc(sizeof(float) * (size_t)(n ? n : 1) * CM_NFEATURES));
+	double *g = must(malloc(sizeof(double) * (size_t)(n ? n : 1)));
+	int k = rows_of(w, r, n, f, g, skipped);
+	cm_model_append(m, group, k, f, g);
+	free(f);
+	free(g);
+	return k;
+}
+
+static void rec_list_free(rec_list *l)
+{
+	for (int i = 0; i < l->n; i++) {
+		free(l->r[i].wk);
+		free(l->r[i].target);
+		free(l->r[i].trace);
+	}
+	free(l->r);
+}
+
+/* Appends to m every stored record of kind k, each workload's under its key:
+ * the model is a summary of the records, which are the truth. */
+static void append_stored(tird *d, cm_model *m, int k, int *rows, int *skipped)
 {
 	rec_list l = { k ? "cuda:" : "cpu:", NULL, 0, 0 };
 	store_error err;
-	cm_model *m = cm_model_new();
-	*rows = *skipped = 0;
 	if (store_records_each(d->db, NULL, NULL, copy_record, &l, &err) < 0)
 		log_warn("cost model for %s: reading records: %s", kind_names[k], err.msg);
 	qsort(l.r, (size_t)l.n, sizeof *l.r, by_workload);
 	for (int i = 0, j; i < l.n; i = j) {
 		for (j = i + 1; j < l.n && !strcmp(l.r[j].wk, l.r[i].wk); j++)
 			;
-		float *f = must(malloc(sizeof(float) * (size_t)(j - i) * CM_NFEATURES));
-		double *g = must(malloc(sizeof(double) * (size_t)(j - i)));
-		int n = rebuild_rows(d, &l.r[i], j - i, f, g, skipped);
-		tir_error terr;
-		if (n > 0 && cm_model_add(m, l.r[i].wk, n, f, g, &terr))
-			log_warn("cost model for %s: %s", kind_names[k], terr.msg);
-		*rows += n;
-		free(f);
-		free(g);
+		char *canon = NULL;
+		tir_workload *w = NULL;
+		if (store_workload_get(d->db, l.r[i].wk, &canon, NULL, NULL, &err) == 1)
+			w = tir_workload_parse(canon, strlen(canon), NULL, NULL);
+		free(canon);
+		*rows += append_rows(m, l.r[i].wk, w, &l.r[i], j - i, skipped);
+		tir_workload_free(w);
 	}
-	for (int i = 0; i < l.n; i++) {
-		free(l.r[i].wk);
-		free(l.r[i].target);
-		free(l.r[i].trace);
+	rec_list_free(&l);
+}
+
+/* ---- the seed of the CPU model --------------------------------------------------------- */
+
+/* Appends the records of file path (tirctl export's format; the CPU's are
+ * used) to m, each workload's under the group "seed:KEY": never in one
+ * ranking group with this cache's own measurements of the same workload,
+ * which another machine's latencies are not comparable with.  Returns the
+ * rows added (*nw: of how many workloads), or -1 with msg naming the fault. */
+static int append_seed(cm_model *m, const char *path, int *nw, int *skipped, char *msg, size_t n)
+{
+	*nw = 0;
+	FILE *fp = fopen(path, "rb");
+	if (!fp) {
+		snprintf(msg, n, "%s: %s", path, strerror(errno));
+		return -1;
 	}
-	free(l.r);
+	char *text = NULL;
+	size_t len = 0, cap = 0, got = 1;
+	while (got > 0) {
+		if (len == cap)
+			text = must(realloc(text, cap = cap ? 2 * cap : 1 << 20));
+		got = fread(text + len, 1, cap - len, fp);
+		len += got;
+	}
+	bool bad = ferror(fp);
+	fclose(fp);
+	cJSON *root = bad ? NULL : cJSON_ParseWithLength(text, len);
+	free(text);
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+	const cJSON *wls = cJSON_GetObjectItemCaseSensitive(root, "workloads");
+	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(root, "records");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, RECORDS_FORMAT) ||
+	    !cJSON_IsObject(wls) || !cJSON_IsArray(recs)) {
+		snprintf(msg, n, "%s: %s", path, bad ? "cannot be read"
+			 : !root ? "not JSON" : "not records of tirctl export (" RECORDS_FORMAT ")");
+		cJSON_Delete(root);
+		return -1;
+	}
+	int rows = 0, nrec = cJSON_GetArraySize(recs);
+	rec_copy *r = must(calloc((size_t)(nrec ? nrec : 1), sizeof *r));
+	const cJSON *x;
+	cJSON_ArrayForEach(x, wls) {
+		char *canon = cJSON_PrintUnformatted(x);
+		tir_error terr = { "" };
+		tir_workload *w = canon ? tir_workload_parse(canon, strlen(canon), NULL, &terr) : NULL;
+		free(canon);
+		if (!w || strcmp(tir_workload_key(w), x->string)) {
+			snprintf(msg, n, "%s: workloads[\"%.64s\"]: %s", path, x->string,
+				 w ? "the key is not the SHA-256 of the workload" : terr.msg);
+			tir_workload_free(w);
+			rows = -1;
+			break;
+		}
+		int k = 0;
+		const cJSON *y;
+		cJSON_ArrayForEach(y, recs) {
+			const cJSON *wk = cJSON_GetObjectItemCaseSensitive(y, "workload_key");
+			const cJSON *t = cJSON_GetObjectItemCaseSensitive(y, "target");
+			const cJSON *tr = cJSON_GetObjectItemCaseSensitive(y, "trace");
+			const cJSON *st = cJSON_GetObjectItemCaseSensitive(y, "status");
+			const cJSON *us = cJSON_GetObjectItemCaseSensitive(y, "latency_us");
+			if (!cJSON_IsString(wk) || strcmp(wk->valuestring, x->string))
+				continue;
+			if (!cJSON_IsString(t) || strncmp(t->valuestring, "cpu:", 4) ||
+			    !cJSON_IsString(tr) || !cJSON_IsString(st)) {
+				(*skipped)++;
+				continue;
+			}
+			r[k++] = (rec_copy){ x->string, t->valuestring, tr->valuestring,
+					     !strcmp(st->valuestring, "ok"),
+					     cJSON_IsNumber(us) ? us->valuedouble : 0 };
+		}
+		char group[96];
+		snprintf(group, sizeof group, "seed:%s", x->string);
+		int added = append_rows(m, group, w, r, k, skipped);
+		rows += added;
+		*nw += added > 0;
+		tir_workload_free(w);
+	}
+	free(r);
+	cJSON_Delete(root);
+	return rows;
+}
+
+/* The seed file the CPU model starts from: the setting model_seed, else
+ * the one built beside tird or installed with it; NULL: none. */
+static const char *seed_path(const tird *d)
+{
+	const char *s = d->cfg.model_seed;
+	if (s && s[0])
+		return strcmp(s, "none") ? s : NULL;
+	static const char *const defaults[] = { TIRD_SEED_BUILD, TIRD_SEED_INSTALLED };
+	for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++)
+		if (access(defaults[i], R_OK) == 0)
+			return defaults[i];
+	return NULL;
+}
+
+/* A model of kind k made from the stored records of that kind and, for the
+ * CPU, the seed, trained once: when none was saved, or the saved one cannot
+ * be loaded (why: its error; NULL: none was saved).  NULL with msg when a
+ * seed the settings name cannot be used. */
+static cm_model *model_make(tird *d, int k, const char *why, char *msg, size_t n)
+{
+	double t0 = tir_now_s();
+	cm_model *m = cm_model_new();
+	int rows = 0, skipped = 0, nw = 0, seeded = 0;
+	const char *seed = k == 0 ? seed_path(d) : NULL;
+	if (seed && (seeded = append_seed(m, seed, &nw, &skipped, msg, n)) < 0) {
+		cm_model_free(m);
+		if (d->cfg.model_seed && d->cfg.model_seed[0])
+			return NULL;
+		log_warn("cost model for cpu: the seed is not used: %s", msg);
+		m = cm_model_new();
+		seeded = skipped = 0;
+		seed = NULL;
+	}
+	append_stored(d, m, k, &rows, &skipped);
+	tir_error terr = { "" };
+	if (cm_model_train(m, &terr))
+		log_warn("cost model for %s: %s", kind_names[k], terr.msg);
+	char from_seed[PATH_MAX + 96] = "";
+	if (seed)
+		snprintf(from_seed, sizeof from_seed, ", and %d rows of %d workloads from the seed %s",
+			 seeded, nw, seed);
+	if (why)
+		log_warn("cost model for %s not loaded (%s): rebuilt from %d stored records "
+			 "(%d skipped)%s in %.1f s", kind_names[k], why, rows, skipped, from_seed,
+			 tir_now_s() - t0);
+	else
+		log_info("cost model for %s: new, from %d stored records (%d skipped)%s in %.1f s",
+			 kind_names[k], rows, skipped, from_seed, tir_now_s() - t0);
 	return m;
 }
 
-void jobs_models_load(tird *d)
+int jobs_models_load(tird *d, char *msg, size_t n)
 {
 	for (int k = 0; k < 2; k++) {
 		void *blob = NULL;
@@ -991,28 +1134,25 @@ void jobs_models_load(tird *d)
 		store_error err;
 		tir_error terr = { "" };
 		int rc = store_model_get(d->db, kind_names[k], &blob, &len, &err);
-		if (rc == 1 && !(d->models[k] = cm_model_load(blob, len, &terr))) {
-			int rows, skipped;
-			d->models[k] = model_rebuild(d, k, &rows, &skipped);
-			log_warn("cost model for %s not loaded (%s): rebuilt from %d stored records "
-				 "(%d skipped)", kind_names[k], terr.msg, rows, skipped);
-			free(blob);
-			if (rows > 0)
-				jobs_model_save(d, (tir_target_kind)(k ? TIR_TARGET_CUDA : TIR_TARGET_CPU));
-			continue;
-		}
 		if (rc < 0)
 			log_warn("cost model for %s: %s", kind_names[k], err.msg);
-		if (d->models[k])
+		if (rc == 1 && (d->models[k] = cm_model_load(blob, len, &terr))) {
 			log_info("cost model for %s: %d rows", kind_names[k],
 				 cm_model_rows(d->models[k]));
-		else
-			d->models[k] = cm_model_new();
+		} else {
+			d->models[k] = model_make(d, k, rc == 1 ? terr.msg : NULL, msg, n);
+			if (!d->models[k]) {
+				free(blob);
+				return -1;
+			}
+			if (rc == 1 && cm_model_rows(d->models[k]) > 0)
+				jobs_model_save(d, (tir_target_kind)(k ? TIR_TARGET_CUDA : TIR_TARGET_CPU));
+		}
 		free(blob);
-	}
-	for (int k = 0; k < 2; k++)
 		cm_model_set_threads(d->models[k],
 				     search_threads(k ? TIR_TARGET_CUDA : TIR_TARGET_CPU));
+	}
+	return 0;
 }
 
 void jobs_model_save(tird *d, tir_target_kind kind)

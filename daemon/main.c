@@ -320,7 +320,10 @@ int main(int argc, char **argv)
 	}
 	d.workers = workers_new(&d);
 	api_init(&d);
-	jobs_models_load(&d);
+	if (jobs_models_load(&d, msg, sizeof msg)) {
+		failed = "cost model seed";
+		goto out;
+	}
 	if (!(d.jobs = jobs_start(&d, msg, sizeof msg))) {
 		failed = "jobs";
 		goto out;

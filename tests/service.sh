@@ -11,7 +11,10 @@
 #   wait; best; show; a cache hit; search options (a job under the random
 #   model with seed 7 shows them and finishes; bad options: 400 naming the
 #   field); export / import into a second tird, twice
-#   (idempotent); tird killed with SIGKILL mid-job, restarted on the same
+#   (idempotent); a new CPU cost model seeded from the records built beside
+#   tird, from an export (--model-seed FILE) or not (none), and a seed file
+#   missing, cut short or not records (exit 1 naming the fault); tird
+#   killed with SIGKILL mid-job, restarted on the same
 #   database: the job resumes and finishes, no stored record lost; SIGTERM
 #   stops it cleanly; a cost model it cannot load (another build's) is rebuilt
 #   from the stored records.
@@ -193,6 +196,36 @@ i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
 "$TIRCTL" --server "$url2" --json best matmul | jq -e "any(.[]; .record_id==\"$rec\")" >/dev/null \
 	&& pass "the imported cache has the same best" || fail "best after import"
 kill $t2
+
+# ---- the seed a new CPU cost model starts from ------------------------------------------------
+grep -q "cost model for cpu: new, from 0 stored records (0 skipped), and [1-9][0-9]* rows of [1-9][0-9]* workloads from the seed $top/costmodel/seed/cpu.records" "$tmp/tird.log" \
+	&& pass "a new CPU cost model starts from the seed built beside tird" \
+	|| fail "built seed: $(grep 'cost model for cpu' "$tmp/tird.log")"
+seeded() {   # NAME [flags...]: starts a tird on a new database, then stops it
+	name=$1; shift
+	port3=$(free_port)
+	"$TIRD" --listen 127.0.0.1:$port3 --db "$tmp/$name.db" --local-workers none "$@" \
+		>"$tmp/$name.log" 2>&1 &
+	t3=$!; pids="$pids $t3"
+	wait_up "http://127.0.0.1:$port3" || fail "tird with $* did not start"
+	kill $t3; wait $t3 2>/dev/null
+}
+seeded seed1 --model-seed "$tmp/export.json"
+grep -q "cost model for cpu: new, from 0 stored records (0 skipped), and $n rows of [1-9][0-9]* workloads from the seed $tmp/export.json" "$tmp/seed1.log" \
+	&& pass "--model-seed FILE: $n rows from an export" || fail "--model-seed: $(grep 'cost model for cpu' "$tmp/seed1.log")"
+seeded seed2 --model-seed none
+grep 'cost model for cpu' "$tmp/seed2.log" | grep -q "new, from 0 stored records (0 skipped) in" \
+	&& ! grep -q "from the seed" "$tmp/seed2.log" && pass "--model-seed none: no seed" \
+	|| fail "--model-seed none: $(grep 'cost model for cpu' "$tmp/seed2.log")"
+echo '{"format":"tird-records/1","workloads":' > "$tmp/cut.json"
+for bad in "$tmp/missing.json|No such file" "$tmp/cut.json|not JSON" "$tmp/mm8.json|not records"; do
+	f=${bad%%|*}; why=${bad#*|}
+	timeout 20 "$TIRD" --listen 127.0.0.1:$(free_port) --db "$tmp/seed3.db" --local-workers none \
+		--model-seed "$f" >"$tmp/seed3.log" 2>&1
+	rc=$?
+	[ $rc -eq 1 ] && grep -q "cost model seed: $f: $why" "$tmp/seed3.log" \
+		&& pass "--model-seed $(basename "$f"): exit 1, $why" || fail "--model-seed $f: exit $rc $(cat "$tmp/seed3.log")"
+done
 
 # ---- SIGKILL mid-job, restart, resume ------------------------------------------------------------
 job2=$(ctl --json tune "$tmp/mm24.json" --target cpu --trials 6 --batch 2)
