@@ -977,7 +977,8 @@ static void append_stored(tird *d, cm_model *m, int k, int *rows, int *skipped)
 	store_error err;
 	if (store_records_each(d->db, NULL, NULL, copy_record, &l, &err) < 0)
 		log_warn("cost model for %s: reading records: %s", kind_names[k], err.msg);
-	qsort(l.r, (size_t)l.n, sizeof *l.r, by_workload);
+	if (l.n)
+		qsort(l.r, (size_t)l.n, sizeof *l.r, by_workload);
 	for (int i = 0, j; i < l.n; i = j) {
 		for (j = i + 1; j < l.n && !strcmp(l.r[j].wk, l.r[i].wk); j++)
 			;
