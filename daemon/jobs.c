@@ -769,6 +769,15 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 		prior_free(&prior);
 		return STORE_JOB_FAILED;
 	}
+	/* the stored records are the truth: a tird killed between a round's
+	 * records and its progress (stored after the model's update) left the
+	 * job's count behind them */
+	pthread_mutex_lock(&js->mu);
+	if (j->trials_done != prior.n) {
+		j->trials_done = prior.n;
+		j->version++;
+	}
+	pthread_mutex_unlock(&js->mu);
 	store_best b;
 	bool have_best = store_best_get(d->db, j->key, j->target.key, &b, &err) == 1 &&
 			 b.record_id[0];
