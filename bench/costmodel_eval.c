@@ -1,9 +1,9 @@
 /*
  * costmodel_eval.c — what the XGBoost cost model buys, measured on this
- * machine's CPU with tird's own measurements.
+ * machine's CPU (or GPU, --target cuda) with tird's own measurements.
  *
- *   bench/costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE]
- *                        [--save FILE] [--prior FILE] NAME...
+ *   bench/costmodel_eval [--suite FILE] [--target T] [--dtype D] [--trials N]
+ *                        [--seeds S] [--svg FILE] [--save FILE] [--prior FILE] NAME...
  *   bench/costmodel_eval --records FILE [--records FILE]... [--dump TSV]
  *   bench/costmodel_eval --records FILE [--records FILE]... [--trials N] [--seeds S]
  *                        [--save FILE] NAME...
@@ -24,6 +24,10 @@
  * Prints one table per part; with --svg, writes the curves as an SVG plot;
  * with --save, every measured candidate as a records file in the format of
  * `tirctl export` (tird-records/1).
+ *
+ * --target T tunes for T (default cpu: this machine's CPU; cuda: its first
+ * GPU, the prior's records of that target), --dtype D every workload in
+ * element type D (float16: the tensor-core sketches).
  *
  * With --records, nothing is tuned: the held-out table is computed from
  * records measured by tird (`tirctl export FILE`) or saved by --save, the
@@ -501,84 +505,74 @@ static void name_of(const char *key, char out[32])
 	}
 }
 
-/* Adds the records of one file (tird-records/1) to all, workloads to w[]. */
+/* Adds the records of one file (tird-records/1) of one target (the first
+ * record's, when t is not yet set) to all, their workloads to w[]. */
 static int load_records(const char *path, rows *all, tir_workload **w, char names[][32],
 			int *nw, tir_target *t)
 {
-	char *text = tu_read_file(path, NULL);
-	cJSON *o = text ? cJSON_Parse(text) : NULL;
-	free(text);
-	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
-	const cJSON *wls = cJSON_GetObjectItemCaseSensitive(o, "workloads");
-	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(o, "records");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "tird-records/1") ||
-	    !cJSON_IsObject(wls) || !cJSON_IsArray(recs)) {
-		fprintf(stderr, "%s: not a records file (tirctl export)\n", path);
-		cJSON_Delete(o);
+	tir_error err;
+	tir_records *recs = tir_records_read(path, NULL, NULL, &err);
+	if (!recs) {
+		fprintf(stderr, "%s\n", err.msg);
 		return -1;
 	}
 	int skipped = 0, full = 0;
-	const cJSON *x;
-	cJSON_ArrayForEach(x, recs) {
-		const cJSON *wk = cJSON_GetObjectItemCaseSensitive(x, "workload_key");
-		const cJSON *tg = cJSON_GetObjectItemCaseSensitive(x, "target");
-		const cJSON *tr = cJSON_GetObjectItemCaseSensitive(x, "trace");
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "status");
-		const cJSON *us = cJSON_GetObjectItemCaseSensitive(x, "latency_us");
-		if (!cJSON_IsString(wk) || !cJSON_IsString(tg) || !cJSON_IsString(tr) ||
-		    !cJSON_IsString(st)) {
-			skipped++;
-			continue;
-		}
-		tir_error err;
-		if (!t->key[0] && tir_target_parse(tg->valuestring, t, &err)) {
-			fprintf(stderr, "%s: target %s: %s\n", path, tg->valuestring, err.msg);
-			cJSON_Delete(o);
+	for (int i = 0; i < tir_records_count(recs); i++) {
+		const tir_record *x = tir_records_at(recs, i);
+		const tir_workload *xw = tir_records_workload(recs, x->workload);
+		if (!t->key[0] && tir_target_parse(x->target, t, &err)) {
+			fprintf(stderr, "%s: target %s: %s\n", path, x->target, err.msg);
+			tir_records_free(recs);
 			return -1;
 		}
-		if (strcmp(tg->valuestring, t->key)) {
+		if (strcmp(x->target, t->key)) {
 			skipped++;
 			continue;
 		}
 		int wi = -1;
-		for (int i = 0; i < *nw; i++)
-			if (!strcmp(tir_workload_key(w[i]), wk->valuestring))
-				wi = i;
+		for (int j = 0; j < *nw; j++)
+			if (!strcmp(tir_workload_key(w[j]), tir_workload_key(xw)))
+				wi = j;
 		if (wi < 0 && *nw == MAXW) {
 			full++;
 			continue;
 		}
 		if (wi < 0) {
-			const cJSON *doc = cJSON_GetObjectItemCaseSensitive(wls, wk->valuestring);
-			char *js = doc ? cJSON_PrintUnformatted(doc) : NULL;
-			tir_workload *nwk = js ? tir_workload_parse(js, strlen(js), NULL, &err) : NULL;
-			free(js);
-			if (nwk) {
-				wi = (*nw)++;
-				w[wi] = nwk;
-				name_of(tir_workload_key(nwk), names[wi]);
-			}
+			const char *canon = tir_workload_canonical(xw);
+			wi = (*nw)++;
+			w[wi] = tir_workload_parse(canon, strlen(canon), NULL, NULL);
+			name_of(tir_workload_key(w[wi]), names[wi]);
 		}
-		bool ok = !strcmp(st->valuestring, "ok");
-		if (wi < 0 || !add_measured(all, wi, w[wi], t, tr->valuestring, ok ? 0 : 1,
-					    ok && cJSON_IsNumber(us) ? us->valuedouble : 0))
+		bool ok = !strcmp(x->status, "ok");
+		if (!add_measured(all, wi, w[wi], t, x->trace, ok ? 0 : 1, ok ? x->latency_us : 0))
 			skipped++;
 	}
 	fprintf(stderr, "%s: %d records of %d workloads so far%s", path, all->n, *nw,
 		skipped ? "" : "\n");
 	if (skipped)
-		fprintf(stderr, ", %d skipped (other target, no workload, not replayable)\n", skipped);
+		fprintf(stderr, ", %d skipped (other target, not replayable)\n", skipped);
 	if (full)
 		fprintf(stderr, "%s: %d records of workloads past the first %d left out\n", path, full,
 			MAXW);
-	cJSON_Delete(o);
+	tir_records_free(recs);
 	return 0;
 }
 
-/* The suite workload called name, or NULL with the reason printed. */
+/* --dtype: the element type every suite workload is tuned in (NULL: its own) */
+static const char *dtype_override;
+
+/* The suite workload called name (in --dtype), or NULL with the reason printed. */
 static tir_workload *suite_workload(const char *name)
 {
 	char *json = tu_suite_workload(name);
+	if (json && dtype_override) {
+		cJSON *o = cJSON_Parse(json);
+		cJSON_DeleteItemFromObjectCaseSensitive(o, "dtype");
+		cJSON_AddStringToObject(o, "dtype", dtype_override);
+		free(json);
+		json = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+	}
 	tir_error err;
 	tir_workload *w = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
 	if (!w)
@@ -648,7 +642,7 @@ int main(int argc, char **argv)
 {
 	int trials = 96, ns = 3, nrecfiles = 0;
 	const char *svgpath = NULL, *savepath = NULL, *dumppath = NULL, *recfiles[MAXW];
-	const char *priorpath = NULL;
+	const char *priorpath = NULL, *target = "cpu";
 	char names[MAXW][32];
 	int nw = 0;
 	for (int i = 1; i < argc; i++) {
@@ -658,6 +652,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--save") && i + 1 < argc) savepath = argv[++i];
 		else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dumppath = argv[++i];
 		else if (!strcmp(argv[i], "--prior") && i + 1 < argc) priorpath = argv[++i];
+		else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+		else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype_override = argv[++i];
 		else if (!strcmp(argv[i], "--records") && i + 1 < argc && nrecfiles < MAXW)
 			recfiles[nrecfiles++] = argv[++i];
 		else if (!strcmp(argv[i], "--suite") && i + 1 < argc) setenv("TIR_SUITE_JSON", argv[++i], 1);
@@ -665,7 +661,7 @@ int main(int argc, char **argv)
 	}
 	if (ns > MAXS) ns = MAXS;
 	if (!nw && !nrecfiles) {
-		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--trials N] [--seeds S] [--svg FILE] [--save FILE] [--prior FILE] NAME...\n"
+		fprintf(stderr, "usage: costmodel_eval [--suite FILE] [--target T] [--dtype D] [--trials N] [--seeds S] [--svg FILE] [--save FILE] [--prior FILE] NAME...\n"
 				"       costmodel_eval [--suite FILE] --records FILE [--records FILE]... [--dump TSV] [NAME...]\n");
 		return 2;
 	}
@@ -692,7 +688,7 @@ int main(int argc, char **argv)
 		rows_free(&all);
 		return 0;
 	}
-	if (tir_target_parse("cpu", &t, &err)) {
+	if (tir_target_parse(target, &t, &err)) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}

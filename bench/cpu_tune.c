@@ -327,22 +327,6 @@ static bool wanted(const char *only, const char *name)
 	return false;
 }
 
-static char *read_all(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *s = malloc((size_t)n + 1);
-	if (fread(s, 1, (size_t)n, f) != (size_t)n)
-		n = 0;
-	s[n] = '\0';
-	fclose(f);
-	return s;
-}
-
 /* ---- the table ------------------------------------------------------------------------- */
 
 static void cell_us(double us)
@@ -458,7 +442,7 @@ int main(int argc, char **argv)
 		}
 	}
 	/* the suite's 2-D convolutions (NHWC: dense, grouped, dilated) */
-	char *text = read_all(suite);
+	char *text = tir_read_file(suite, 0, NULL);
 	cJSON *doc = text ? cJSON_Parse(text) : NULL;
 	if (!doc)
 		fprintf(stderr, "cannot read the suite %s; convolutions skipped\n", suite);

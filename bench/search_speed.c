@@ -42,19 +42,6 @@ static int stand_in(void *ctx, const tir_workload *w, const tir_target *t, int n
 	return 0;
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = calloc(1, 1 << 16);
-	size_t n = buf ? fread(buf, 1, (1 << 16) - 1, f) : 0;
-	fclose(f);
-	if (buf)
-		buf[n] = 0;
-	return buf;
-}
-
 typedef struct phases {
 	double search_s, update_s;
 } phases;
@@ -118,7 +105,7 @@ int main(int argc, char **argv)
 	printf("%-28s %6s %7s %12s %12s %8s %9s %9s %s\n", "workload", "rounds", "trials",
 	       "1 thread s/r", "all cores s/r", "speedup", "search", "update", "same best");
 	for (; i < argc; i++) {
-		char *json = slurp(argv[i]);
+		char *json = tir_read_file(argv[i], 0, NULL);
 		tir_workload *w = json ? tir_workload_parse(json, strlen(json), NULL, &err) : NULL;
 		free(json);
 		if (!w) {

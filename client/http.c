@@ -123,42 +123,6 @@ char *tirctl_escape(const char *s)
 	return r;
 }
 
-char *tirctl_read_file(const char *path, size_t *len)
-{
-	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	if (!f)
-		return NULL;
-	size_t cap = 8192, n = 0;
-	char *s = malloc(cap);
-	while (s) {
-		if (n + 1 >= cap) {
-			char *t = realloc(s, cap *= 2);
-			if (!t) {
-				free(s);
-				s = NULL;
-				break;
-			}
-			s = t;
-		}
-		size_t got = fread(s + n, 1, cap - n - 1, f);
-		if (got == 0)
-			break;
-		n += got;
-	}
-	int bad = ferror(f);
-	if (f != stdin)
-		fclose(f);
-	if (!s || bad) {
-		free(s);
-		errno = bad ? EIO : ENOMEM;
-		return NULL;
-	}
-	s[n] = '\0';
-	if (len)
-		*len = n;
-	return s;
-}
-
 void tirctl_print_json(const cJSON *j)
 {
 	char *s = cJSON_PrintUnformatted(j);

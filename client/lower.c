@@ -24,6 +24,9 @@
 #include "codegen/codegen.h"
 #include "tirctl.h"
 
+/* A workload or trace file longer than this is refused (far past any). */
+#define MAX_INPUT ((size_t)64 << 20)
+
 typedef struct lower_opts {
 	const char *file;
 	const char *target;
@@ -53,47 +56,6 @@ void tirctl_lower_usage(void)
 	       "               \"source\", \"compiled\"}...]}\n"
 	       "With --json: {\"workload_key\", \"target\", \"program\", \"source\", \"trace\",\n"
 	       "and with --run \"status\", \"max_rel_error\", \"median_us\", \"gflops\"}.\n");
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	if (!f)
-		return NULL;
-	size_t cap = 8192, n = 0;
-	char *s = malloc(cap);
-	for (;;) {
-		if (n + 1 >= cap) {
-			if (cap >= ((size_t)64 << 20)) {     /* far past any workload */
-				errno = EFBIG;
-				free(s);
-				s = NULL;
-				break;
-			}
-			cap *= 2;
-			char *t = realloc(s, cap);
-			if (!t) {
-				free(s);
-				s = NULL;
-				break;
-			}
-			s = t;
-		}
-		size_t got = fread(s + n, 1, cap - n - 1, f);
-		if (got == 0)
-			break;
-		n += got;
-	}
-	int bad = ferror(f);
-	if (f != stdin)
-		fclose(f);
-	if (!s || bad) {
-		free(s);
-		return NULL;
-	}
-	s[n] = '\0';
-	*len = n;
-	return s;
 }
 
 static int parse_args(int argc, char **argv, tirctl_globals *g, lower_opts *o)
@@ -371,7 +333,7 @@ int tirctl_lower(tirctl_globals *g, int argc, char **argv)
 
 	/* 1. the workload */
 	size_t len = 0;
-	text = read_all(o.file, &len);
+	text = tir_read_file(o.file, MAX_INPUT, &len);
 	if (!text) {
 		tirctl_err("lower: cannot read %s: %s", strcmp(o.file, "-") ? o.file : "stdin",
 			   strerror(errno));
@@ -397,7 +359,7 @@ int tirctl_lower(tirctl_globals *g, int argc, char **argv)
 	}
 	if (o.trace) {
 		size_t tlen;
-		if (!(trace_text = read_all(o.trace, &tlen))) {
+		if (!(trace_text = tir_read_file(o.trace, MAX_INPUT, &tlen))) {
 			tirctl_err("lower: cannot read the trace %s: %s", o.trace,
 				   strerror(errno));
 			goto out;

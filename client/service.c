@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "tir.h"
 #include "tirctl.h"
 
 /* ---- arguments ------------------------------------------------------------------ */
@@ -286,7 +287,7 @@ static char *file_arg(const args *a, bool missing, const char *cmd, const char *
 		*rc = TIRCTL_USAGE;
 		return NULL;
 	}
-	char *text = tirctl_read_file(a->pos[0], len);
+	char *text = tir_read_file(a->pos[0], 0, len);
 	if (!text) {
 		tirctl_err("%s: cannot read %s: %s", cmd, a->pos[0], strerror(errno));
 		*rc = TIRCTL_BAD_INPUT;

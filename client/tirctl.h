@@ -42,8 +42,6 @@ int tirctl_call(const tirctl_globals *g, const char *method, const char *path,
 		const char *body, double timeout_s, cJSON **out);
 /* s escaped for a URL query (malloc'd). */
 char *tirctl_escape(const char *s);
-/* A whole file, or stdin for "-" (malloc'd, NUL-terminated); NULL with errno. */
-char *tirctl_read_file(const char *path, size_t *len);
 /* Prints one JSON document on stdout. */
 void tirctl_print_json(const cJSON *j);
 

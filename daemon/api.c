@@ -428,7 +428,7 @@ void api_records_export(http_req *r, http_resp *out)
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "format", RECORDS_FORMAT);
+	cJSON_AddStringToObject(o, "format", TIR_RECORDS_FORMAT);
 	cJSON *wls = cJSON_AddObjectToObject(o, "workloads");
 	for (cJSON *k = e.keys->child; k; k = k->next) {
 		char *canon = NULL;
@@ -444,105 +444,51 @@ void api_records_export(http_req *r, http_resp *out)
 	http_json(out, 200, o);
 }
 
-static const char *str_field(const cJSON *o, const char *name)
-{
-	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
-	return cJSON_IsString(x) ? x->valuestring : NULL;
-}
-
-static double num_field(const cJSON *o, const char *name, double def)
-{
-	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
-	return cJSON_IsNumber(x) ? x->valuedouble : def;
-}
-
 void api_records_import(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
-	cJSON *body = http_body_object(r, out);
-	if (!body)
+	if (r->len == 0) {
+		http_error(out, 400, "bad_request", "the request needs a JSON body");
 		return;
-	const cJSON *wls = cJSON_GetObjectItemCaseSensitive(body, "workloads");
-	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(body, "records");
-	const char *fmt = str_field(body, "format");
+	}
+	/* 1. check everything (tir_records_parse); 2. store it (each record one
+	 * transaction) */
+	tir_records_fault fault;
+	tir_error terr = { "" };
+	tir_records *recs = tir_records_parse(r->body, r->len, &d->cfg.limits, &fault, &terr);
+	if (!recs) {
+		static const char *const codes[] = { [TIR_RECORDS_BAD_JSON] = "bad_json",
+			[TIR_RECORDS_BAD_DOCUMENT] = "bad_request",
+			[TIR_RECORDS_BAD_WORKLOAD] = "invalid_workload",
+			[TIR_RECORDS_BAD_TARGET] = "invalid_target" };
+		http_error(out, 400, codes[fault], "%s", terr.msg);
+		return;
+	}
 	store_error err;
-	if ((fmt && strcmp(fmt, RECORDS_FORMAT)) || !cJSON_IsObject(wls) || !cJSON_IsArray(recs)) {
-		http_error(out, 400, "bad_request", "expected an export of tirctl: {\"format\": "
-			   "\"" RECORDS_FORMAT "\", \"workloads\": {...}, \"records\": [...]}");
-		goto out;
-	}
-	/* 1. check everything; 2. store it (each record one transaction) */
-	const cJSON *x;
-	int i = 0;
-	cJSON_ArrayForEach(x, wls) {
-		char *text = cJSON_PrintUnformatted(x);
-		tir_error terr = { "" };
-		tir_workload *w = tir_workload_parse(text, strlen(text), &d->cfg.limits, &terr);
-		free(text);
-		if (!w) {
-			http_error(out, 400, "invalid_workload", "workloads[\"%.64s\"]: %s",
-				   x->string, terr.msg);
-			goto out;
-		}
-		bool same = !strcmp(tir_workload_key(w), x->string);
-		tir_workload_free(w);
-		if (!same) {
-			http_error(out, 400, "invalid_workload", "workloads[\"%.64s\"]: the key is "
-				   "not the SHA-256 of the workload's canonical form", x->string);
-			goto out;
-		}
-	}
-	cJSON_ArrayForEach(x, recs) {
-		const char *wk = str_field(x, "workload_key"), *t = str_field(x, "target");
-		tir_target tt;
-		tir_error terr = { "" };
-		if (!wk || !t || !str_field(x, "trace") || !str_field(x, "status")) {
-			http_error(out, 400, "bad_request", "records[%d]: workload_key, target, trace "
-				   "and status are required strings", i);
-			goto out;
-		}
-		if (!cJSON_HasObjectItem(wls, wk)) {
-			http_error(out, 400, "bad_request", "records[%d]: workload %.64s is not in "
-				   "\"workloads\"", i, wk);
-			goto out;
-		}
-		if (!strchr(t, ':') || tir_target_parse(t, &tt, &terr)) {
-			http_error(out, 400, "invalid_target", "records[%d]: target \"%.64s\" is not "
-				   "a full target key%s%s", i, t, terr.msg[0] ? ": " : "", terr.msg);
-			goto out;
-		}
-		i++;
-	}
-	cJSON_ArrayForEach(x, wls) {
-		char *text = cJSON_PrintUnformatted(x);
-		tir_workload *w = tir_workload_parse(text, strlen(text), &d->cfg.limits, NULL);
-		free(text);
-		int rc = w ? store_workload_put(d->db, tir_workload_key(w), tir_workload_op(w),
-						tir_workload_canonical(w), tir_workload_flops(w),
-						&err) : 0;
-		tir_workload_free(w);
-		if (rc) {
+	for (int i = 0; i < tir_records_workloads(recs); i++) {
+		const tir_workload *w = tir_records_workload(recs, i);
+		if (store_workload_put(d->db, tir_workload_key(w), tir_workload_op(w),
+				       tir_workload_canonical(w), tir_workload_flops(w), &err)) {
 			http_error(out, 500, "store", "%s", err.msg);
 			goto out;
 		}
 	}
 	int added = 0, present = 0;
-	cJSON_ArrayForEach(x, recs) {
-		const char *t = str_field(x, "target");
-		if (store_target_put(d->db, t, strncmp(t, "cuda:", 5) ? "cpu" : "cuda", &err)) {
+	for (int i = 0; i < tir_records_count(recs); i++) {
+		const tir_record *x = tir_records_at(recs, i);
+		if (store_target_put(d->db, x->target, strncmp(x->target, "cuda:", 5) ? "cpu" : "cuda",
+				     &err)) {
 			http_error(out, 500, "store", "%s", err.msg);
 			goto out;
 		}
 		/* the id is recomputed from the content, so a record imported twice,
 		 * or exported by two caches, is stored once */
-		store_record rec = { .workload_key = str_field(x, "workload_key"), .target = t,
-				     .trace = str_field(x, "trace"),
-				     .status = str_field(x, "status"),
-				     .latency_us = num_field(x, "latency_us", 0),
-				     .max_rel_error = num_field(x, "max_rel_error", -1),
-				     .message = str_field(x, "message"),
-				     .worker = str_field(x, "worker"),
-				     .created = num_field(x, "created", 0) };
+		store_record rec = { .workload_key = tir_workload_key(tir_records_workload(recs,
+											    x->workload)),
+				     .target = x->target, .trace = x->trace, .status = x->status,
+				     .latency_us = x->latency_us, .max_rel_error = x->max_rel_error,
+				     .message = x->message, .worker = x->worker,
+				     .created = x->created };
 		bool changed = false;
 		int rc = store_record_add(d->db, &rec, &changed, &err);
 		if (rc < 0) {
@@ -560,10 +506,16 @@ void api_records_import(http_req *r, http_resp *out)
 	cJSON_AddNumberToObject(o, "skipped", present);
 	http_json(out, 200, o);
 out:
-	cJSON_Delete(body);
+	tir_records_free(recs);
 }
 
 /* ---- lower: a program and its code, no measurement ------------------------------------------------ */
+
+static const char *str_field(const cJSON *o, const char *name)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(x) ? x->valuestring : NULL;
+}
 
 void api_lower(http_req *r, http_resp *out)
 {

@@ -897,7 +897,7 @@ static const char *const kind_names[2] = { "cpu", "cuda" };
 /* Records of one target kind, copied out of the store (its callback holds
  * the store's lock, so no other store call can run in it). */
 typedef struct rec_copy {
-	char *wk, *target, *trace;
+	const char *wk, *target, *trace;   /* copy_record's: malloc'd */
 	bool ok;
 	double us;
 } rec_copy;
@@ -971,9 +971,9 @@ static int append_rows(cm_model *m, const char *group, const tir_workload *w,
 static void rec_list_free(rec_list *l)
 {
 	for (int i = 0; i < l->n; i++) {
-		free(l->r[i].wk);
-		free(l->r[i].target);
-		free(l->r[i].trace);
+		free((char *)l->r[i].wk);
+		free((char *)l->r[i].target);
+		free((char *)l->r[i].trace);
 	}
 	free(l->r);
 }
@@ -1002,105 +1002,69 @@ static void append_stored(tird *d, cm_model *m, int k, int *rows, int *skipped)
 	rec_list_free(&l);
 }
 
-/* ---- the seed of the CPU model --------------------------------------------------------- */
+/* ---- the seed of a new model --------------------------------------------------------- */
 
-/* Appends the records of file path (tirctl export's format; the CPU's are
- * used) to m, each workload's under the group "seed:KEY": never in one
- * ranking group with this cache's own measurements of the same workload,
- * which another machine's latencies are not comparable with.  Returns the
- * rows added (*nw: of how many workloads), or -1 with msg naming the fault. */
-static int append_seed(cm_model *m, const char *path, int *nw, int *skipped, char *msg, size_t n)
+/* Appends the records of target kind k (prefix "cpu:" / "cuda:") of file
+ * path (tirctl export's format) to m, each workload's under the group
+ * "seed:KEY": never in one ranking group with this cache's own measurements
+ * of the same workload, which another machine's latencies are not
+ * comparable with.  Returns the rows added (*nw: of how many workloads), or
+ * -1 with msg naming the fault. */
+static int append_seed(cm_model *m, const char *path, int k, int *nw, int *skipped, char *msg,
+		       size_t n)
 {
 	*nw = 0;
-	FILE *fp = fopen(path, "rb");
-	if (!fp) {
-		snprintf(msg, n, "%s: %s", path, strerror(errno));
+	tir_error terr = { "" };
+	tir_records *recs = tir_records_read(path, NULL, NULL, &terr);
+	if (!recs) {
+		snprintf(msg, n, "%s", terr.msg);
 		return -1;
 	}
-	char *text = NULL;
-	size_t len = 0, cap = 0, got = 1;
-	while (got > 0) {
-		if (len == cap)
-			text = must(realloc(text, cap = cap ? 2 * cap : 1 << 20));
-		got = fread(text + len, 1, cap - len, fp);
-		len += got;
-	}
-	bool bad = ferror(fp);
-	fclose(fp);
-	cJSON *root = bad ? NULL : cJSON_ParseWithLength(text, len);
-	free(text);
-	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-	const cJSON *wls = cJSON_GetObjectItemCaseSensitive(root, "workloads");
-	const cJSON *recs = cJSON_GetObjectItemCaseSensitive(root, "records");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, RECORDS_FORMAT) ||
-	    !cJSON_IsObject(wls) || !cJSON_IsArray(recs)) {
-		snprintf(msg, n, "%s: %s", path, bad ? "cannot be read"
-			 : !root ? "not JSON" : "not records of tirctl export (" RECORDS_FORMAT ")");
-		cJSON_Delete(root);
-		return -1;
-	}
-	int rows = 0, nrec = cJSON_GetArraySize(recs);
+	char prefix[16];
+	snprintf(prefix, sizeof prefix, "%s:", kind_names[k]);
+	int rows = 0, nrec = tir_records_count(recs);
 	rec_copy *r = must(calloc((size_t)(nrec ? nrec : 1), sizeof *r));
-	const cJSON *x;
-	cJSON_ArrayForEach(x, wls) {
-		char *canon = cJSON_PrintUnformatted(x);
-		tir_error terr = { "" };
-		tir_workload *w = canon ? tir_workload_parse(canon, strlen(canon), NULL, &terr) : NULL;
-		free(canon);
-		if (!w || strcmp(tir_workload_key(w), x->string)) {
-			snprintf(msg, n, "%s: workloads[\"%.64s\"]: %s", path, x->string,
-				 w ? "the key is not the SHA-256 of the workload" : terr.msg);
-			tir_workload_free(w);
-			rows = -1;
-			break;
+	for (int i = 0; i < tir_records_workloads(recs); i++) {
+		const tir_workload *w = tir_records_workload(recs, i);
+		int c = 0;
+		for (int j = 0; j < nrec; j++) {
+			const tir_record *x = tir_records_at(recs, j);
+			if (x->workload == i && !strncmp(x->target, prefix, strlen(prefix)))
+				r[c++] = (rec_copy){ tir_workload_key(w), x->target, x->trace,
+						     !strcmp(x->status, "ok"), x->latency_us };
 		}
-		int k = 0;
-		const cJSON *y;
-		cJSON_ArrayForEach(y, recs) {
-			const cJSON *wk = cJSON_GetObjectItemCaseSensitive(y, "workload_key");
-			const cJSON *t = cJSON_GetObjectItemCaseSensitive(y, "target");
-			const cJSON *tr = cJSON_GetObjectItemCaseSensitive(y, "trace");
-			const cJSON *st = cJSON_GetObjectItemCaseSensitive(y, "status");
-			const cJSON *us = cJSON_GetObjectItemCaseSensitive(y, "latency_us");
-			if (!cJSON_IsString(wk) || strcmp(wk->valuestring, x->string))
-				continue;
-			if (!cJSON_IsString(t) || strncmp(t->valuestring, "cpu:", 4) ||
-			    !cJSON_IsString(tr) || !cJSON_IsString(st)) {
-				(*skipped)++;
-				continue;
-			}
-			r[k++] = (rec_copy){ x->string, t->valuestring, tr->valuestring,
-					     !strcmp(st->valuestring, "ok"),
-					     cJSON_IsNumber(us) ? us->valuedouble : 0 };
-		}
+		if (c == 0)
+			continue;
 		char group[96];
-		snprintf(group, sizeof group, "seed:%s", x->string);
-		int added = append_rows(m, group, w, r, k, skipped);
+		snprintf(group, sizeof group, "seed:%s", tir_workload_key(w));
+		int added = append_rows(m, group, w, r, c, skipped);
 		rows += added;
 		*nw += added > 0;
-		tir_workload_free(w);
 	}
 	free(r);
-	cJSON_Delete(root);
+	tir_records_free(recs);
 	return rows;
 }
 
-/* The seed file the CPU model starts from: the setting model_seed, else
- * the one built beside tird or installed with it; NULL: none. */
-static const char *seed_path(const tird *d)
+/* The seed file a new model of kind k starts from: the setting model_seed
+ * (one file for both kinds: each takes its own records), else KIND.records
+ * built beside tird or installed with it; NULL: none. */
+static const char *seed_path(const tird *d, int k, char *buf, size_t n)
 {
 	const char *s = d->cfg.model_seed;
 	if (s && s[0])
 		return strcmp(s, "none") ? s : NULL;
-	static const char *const defaults[] = { TIRD_SEED_BUILD, TIRD_SEED_INSTALLED };
-	for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++)
-		if (access(defaults[i], R_OK) == 0)
-			return defaults[i];
+	static const char *const dirs[] = { TIRD_SEED_BUILD, TIRD_SEED_INSTALLED };
+	for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+		snprintf(buf, n, "%s/%s.records", dirs[i], kind_names[k]);
+		if (access(buf, R_OK) == 0)
+			return buf;
+	}
 	return NULL;
 }
 
-/* A model of kind k made from the stored records of that kind and, for the
- * CPU, the seed, trained once: when none was saved, or the saved one cannot
+/* A model of kind k made from the seed and the stored records of that
+ * kind, trained once: when none was saved, or the saved one cannot
  * be loaded (why: its error; NULL: none was saved).  NULL with msg when a
  * seed the settings name cannot be used. */
 static cm_model *model_make(tird *d, int k, const char *why, char *msg, size_t n)
@@ -1108,12 +1072,13 @@ static cm_model *model_make(tird *d, int k, const char *why, char *msg, size_t n
 	double t0 = tir_now_s();
 	cm_model *m = cm_model_new();
 	int rows = 0, skipped = 0, nw = 0, seeded = 0;
-	const char *seed = k == 0 ? seed_path(d) : NULL;
-	if (seed && (seeded = append_seed(m, seed, &nw, &skipped, msg, n)) < 0) {
+	char buf[PATH_MAX];
+	const char *seed = seed_path(d, k, buf, sizeof buf);
+	if (seed && (seeded = append_seed(m, seed, k, &nw, &skipped, msg, n)) < 0) {
 		cm_model_free(m);
 		if (d->cfg.model_seed && d->cfg.model_seed[0])
 			return NULL;
-		log_warn("cost model for cpu: the seed is not used: %s", msg);
+		log_warn("cost model for %s: the seed is not used: %s", kind_names[k], msg);
 		m = cm_model_new();
 		seeded = skipped = 0;
 		seed = NULL;
@@ -1155,7 +1120,9 @@ int jobs_models_load(tird *d, char *msg, size_t n)
 				free(blob);
 				return -1;
 			}
-			if (rc == 1 && cm_model_rows(d->models[k]) > 0)
+			/* saved at once, so a restart loads it instead of making it
+			 * again from the seed and the records */
+			if (cm_model_rows(d->models[k]) > 0)
 				jobs_model_save(d, (tir_target_kind)(k ? TIR_TARGET_CUDA : TIR_TARGET_CPU));
 		}
 		free(blob);
@@ -1245,6 +1212,11 @@ static int do_resume(jobs *js, char *msg, size_t n)
 			snprintf(terr.msg, sizeof terr.msg, "workload %s is not stored", j->key);
 		j->canonical = canon;
 		if (j->w && tir_target_parse(sj.target, &j->target, &terr) == 0) {
+			/* the stored records, not the job row, which can lag them
+			 * (run_job counts them again when it starts) */
+			int stored = store_record_count(d->db, j->key, j->target.key, &err);
+			if (stored >= 0)
+				j->trials_done = stored;
 			do_append(js, j);
 			log_info("job %lld: resumed (%d/%d trials stored)", (long long)j->id,
 				 j->trials_done, j->trials);

@@ -69,7 +69,7 @@ void log_msg(log_level l, const char *fmt, ...) __attribute__((format(printf, 2,
 	X(max_elements,    INT,  max_elements,    "0",     "workload limit: one buffer, elements (0: default)") \
 	X(max_gflop,       INT,  max_gflop,       "0",     "workload limit: GFLOP per call (0: default)") \
 	X(worker_bin,      STR,  worker_bin,      "",      "tird-worker to start for local workers (default: beside tird)") \
-	X(model_seed,      STR,  model_seed,      "",      "records a new CPU cost model starts from (default: the seed built or installed with tird; none: no seed)")
+	X(model_seed,      STR,  model_seed,      "",      "records a new cost model starts from, each kind's (default: the seeds built or installed with tird; none: no seed)")
 
 typedef struct tird_config {
 #define TIRD_CFG_FIELD_STR(f)  char *f;
@@ -142,10 +142,6 @@ typedef struct http_resp {
 } http_resp;
 
 typedef void (*http_handler)(http_req *r, http_resp *out);
-
-/* The format of exported records (GET /v1/records, tirctl export), which
- * import and the cost model's seed read. */
-#define RECORDS_FORMAT "tird-records/1"
 
 /* The routes: X(method, pattern, handler, access, body limit).  '*' in a
  * pattern matches one path segment (http_req.arg).  access: OPEN (never
@@ -226,8 +222,8 @@ void jobs_get(jobs *js, int64_t id, double wait_s, long version, http_resp *out)
 void jobs_list(jobs *js, int state, int limit, http_resp *out);
 void jobs_cancel(jobs *js, int64_t id, http_resp *out);
 /* Loads the cost model of each target kind from the store; one never saved,
- * or saved by a build with other features, is made from the stored records
- * and, for the CPU, the seed (the model_seed setting).  -1 with msg when a
+ * or saved by a build with other features, is made from the seed of its
+ * kind (the model_seed setting) and the stored records.  -1 with msg when a
  * seed the settings name cannot be used.  jobs_model_save saves one back. */
 int jobs_models_load(tird *d, char *msg, size_t n);
 void jobs_model_save(tird *d, tir_target_kind kind);

@@ -156,7 +156,7 @@ static entry_fn build_c(const char *src, void **handle)
 		 TIR_SYSTEM_CC, TIR_OPENMP_CFLAGS, so, c, log);
 	int rc = system(cmd);
 	if (rc != 0) {
-		char *l = tu_read_file(log, NULL);
+		char *l = tir_read_file(log, 0, NULL);
 		fprintf(stderr, "%s\n---\n%s\n", src, l ? l : "");
 		ck_abort_msg("generated C does not compile (%s): %.300s", cmd, l ? l : "");
 	}

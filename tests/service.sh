@@ -10,12 +10,14 @@
 #   killed mid-batch (its batch is re-queued and finished by another worker);
 #   wait; best; show; a cache hit; search options (a job under the random
 #   model with seed 7 shows them and finishes; bad options: 400 naming the
-#   field); export / import into a second tird, twice
-#   (idempotent); a new CPU cost model seeded from the records built beside
-#   tird, from an export (--model-seed FILE) or not (none), and a seed file
-#   missing, cut short or not records (exit 1 naming the fault); tird
-#   killed with SIGKILL mid-job, restarted on the same
-#   database: the job resumes and finishes, no stored record lost; SIGTERM
+#   field); export / import into a second tird: a file with one bad record
+#   (exit 1 naming it, nothing stored), then the export twice (idempotent);
+#   new CPU and CUDA cost models seeded from the records built beside tird,
+#   from an export (--model-seed FILE) or not (none), and a seed file
+#   missing, cut short or not records (exit 1 naming the fault); tird killed
+#   with SIGKILL mid-job, restarted on the same database: the job resumes
+#   counting its stored records and finishes, no stored record lost, the
+#   seeded models saved at the first start are loaded; SIGTERM
 #   stops it cleanly; a cost model it cannot load (another build's) is rebuilt
 #   from the stored records.
 # Workloads are tiny and trial counts small: the test shares two cores.
@@ -48,7 +50,8 @@ cleanup() {
 trap cleanup EXIT
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 wait_up() {   # URL
-	for i in $(seq 1 150); do curl -sf "$1/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	# a new tird makes its cost models from the seeds first (seconds under ASan)
+	for i in $(seq 1 600); do curl -sf "$1/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
 	return 1
 }
 # until COMMAND succeeds, at most N tenths of a second
@@ -188,6 +191,13 @@ port2=$(free_port); url2=http://127.0.0.1:$port2
 "$TIRD" --listen 127.0.0.1:$port2 --db "$tmp/b.db" --local-workers none >"$tmp/tird2.log" 2>&1 &
 t2=$!; pids="$pids $t2"
 wait_up "$url2" || fail "second tird did not start"
+jq '.records[-1].target = "cpu"' "$tmp/export.json" >"$tmp/badimport.json"
+"$TIRCTL" --server "$url2" import "$tmp/badimport.json" 2>"$tmp/err"; rc=$?
+"$TIRCTL" --server "$url2" export "$tmp/empty.json" 2>/dev/null
+[ $rc -eq 1 ] && grep -q "records\[$((n - 1))\]: target \"cpu\" is not a full target key" "$tmp/err" &&
+	[ "$(jq '.records|length' "$tmp/empty.json")" = 0 ] \
+	&& pass "import with a bad last record: exit 1, the record named, nothing stored" \
+	|| fail "bad import: exit $rc $(cat "$tmp/err"), stored $(jq '.records|length' "$tmp/empty.json")"
 i1=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
 i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
 [ -n "$i1" ] && [ -n "$i2" ] && printf '%s' "$i1" | jq -e ".imported==$n" >/dev/null &&
@@ -201,6 +211,9 @@ kill $t2
 grep -q "cost model for cpu: new, from 0 stored records (0 skipped), and [1-9][0-9]* rows of [1-9][0-9]* workloads from the seed $top/costmodel/seed/cpu.records" "$tmp/tird.log" \
 	&& pass "a new CPU cost model starts from the seed built beside tird" \
 	|| fail "built seed: $(grep 'cost model for cpu' "$tmp/tird.log")"
+grep -q "cost model for cuda: new, from 0 stored records (0 skipped), and [1-9][0-9]* rows of [1-9][0-9]* workloads from the seed $top/costmodel/seed/cuda.records" "$tmp/tird.log" \
+	&& pass "a new CUDA cost model starts from its own seed" \
+	|| fail "built CUDA seed: $(grep 'cost model for cuda' "$tmp/tird.log")"
 seeded() {   # NAME [flags...]: starts a tird on a new database, then stops it
 	name=$1; shift
 	port3=$(free_port)
@@ -239,6 +252,11 @@ start_tird "$tmp/a.db" "$tmp/tird.log"
 wait_up "$url" || fail "tird did not restart"
 grep -q "job $id2: running -> queued: resumed after a restart" "$tmp/tird.log" \
 	&& pass "restarted tird resumed job $id2" || fail "no resume in the log"
+grep -q "job $id2: resumed ([2-6]/6 trials stored)" "$tmp/tird.log" \
+	&& pass "the resumed job counts its stored records" || fail "resume count: $(grep "job $id2: resumed" "$tmp/tird.log")"
+[ "$(grep -c 'cost model for cuda: new' "$tmp/tird.log")" = 1 ] && grep -q 'cost model for cuda: [0-9]* rows$' "$tmp/tird.log" \
+	&& pass "the restart loads the seeded CUDA model saved at the first start" \
+	|| fail "CUDA model at restart: $(grep 'cost model for cuda' "$tmp/tird.log")"
 res2=$(timeout 300 "$TIRCTL" --json wait "$id2"); rc=$?
 [ $rc -eq 0 ] && pass "resumed job $id2 finished" || fail "resumed job: exit $rc $res2"
 ctl export "$tmp/after.json" 2>/dev/null

@@ -1,11 +1,12 @@
 /*
- * testutil.c — file, suite and golden-file helpers for the Check suites.
+ * testutil.c — suite and golden-file helpers for the Check suites.
  * SUITE_JSON and GOLDEN_DIR are set by Makefile.am.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cJSON.h>
+#include "tir.h"
 #include "testutil.h"
 
 #ifndef SUITE_JSON
@@ -15,30 +16,6 @@
 #define GOLDEN_DIR "tests/golden"
 #endif
 
-char *tu_read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 4096, n = 0;
-	char *s = malloc(cap);
-	for (;;) {
-		if (n + 1 >= cap) {
-			cap *= 2;
-			s = realloc(s, cap);
-		}
-		size_t got = fread(s + n, 1, cap - n - 1, f);
-		if (got == 0)
-			break;
-		n += got;
-	}
-	fclose(f);
-	s[n] = '\0';
-	if (len)
-		*len = n;
-	return s;
-}
-
 const char *tu_suite_path(void)
 {
 	const char *env = getenv("TIR_SUITE_JSON");
@@ -47,7 +24,7 @@ const char *tu_suite_path(void)
 
 static cJSON *suite_load(void)
 {
-	char *text = tu_read_file(tu_suite_path(), NULL);
+	char *text = tir_read_file(tu_suite_path(), 0, NULL);
 	if (!text)
 		return NULL;
 	cJSON *j = cJSON_Parse(text);
@@ -125,7 +102,7 @@ int tu_golden_check(const char *name, const char *text)
 		free(path);
 		return ok;
 	}
-	char *want = tu_read_file(path, NULL);
+	char *want = tir_read_file(path, 0, NULL);
 	if (!want) {
 		fprintf(stderr, "golden: cannot read %s (TIR_UPDATE_GOLDEN=1 writes it)\n",
 			path);

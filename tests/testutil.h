@@ -13,10 +13,6 @@
 #include <stddef.h>
 #include <check.h>
 
-/* The whole file, NUL-terminated, malloc'd; NULL if it cannot be read.  *len
- * (may be NULL) receives the length without the NUL. */
-char *tu_read_file(const char *path, size_t *len);
-
 /* Path of the shared workload suite. */
 const char *tu_suite_path(void);
 

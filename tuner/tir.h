@@ -92,6 +92,54 @@ typedef struct tir_target {
  * take their limits from a built-in table. */
 int tir_target_parse(const char *s, tir_target *t, tir_error *err);
 
+/* ---- records.c: files of measured records (tirctl export) -------------- */
+
+#define TIR_RECORDS_FORMAT "tird-records/1"
+
+/* All of file path ("-": standard input), NUL-terminated; *len (may be
+ * NULL) without the NUL.  NULL with errno set when it cannot be read, or
+ * EFBIG when it is longer than max bytes (0: no limit). */
+char *tir_read_file(const char *path, size_t max, size_t *len);
+
+typedef struct tir_records tir_records;
+
+/* One record of a file.  Strings belong to the tir_records. */
+typedef struct tir_record {
+	int workload;              /* index for tir_records_workload */
+	const char *target;        /* a full target key ("cpu:x86_64+avx2", "cuda:sm_90") */
+	const char *trace;         /* JSON (tir_sched_trace), not yet replayed */
+	const char *status;        /* "ok" or why not */
+	double latency_us;         /* 0 when absent */
+	double max_rel_error;      /* -1 when absent */
+	const char *message;       /* NULL when absent */
+	const char *worker;        /* NULL when absent */
+	double created;            /* unix seconds, 0 when absent */
+} tir_record;
+
+/* Which part of a records document is at fault. */
+typedef enum {
+	TIR_RECORDS_BAD_JSON,      /* not JSON, or cannot be read */
+	TIR_RECORDS_BAD_DOCUMENT,  /* not the format, or a record's fields */
+	TIR_RECORDS_BAD_WORKLOAD,  /* a workload does not parse or has the wrong key */
+	TIR_RECORDS_BAD_TARGET,    /* a record's target is not a full target key */
+} tir_records_fault;
+
+/* Parses and checks a whole document of format TIR_RECORDS_FORMAT: every
+ * workload within lim (NULL: the defaults) under the key of its canonical
+ * form, every record with a workload of the file, a full target key, a trace
+ * and a status.  NULL on the first fault, with *fault (may be NULL) and err
+ * naming it ("records[3]: target ...").  Traces are not replayed here. */
+tir_records *tir_records_parse(const char *text, size_t len, const tir_limits *lim,
+			       tir_records_fault *fault, tir_error *err);
+/* The same for the file at path; err's message starts with the path. */
+tir_records *tir_records_read(const char *path, const tir_limits *lim,
+			      tir_records_fault *fault, tir_error *err);
+void tir_records_free(tir_records *r);
+int tir_records_workloads(const tir_records *r);
+const tir_workload *tir_records_workload(const tir_records *r, int i);
+int tir_records_count(const tir_records *r);
+const tir_record *tir_records_at(const tir_records *r, int i);
+
 /* ---- ir/: programs ------------------------------------------------------ */
 
 typedef struct tir_program tir_program;
