@@ -13,13 +13,16 @@
  * workers and of `tirctl tune --wait` do — without holding up other clients.
  * max_connections bounds the threads.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
 #include "tird.h"
@@ -383,7 +386,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", msg);
 }
 
-int http_start(tird *d, char *msg, size_t n)
+int http_bind(tird *d, char *msg, size_t n)
 {
 	struct sockaddr_in sa = { 0 };
 	sa.sin_family = AF_INET;
@@ -392,29 +395,43 @@ int http_start(tird *d, char *msg, size_t n)
 		snprintf(msg, n, "listen: \"%s\" is not an IPv4 address", d->cfg.host);
 		return -1;
 	}
+	/* SO_REUSEADDR, for restarts; no SO_REUSEPORT: a second tird on a port
+	 * in use must fail, not share the port */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 128)) {
+		snprintf(msg, n, "cannot listen on %s:%d (%s)", d->cfg.host, d->cfg.port,
+			 errno == EADDRINUSE ? "in use" : errno == EADDRNOTAVAIL
+			 ? "not an address of this machine" : strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	socklen_t len = sizeof sa;
+	if (d->cfg.port == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		d->cfg.port = ntohs(sa.sin_port);
+	d->listen_fd = fd;
+	return 0;
+}
+
+int http_start(tird *d, char *msg, size_t n)
+{
 	struct MHD_Daemon *m = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 		MHD_USE_POLL | MHD_USE_ERROR_LOG,
-		(uint16_t)d->cfg.port, NULL, NULL, on_request, d,
+		0, NULL, NULL, on_request, d,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,     /* first, or MHD warns */
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)d->listen_fd,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-		/* no SO_REUSEPORT: a second tird on a port in use must fail, not
-		 * share the port (MHD still sets SO_REUSEADDR, for restarts) */
 		MHD_OPTION_END);
 	if (!m) {
-		snprintf(msg, n, "cannot listen on %s:%d (in use, or not an address of this "
-			 "machine)", d->cfg.host, d->cfg.port);
+		snprintf(msg, n, "cannot serve on %s:%d", d->cfg.host, d->cfg.port);
 		return -1;
 	}
 	d->http = m;
-	if (d->cfg.port == 0) {
-		const union MHD_DaemonInfo *i = MHD_get_daemon_info(m, MHD_DAEMON_INFO_BIND_PORT);
-		if (i)
-			d->cfg.port = i->port;
-	}
+	d->listen_fd = -1;         /* MHD's now: closed by MHD_stop_daemon */
 	return 0;
 }
 
@@ -423,4 +440,7 @@ void http_stop(tird *d)
 	if (d->http)
 		MHD_stop_daemon(d->http);
 	d->http = NULL;
+	if (d->listen_fd >= 0)
+		close(d->listen_fd);
+	d->listen_fd = -1;
 }

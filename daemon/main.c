@@ -307,6 +307,11 @@ int main(int argc, char **argv)
 	locals l = { 0 };
 	const char *failed = NULL;
 	rc = 1;
+	d.listen_fd = -1;
+	if (http_bind(&d, msg, sizeof msg)) {
+		failed = "http";
+		goto out;
+	}
 	if (!(d.db = store_open(d.cfg.db, &serr))) {
 		failed = "store";
 		snprintf(msg, sizeof msg, "%s", serr.msg);

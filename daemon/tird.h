@@ -173,8 +173,13 @@ TIRD_ROUTES(TIRD_ROUTE_DECL)
 
 /* The route's pattern by index, for metrics; NULL past the end. */
 const char *http_route_name(int i);
-/* Starts serving; -1 with a message. */
+/* Takes the port (cfg.port 0: any, set to the one taken) before anything
+ * slow happens at start-up, so a port in use fails at once; connections
+ * wait in the backlog until http_start serves them.  -1 with a message. */
+int http_bind(tird *d, char *msg, size_t n);
+/* Starts serving on the bound port; -1 with a message. */
 int http_start(tird *d, char *msg, size_t n);
+/* Stops serving and closes the port. */
 void http_stop(tird *d);
 
 /* A query parameter of the request, or NULL. */
@@ -281,6 +286,7 @@ struct tird {
 	jobs *jobs;
 	workers *workers;
 	void *http;                /* struct MHD_Daemon */
+	int listen_fd;             /* the bound port until http_start; -1 after */
 	tird_metrics metrics;
 	tir_target cpu;            /* this machine's CPU */
 	atomic_int stopping;       /* set once at shutdown */
