@@ -8,6 +8,7 @@ FILE... --dump TSV` wrote.
     bench/costmodel_sweep.py --groupnorm TSV
     bench/costmodel_sweep.py --transfer TSV
     bench/costmodel_sweep.py --workloads TSV
+    bench/costmodel_sweep.py --by-shape K TSV
 
 For each setting, every workload of the table is ranked by a booster trained
 on the other workloads' rows (labels: GFLOP/s over the workload's best, one
@@ -36,6 +37,10 @@ With --workloads, tird's setting trained on 3, 7, 13 and all other
 workloads (two random draws of the others per held-out workload, seeded):
 how the held-out ranking grows with the number of workloads the shared
 model has seen.
+With --by-shape K, for a table of the same shapes in K dtypes, in the same
+order each time (make-seed.sh --dtypes, its exports joined: the CUDA seed),
+each workload held out by workload and by shape (no dtype of its shape in
+the training).
 Needs Debian's python3-xgboost (the same libxgboost 1.7 as tird) and numpy;
 run it with /usr/bin/python3.
 """
@@ -198,6 +203,29 @@ def by_workloads(w, g, x, params, rounds):
         print('%-22s %.3f' % ('%d other workloads' % m, np.mean(acc)), flush=True)
 
 
+def by_shape(w, g, x, params, rounds, k):
+    """The --by-shape table: the i-th workload of the table (in order of first
+    row) is shape i mod (workloads / k)."""
+    order = list(dict.fromkeys(w))
+    nshape = len(order) // k
+    shape = {q: i % nshape for i, q in enumerate(order)}
+    sw = np.array([shape[q] for q in w])
+    lab = labels(w, g)
+    acc_w, acc_s = [], []
+    print('%-24s %12s %9s' % ('workload', 'by workload', 'by shape'))
+    for q in order:
+        te = w == q
+        for acc, tr in ((acc_w, np.flatnonzero(w != q)), (acc_s, np.flatnonzero(sw != shape[q]))):
+            b = train(x[tr], lab[tr], w[tr], params, rounds)
+            acc.append(pairwise(g[te], b.predict(xgb.DMatrix(x[te]))))
+        print('%-24s %12.3f %9.3f' % (q, acc_w[-1], acc_s[-1]), flush=True)
+    for d in range(k):
+        part = slice(d * nshape, (d + 1) * nshape)
+        print('%-24s %12.3f %9.3f' % ('mean, dtype %d of %d' % (d + 1, k),
+                                      np.mean(acc_w[part]), np.mean(acc_s[part])))
+    print('%-24s %12.3f %9.3f' % ('mean', np.mean(acc_w), np.mean(acc_s)))
+
+
 def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=None):
     lab = labels(w, g)
     acc = []
@@ -267,6 +295,12 @@ if __name__ == '__main__':
         tag, extra, rounds = SETTINGS[0]
         print('# %s: %d rows, %d workloads; %s' % (args[1], len(w), len(np.unique(w)), tag))
         by_workloads(w, g, x, {**TIRD, **extra}, rounds)
+        sys.exit(0)
+    if len(args) == 3 and args[0] == '--by-shape':
+        names, w, g, x = load(args[2])
+        tag, extra, rounds = SETTINGS[0]
+        print('# %s: %d rows, %d workloads; %s' % (args[2], len(w), len(np.unique(w)), tag))
+        by_shape(w, g, x, {**TIRD, **extra}, rounds, int(args[1]))
         sys.exit(0)
     limits = []
     while len(args) > 2 and args[0] == '--max-rows':
