@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cJSON.h>
-#include "tir.h"
+#include "ir/ir.h"
 
 struct tir_records {
 	cJSON *doc;                /* the strings of recs point into it */
@@ -29,23 +29,16 @@ struct tir_records {
 	tir_record *recs;
 };
 
-static void *must(void *p)
-{
-	if (!p)
-		abort();   /* allocation failure is fatal (tir.h) */
-	return p;
-}
-
 char *tir_read_file(const char *path, size_t max, size_t *len)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
 	if (!f)
 		return NULL;
 	size_t cap = 1 << 16, n = 0, got;
-	char *s = must(malloc(cap));
+	char *s = xmalloc(cap);
 	while (!(max && n > max) && (got = fread(s + n, 1, cap - n - 1, f)) > 0)
 		if ((n += got) + 1 == cap)
-			s = must(realloc(s, cap *= 2));
+			s = xrealloc(s, cap *= 2);
 	int bad = ferror(f) ? EIO : max && n > max ? EFBIG : 0;
 	if (f != stdin)
 		fclose(f);
@@ -104,7 +97,7 @@ static tir_records *fail(tir_records *r, tir_records_fault *fault, tir_records_f
 tir_records *tir_records_parse(const char *text, size_t len, const tir_limits *lim,
 			       tir_records_fault *fault, tir_error *err)
 {
-	tir_records *r = must(calloc(1, sizeof *r));
+	tir_records *r = xcalloc(1, sizeof *r);
 	const char *end = NULL;
 	if (!(r->doc = cJSON_ParseWithLengthOpts(text, len, &end, 0))) {
 		tir_fail(err, "not JSON (at byte %zu)", end ? (size_t)(end - text) : (size_t)0);
@@ -124,10 +117,12 @@ tir_records *tir_records_parse(const char *text, size_t len, const tir_limits *l
 			 TIR_RECORDS_FORMAT "\", \"workloads\": {...}, \"records\": [...]}");
 		return fail(r, fault, TIR_RECORDS_BAD_DOCUMENT);
 	}
-	r->w = must(calloc((size_t)cJSON_GetArraySize(wls) + 1, sizeof *r->w));
+	r->w = xcalloc((size_t)cJSON_GetArraySize(wls) + 1, sizeof *r->w);
 	const cJSON *x;
 	cJSON_ArrayForEach(x, wls) {
-		char *canon = must(cJSON_PrintUnformatted(x));
+		char *canon = cJSON_PrintUnformatted(x);
+		if (!canon)
+			abort();   /* out of memory: fatal (tir.h) */
 		tir_error werr = { "" };
 		tir_workload *w = tir_workload_parse(canon, strlen(canon), lim, &werr);
 		free(canon);
@@ -140,7 +135,7 @@ tir_records *tir_records_parse(const char *text, size_t len, const tir_limits *l
 		}
 		r->w[r->nw++] = w;
 	}
-	r->recs = must(calloc((size_t)cJSON_GetArraySize(recs) + 1, sizeof *r->recs));
+	r->recs = xcalloc((size_t)cJSON_GetArraySize(recs) + 1, sizeof *r->recs);
 	cJSON_ArrayForEach(x, recs) {
 		int i = r->nrec;
 		tir_record *rec = &r->recs[i];
