@@ -166,6 +166,91 @@ START_TEST(cpu_nonzero_return)
 }
 END_TEST
 
+/* The CPU's run_batch: candidates that share one process are checked on
+ * freshly filled arguments each (one that overwrites its inputs cannot fail
+ * or pass the next), one that writes past its output crashes on the guard
+ * instead of corrupting the others, and each correct one is timed in
+ * o->repeats rounds, recorded at its best round. */
+START_TEST(cpu_batch)
+{
+	static const char *const src[] = {
+		NULL,                                           /* src_add */
+		"int tir_entry(void *const *args) {\n"         /* past its output */
+		"  const float *a = args[0], *b = args[1]; float *c = args[2];\n"
+		"  for (int i = 0; i < 4096; i++) c[i] = a[i] + b[i];\n"
+		"  c[4096 + 100] = 0; return 0; }\n",
+		"int tir_entry(void *const *args) {\n"         /* wrong */
+		"  const float *a = args[0], *b = args[1]; float *c = args[2];\n"
+		"  for (int i = 0; i < 4096; i++) c[i] = a[i] - b[i]; return 0; }\n",
+		"int tir_entry(void *const *args) { return 3; }\n",
+		"int tir_entry(void *const *args) {\n"         /* right, then spoils a */
+		"  float *a = args[0], *b = args[1], *c = args[2];\n"
+		"  for (int i = 0; i < 4096; i++) { c[i] = a[i] + b[i]; a[i] = 1e30f; }\n"
+		"  return 0; }\n",
+		NULL,                                           /* src_add again */
+	};
+	enum { N = 6 };
+	tir_target t = cpu_target();
+	tir_error err = { "" };
+	tir_code *c[N + 1];
+	tir_artifact *a[N + 1];
+	for (int i = 0; i < N; i++)
+		c[i] = make_code(src[i] ? src[i] : src_add, 2, 4096, TIR_F32);
+	/* another argument list (int32): measured alone, against the same
+	 * reference, so wrong */
+	c[N] = make_code("int tir_entry(void *const *args) {\n"
+			 "  const int *a = args[0], *b = args[1]; int *c = args[2];\n"
+			 "  for (int i = 0; i < 4096; i++) c[i] = a[i] + b[i]; return 0; }\n",
+			 2, 4096, TIR_I32);
+	for (int i = 0; i <= N; i++) {
+		a[i] = tir_runner_cpu.build(c[i], &t, &err);
+		ck_assert_msg(a[i] != NULL, "%s", err.msg);
+	}
+	float *x = malloc(4096 * 4), *y = malloc(4096 * 4);
+	double *ref = malloc(4096 * sizeof *ref);
+	tir_measure_fill(c[0], 0, 42, x);
+	tir_measure_fill(c[0], 1, 42, y);
+	for (int i = 0; i < 4096; i++)
+		ref[i] = (double)x[i] + (double)y[i];
+	tir_measure_opts o = { .seed = 42, .timeout_s = 10 };
+	tir_measure_result r[N + 1];
+	int children = tir_runner_cpu.run_batch(N + 1, (const tir_artifact *const *)a,
+						(const tir_code *const *)c, &o, ref, 4096, r);
+	/* checking: {0, 1} {2..5}; timing: one; the int32 one alone */
+	ck_assert_int_eq(children, 4);
+	static const tir_measure_status want[N + 1] = {
+		TIR_MEASURE_OK, TIR_MEASURE_CRASH, TIR_MEASURE_WRONG_RESULT,
+		TIR_MEASURE_RUN_ERROR, TIR_MEASURE_OK, TIR_MEASURE_OK,
+		TIR_MEASURE_WRONG_RESULT,
+	};
+	for (int i = 0; i <= N; i++) {
+		ck_assert_msg(r[i].status == want[i], "candidate %d: %s (%s)", i,
+			      tir_measure_status_name(r[i].status), r[i].msg);
+		ck_assert(r[i].output == NULL);
+		if (want[i] != TIR_MEASURE_OK) {
+			ck_assert(r[i].latency_us == 0 && r[i].nrepeats == 0);
+			continue;
+		}
+		ck_assert(r[i].max_rel_error >= 0 && r[i].max_rel_error < 1e-6);
+		ck_assert_int_eq(r[i].nrepeats, 5);
+		double best = r[i].repeat_us[0];
+		for (int k = 0; k < 5; k++)
+			best = r[i].repeat_us[k] < best ? r[i].repeat_us[k] : best;
+		ck_assert(r[i].latency_us == best && best > 0);
+		ck_assert(r[i].median_us >= r[i].latency_us);
+	}
+	ck_assert_msg(strstr(r[1].msg, "SIGSEGV") != NULL, "%s", r[1].msg);
+	ck_assert_msg(strstr(r[3].msg, "returned 3") != NULL, "%s", r[3].msg);
+	for (int i = 0; i <= N; i++) {
+		tir_runner_cpu.free(a[i]);
+		free_code(c[i]);
+	}
+	free(ref);
+	free(y);
+	free(x);
+}
+END_TEST
+
 START_TEST(cpu_build_error)
 {
 	tir_code *c = make_code("int tir_entry(void *const *args) { return nosuch; }\n",
@@ -514,8 +599,6 @@ START_TEST(batch_setup_fails)
 			    "timed out after 0.3 s");
 
 	ck_assert_int_eq(tir_child_batch(0, 1, plan_setup, plan_item, &p, r), 0);
-	/* the CPU runner keeps one child per candidate */
-	ck_assert(tir_runner_cpu.run_batch == NULL);
 	munmap(p.log, sizeof *p.log);
 }
 END_TEST
@@ -862,6 +945,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, cpu_timeout);
 	tcase_add_test(tc, cpu_nonzero_return);
 	tcase_add_test(tc, cpu_build_error);
+	tcase_add_test(tc, cpu_batch);
 	tcase_add_test(tc, cpu_explicit_key);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("check");

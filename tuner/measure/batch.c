@@ -531,7 +531,7 @@ static const double *reference(search_local *l, const tir_workload *w, const tir
 static void record(const tir_measure_result *mr, tir_candidate *out)
 {
 	out->status = mr->status;
-	out->latency_us = mr->status == TIR_MEASURE_OK ? mr->median_us : 0;
+	out->latency_us = mr->status == TIR_MEASURE_OK ? mr->latency_us : 0;
 	out->max_rel_error = mr->max_rel_error;
 	out->msg = mr->status == TIR_MEASURE_OK ? NULL : xstrdup(mr->msg);
 }
@@ -582,6 +582,34 @@ static void compile_order(builders *b)
 	for (int i = 0; i < b->n; i++)
 		b->order[i] = k[i].i;
 	free(k);
+}
+
+/* Phase 2 through the runner's run_batch: every candidate built, at once. */
+static void batch_results(const builders *b, tir_candidate *out, const tir_measure_opts *o,
+			  const double *ref, int64_t ref_n, tir_measure_phases *ph)
+{
+	const tir_artifact **a = xcalloc((size_t)b->n + 1, sizeof *a);
+	const tir_code **c = xcalloc((size_t)b->n + 1, sizeof *c);
+	int *idx = xcalloc((size_t)b->n + 1, sizeof *idx);
+	int m = 0;
+	for (int i = 0; i < b->n; i++)
+		if (b->jobs[i].status == TIR_MEASURE_OK) {
+			a[m] = b->jobs[i].art;
+			c[m] = b->jobs[i].code;
+			idx[m++] = i;
+		}
+	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
+	if (m > 0)
+		ph->processes = b->r->run_batch(m, a, c, o, ref, ref_n, res);
+	for (int j = 0; j < m; j++) {
+		record(&res[j], &out[idx[j]]);
+		ph->candidates_s += res[j].run_s;
+		ph->timing_s += res[j].timing_s;
+	}
+	free(res);
+	free(idx);
+	free(c);
+	free(a);
 }
 
 /* Phase 2 through the runner's stream: collects what it measured. */
@@ -655,12 +683,14 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 		if (j->status != TIR_MEASURE_OK) {
 			out[i].status = j->status;
 			out[i].msg = xstrdup(j->msg);
-		} else if (!b.stream) {
+		} else if (!b.stream && !b.r->run_batch) {
 			run_one(b.r, j, &o, ref, ref_n, &out[i], &ph);
 		}
 	}
 	if (b.stream)
 		stream_results(&b, out, &ph);
+	else if (b.r->run_batch)
+		batch_results(&b, out, &o, ref, ref_n, &ph);
 	ph.run_s = tir_now_s() - t3;
 	if (l)
 		l->phases = ph;

@@ -10,12 +10,38 @@
  * compiler runs with posix_spawn (no fork of a possibly threaded caller into
  * arbitrary code) under a time limit; its output becomes the error message.
  *
- * Run: in a child (runner.c's guard) the shared object is dlopen'd, the
- * arguments allocated (64-byte aligned) and filled, the entry point called
- * once and its output copied to the report, then timed with
- * tir_time_repeats; the caches are flushed between repeats by writing a
- * buffer of twice the last-level cache (at least 64 MiB).  Nothing of the
- * candidate ever runs in the caller.
+ * Run (one candidate, run()): in a child (runner.c's guard) the shared
+ * object is dlopen'd, the arguments allocated (64-byte aligned) and filled,
+ * the entry point called once and its output copied to the report, then
+ * timed with tir_time_repeats; the caches are flushed between repeats by
+ * writing a buffer of twice the last-level cache (32 to 128 MiB).  Nothing
+ * of the candidate ever runs in the caller.
+ *
+ * Run a batch (run_batch(), the search's path): two passes of guarded
+ * children (tir_child_batch), each child loading many candidates of one
+ * workload:
+ *   1. check: each candidate runs on arguments filled afresh, its output is
+ *      judged against the reference in the child, and one call is timed;
+ *   2. time, in rounds interleaved across the batch: round after round,
+ *      every candidate that passed gets one repeat (the caches flushed,
+ *      then enough calls to last min_repeat_us), `repeats` rounds each
+ *      (fewer where they would not end in 80% of the timeout).  Recorded:
+ *      each candidate's best round (latency_us; median_us keeps the median).
+ * Why: on a shared virtual machine the CPU time a process gets changes
+ * from one tenth of a second to the next (here two threads of a spin loop
+ * took 1x or 2x the single-thread time, in stretches of 0.1-0.5 s), so
+ * five repeats in a row all land in one such stretch, and two measurements
+ * of the same 64 candidates agreed on the order of only 66-73% of their
+ * pairs.  Spread over the batch and taken at their best, 92-98%
+ * (bench/measure_noise, bench/results/2026-12-01-measure-noise.txt).  The
+ * batch is also faster: one child maps and faults in the flush buffer once
+ * (0.35 s a child here) instead of once per candidate.
+ * A candidate in a shared child could corrupt the next ones' state: each
+ * argument sits between inaccessible guards (a write past either end
+ * crashes and is blamed on the writer), the check pass refills every
+ * argument before each candidate, and the timing pass runs only candidates
+ * that passed.  A candidate whose argument list differs from the first's
+ * runs alone with run().
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -29,6 +55,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <math.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "../ir/ir.h"
@@ -404,9 +432,344 @@ static int cpu_run(const tir_artifact *a, const tir_code *c, const tir_measure_o
 	return tir_child_measure(c, o.timeout_s, cpu_child, &x, r);
 }
 
+/* ---- run_batch: one child for many candidates, timed in interleaved rounds --------------- */
+
+/* Each argument of a batch child lives in a mapping of its own between two
+ * inaccessible guards of GUARD_BYTES, its end (rounded up to 64 bytes)
+ * against the upper one: a candidate that writes past either end of an
+ * argument crashes there and is blamed, instead of corrupting what the
+ * candidates after it use. */
+#define GUARD_BYTES ((size_t)1 << 20)
+
+typedef struct guarded {
+	unsigned char *base;       /* the whole mapping, or NULL */
+	size_t size;
+} guarded;
+
+static void *guarded_alloc(guarded *g, size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t body = (bytes + 63) / 64 * 64;
+	size_t inner = (body + page - 1) / page * page;
+	if (!inner)
+		inner = page;
+	g->size = inner + 2 * GUARD_BYTES;
+	g->base = mmap(NULL, g->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (g->base == MAP_FAILED) {
+		g->base = NULL;
+		return NULL;
+	}
+	if (mprotect(g->base + GUARD_BYTES, inner, PROT_READ | PROT_WRITE)) {
+		munmap(g->base, g->size);
+		g->base = NULL;
+		return NULL;
+	}
+	return g->base + GUARD_BYTES + (inner - body);
+}
+
+/* What the two passes of a batch share.  Set by the parent before each
+ * fork; the child's part is filled in the child. */
+typedef struct cpu_batch {
+	/* the parent's */
+	const tir_artifact *const *a;
+	const tir_code *const *c;  /* every one takes the arguments of c[0] */
+	const tir_measure_opts *o;
+	const double *ref;
+	int64_t ref_n;
+	const int *cand;           /* timing pass: item -> candidate */
+	const long *calls;         /* timing pass: calls per round, per candidate */
+	int n;
+	/* the child's */
+	void **args;
+	guarded *g;
+	entry_fn *entry;           /* per candidate, once loaded */
+	bool *warm;                /* timing pass: warmed up in this child */
+	double *out_d;
+	unsigned char *flush;
+	size_t flush_bytes;
+	int flush_round;
+} cpu_batch;
+
+/* The arguments of c[0], in guarded mappings, filled for the seed. */
+static int batch_args(cpu_batch *b, tir_child_report *rep)
+{
+	const tir_code *c = b->c[0];
+	b->args = calloc((size_t)c->nargs + 1, sizeof *b->args);
+	b->g = calloc((size_t)c->nargs + 1, sizeof *b->g);
+	b->entry = calloc((size_t)b->n + 1, sizeof *b->entry);
+	b->warm = calloc((size_t)b->n + 1, sizeof *b->warm);
+	int o = tir_code_output(c);
+	b->out_d = malloc((size_t)(o >= 0 ? c->args[o].elems : 0) * sizeof(double) + 1);
+	if (!b->args || !b->g || !b->entry || !b->warm || !b->out_d) {
+		report(rep, TIR_MEASURE_RUN_ERROR, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < c->nargs; i++) {
+		size_t bytes = (size_t)c->args[i].elems * (size_t)c->args[i].elem_bytes;
+		b->args[i] = guarded_alloc(&b->g[i], bytes);
+		if (!b->args[i]) {
+			report(rep, TIR_MEASURE_RUN_ERROR, "out of memory for argument "
+			       "\"%s\" (%zu bytes)", c->args[i].name, bytes);
+			return -1;
+		}
+		tir_measure_fill(c, i, b->o->seed, b->args[i]);
+	}
+	return 0;
+}
+
+/* Candidate i's entry point, loaded the first time. */
+static entry_fn batch_entry(cpu_batch *b, int i, tir_child_report *rep)
+{
+	if (b->entry[i])
+		return b->entry[i];
+	void *h = dlopen(b->a[i]->path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		report(rep, TIR_MEASURE_RUN_ERROR, "dlopen: %s", dlerror());
+		return NULL;
+	}
+	const char *name = b->c[i]->entry[0] ? b->c[i]->entry : "tir_entry";
+	*(void **)&b->entry[i] = dlsym(h, name);
+	if (!b->entry[i])
+		report(rep, TIR_MEASURE_RUN_ERROR, "the shared object has no \"%s\"", name);
+	return b->entry[i];
+}
+
+static int call(entry_fn f, void **args, tir_child_report *rep)
+{
+	int rc = f(args);
+	if (rc != 0)
+		report(rep, TIR_MEASURE_RUN_ERROR, "candidate returned %d", rc);
+	return rc;
+}
+
+static int check_setup(void *ctx, tir_child_report *rep)
+{
+	return batch_args(ctx, rep);
+}
+
+/* The checking pass, item i: candidate i on freshly filled arguments (an
+ * earlier candidate may have left anything in them), its output judged
+ * against the reference, then one call timed for the timing pass to plan
+ * with (rep->median_us). */
+static int check_item(void *ctx, int i, tir_child_report *rep, double *max_rel_error)
+{
+	cpu_batch *b = ctx;
+	const tir_code *c = b->c[i];
+	entry_fn f = batch_entry(b, i, rep);
+	if (!f)
+		return 0;
+	for (int k = 0; k < c->nargs; k++)
+		tir_measure_fill(c, k, b->o->seed, b->args[k]);
+	if (call(f, b->args, rep))
+		return 0;
+	int o = tir_code_output(c);
+	int64_t n = o >= 0 ? c->args[o].elems : 0;
+	if (o >= 0)
+		tir_measure_to_double(c->args[o].dtype, b->args[o], n, b->out_d);
+	tir_measure_status st = tir_measure_judge(c, b->ref, b->ref_n, b->out_d, n,
+						  max_rel_error, rep->msg, sizeof rep->msg);
+	if (st != TIR_MEASURE_OK) {
+		rep->status = st;
+		return 0;
+	}
+	if (!b->o->no_timing) {
+		double t0 = tir_now_s();
+		if (call(f, b->args, rep))
+			return 0;
+		rep->median_us = (tir_now_s() - t0) * 1e6;
+	}
+	report(rep, TIR_MEASURE_OK, "%s", "");
+	return 0;
+}
+
+static int time_setup(void *ctx, tir_child_report *rep)
+{
+	cpu_batch *b = ctx;
+	if (batch_args(b, rep))
+		return -1;
+	b->flush_bytes = flush_size();
+	b->flush = malloc(b->flush_bytes);
+	if (!b->flush) {
+		report(rep, TIR_MEASURE_RUN_ERROR, "out of memory for the cache flush");
+		return -1;
+	}
+	memset(b->flush, 0, b->flush_bytes);     /* its pages, before any timing */
+	return 0;
+}
+
+/* The timing pass, item k: one round of candidate cand[k] — the caches
+ * flushed, then calls[cand[k]] calls timed (after a warm-up call, the first
+ * time this child runs it). */
+static int time_item(void *ctx, int k, tir_child_report *rep, double *max_rel_error)
+{
+	cpu_batch *b = ctx;
+	(void)max_rel_error;
+	int i = b->cand[k];
+	entry_fn f = batch_entry(b, i, rep);
+	if (!f)
+		return 0;
+	if (!b->warm[i]) {
+		if (call(f, b->args, rep))
+			return 0;
+		b->warm[i] = true;
+	}
+	double t0 = tir_now_s();
+	memset(b->flush, ++b->flush_round & 0xff, b->flush_bytes);
+	__asm__ __volatile__("" : : "r"(b->flush) : "memory");
+	double t1 = tir_now_s();
+	for (long n = 0; n < b->calls[i]; n++)
+		if (call(f, b->args, rep))
+			return 0;
+	double us = (tir_now_s() - t1) * 1e6 / (double)b->calls[i];
+	rep->nrepeats = 1;
+	rep->repeat_us[0] = rep->median_us = us;
+	rep->timing_s = tir_now_s() - t0;
+	report(rep, TIR_MEASURE_OK, "%s", "");
+	return 0;
+}
+
+static int cmp_us(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+/* Candidates c[idx[0..m-1]] (all with the arguments of c[idx[0]]) in two
+ * passes of guarded children, results into r[idx[j]]; returns the children
+ * forked. */
+static int batch_measure(int m, const int *idx, const tir_artifact *const *a,
+			 const tir_code *const *c, const tir_measure_opts *o,
+			 const double *ref, int64_t ref_n, tir_measure_result *r)
+{
+	const tir_artifact **aa = xcalloc((size_t)m + 1, sizeof *aa);
+	const tir_code **cc = xcalloc((size_t)m + 1, sizeof *cc);
+	for (int j = 0; j < m; j++) {
+		aa[j] = a[idx[j]];
+		cc[j] = c[idx[j]];
+	}
+	cpu_batch b = { .a = aa, .c = cc, .o = o, .ref = ref, .ref_n = ref_n, .n = m };
+	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
+	int children = tir_child_batch(m, o->timeout_s, check_setup, check_item, &b, res);
+
+	/* The plan: each candidate that passed gets o->repeats rounds (fewer
+	 * where they would not end in 80% of its timeout, as tir_time_repeats
+	 * does), each of enough calls to last min_repeat_us; one past
+	 * o->slow_us keeps its single timed call. */
+	long *calls = xcalloc((size_t)m + 1, sizeof *calls);
+	int *rounds = xcalloc((size_t)m + 1, sizeof *rounds);
+	int nitems = 0, most = 0;
+	for (int j = 0; j < m; j++) {
+		tir_measure_result *x = &res[j];
+		double one = x->median_us > 0.01 ? x->median_us : 0.01;
+		x->latency_us = x->median_us = 0;
+		if (x->status != TIR_MEASURE_OK || o->no_timing)
+			continue;
+		if (o->slow_us > 0 && one > o->slow_us) {
+			x->nrepeats = 1;
+			x->repeat_us[0] = x->median_us = x->latency_us = one;
+			continue;
+		}
+		double n = ceil(o->min_repeat_us / one);
+		calls[j] = n < 1 ? 1 : n > 1e7 ? 10000000 : (long)n;
+		double per_round = (double)calls[j] * one * 1.2 + 20000;
+		double left_us = 0.8 * o->timeout_s * 1e6;
+		rounds[j] = o->repeats;
+		if (rounds[j] * per_round > left_us)
+			rounds[j] = left_us / per_round < 1 ? 1 : (int)(left_us / per_round);
+		nitems += rounds[j];
+		most = rounds[j] > most ? rounds[j] : most;
+	}
+	/* Round after round over the whole batch, so that every candidate's
+	 * rounds are spread over the same stretch of time. */
+	int *cand = xcalloc((size_t)nitems + 1, sizeof *cand);
+	int k = 0;
+	for (int round = 0; round < most; round++)
+		for (int j = 0; j < m; j++)
+			if (round < rounds[j])
+				cand[k++] = j;
+	tir_measure_result *t = xcalloc((size_t)nitems + 1, sizeof *t);
+	if (nitems > 0) {
+		b.cand = cand;
+		b.calls = calls;
+		children += tir_child_batch(nitems, o->timeout_s, time_setup, time_item, &b, t);
+	}
+	for (k = 0; k < nitems; k++) {
+		tir_measure_result *x = &res[cand[k]];
+		x->run_s += t[k].run_s;
+		x->timing_s += t[k].timing_s;
+		if (x->status != TIR_MEASURE_OK)
+			continue;
+		if (t[k].status != TIR_MEASURE_OK) {
+			x->status = t[k].status;
+			snprintf(x->msg, sizeof x->msg, "while timed: %s", t[k].msg);
+			continue;
+		}
+		x->repeat_us[x->nrepeats++] = t[k].median_us;
+	}
+	for (int j = 0; j < m; j++) {
+		tir_measure_result *x = &res[j];
+		if (x->status == TIR_MEASURE_OK && rounds[j] > 0) {
+			double sorted[TIR_MEASURE_MAX_REPEATS];
+			memcpy(sorted, x->repeat_us, (size_t)x->nrepeats * sizeof sorted[0]);
+			qsort(sorted, (size_t)x->nrepeats, sizeof sorted[0], cmp_us);
+			int h = x->nrepeats / 2;
+			x->median_us = x->nrepeats % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
+			x->latency_us = sorted[0];
+		}
+		if (x->status != TIR_MEASURE_OK) {
+			x->nrepeats = 0;
+			x->median_us = x->latency_us = 0;
+		}
+		r[idx[j]] = *x;
+	}
+	free(t);
+	free(cand);
+	free(rounds);
+	free(calls);
+	free(res);
+	free(cc);
+	free(aa);
+	return children;
+}
+
+static int cpu_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
+			 const tir_measure_opts *opts, const double *ref, int64_t ref_n,
+			 tir_measure_result *r)
+{
+	tir_measure_opts o = tir_measure_opts_default(opts);
+	int *idx = xcalloc((size_t)n + 1, sizeof *idx);
+	int m = 0, children = 0;
+	for (int i = 0; i < n; i++) {
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].max_rel_error = -1;
+		if (tir_code_same_args(c[0], c[i])) {
+			idx[m++] = i;
+			continue;
+		}
+		/* another argument list: alone, as run() measures */
+		if (cpu_run(a[i], c[i], &o, &r[i]) == 0)
+			r[i].status = tir_measure_judge(c[i], ref, ref_n, r[i].output,
+							r[i].out_elems, &r[i].max_rel_error,
+							r[i].msg, sizeof r[i].msg);
+		free(r[i].output);
+		r[i].output = NULL;
+		r[i].out_elems = 0;
+		if (r[i].status != TIR_MEASURE_OK) {
+			r[i].nrepeats = 0;
+			r[i].median_us = r[i].latency_us = 0;
+		}
+		children++;
+	}
+	if (m > 0)
+		children += batch_measure(m, idx, a, c, &o, ref, ref_n, r);
+	free(idx);
+	return children;
+}
+
 const tir_runner tir_runner_cpu = {
 	.name = "cpu",
 	.build = cpu_build,
 	.run = cpu_run,
 	.free = cpu_free,
+	.run_batch = cpu_run_batch,
 };

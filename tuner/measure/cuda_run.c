@@ -33,8 +33,8 @@
  * put, paying once for what run() pays per candidate — cuInit and the
  * context, the device buffers of the inputs and the output (the parent
  * fills the inputs once before forking; candidates of one workload share
- * them, same_args checks it, and one that does not runs alone with run()
- * at finish), the events and the L2-flush buffer.  The child is forked
+ * them, tir_code_same_args checks it, and one that does not runs alone
+ * with run() at finish), the events and the L2-flush buffer.  The child is forked
  * before the candidates are built, so put copies each cubin and its code's
  * tables into a MAP_SHARED area mapped at start (one that does not fit
  * runs alone too).  Per
@@ -613,29 +613,6 @@ typedef struct cuda_batch {
 	double best_us;            /* the best median this child measured, 0: none */
 } cuda_batch;
 
-/* Whether c takes the inputs and output of first at the same argument
- * indices, so that it can run on the buffers of first: tir_measure_fill's
- * values depend on the seed, the index, the dtype and the element count
- * only.  Scratch buffers may differ: each candidate gets its own. */
-static bool same_args(const tir_code *first, const tir_code *c)
-{
-	int i = 0, j = 0;
-	for (;;) {
-		while (i < first->nargs && first->args[i].is_scratch)
-			i++;
-		while (j < c->nargs && c->args[j].is_scratch)
-			j++;
-		if (i == first->nargs || j == c->nargs)
-			return i == first->nargs && j == c->nargs;
-		if (i != j)
-			return false;
-		const tir_arg_info *x = &first->args[i++], *y = &c->args[j++];
-		if (x->dtype != y->dtype || x->elem_bytes != y->elem_bytes ||
-		    x->elems != y->elems || !x->is_output != !y->is_output)
-			return false;
-	}
-}
-
 /* bytes on the device between two guards; all of it holds the pattern. */
 static int guarded_alloc(const cu_api *cu, CUdeviceptr *base, size_t bytes,
 			 const char *name, tir_child_report *rep)
@@ -1047,7 +1024,7 @@ static void cuda_stream_put(tir_run_stream *s, int i, const tir_artifact *a,
 {
 	if (i < 0 || i >= s->n || !a || !a->image)
 		return;
-	if (s->cs && same_args(s->first, c) && stream_copy(s, i, a, c)) {
+	if (s->cs && tir_code_same_args(s->first, c) && stream_copy(s, i, a, c)) {
 		tir_child_stream_put(s->cs, i);
 		return;
 	}

@@ -89,15 +89,17 @@ int tir_reference(const tir_workload *w, double *const *inputs, double *output,
  *      with the caches flushed before every repeat; report the median.
  * The parent waits with a watchdog and kills the child after timeout_s.
  *
- * run_batch(), where a runner has one (CUDA), measures many candidates of
- * one workload in one guarded child (tir_child_batch): the setup that every
- * candidate shares — the driver, the device's context, the inputs, which
- * depend only on the seed and the argument list — is paid once per child
- * instead of once per candidate, and the child checks each output against
- * the reference itself.  A candidate that crashes, hangs or leaves the child
- * unusable still costs only its own result: the guard forks a fresh child
- * for the candidates after it.  The CPU runner has none: a CPU candidate
- * runs in the child's own address space and can corrupt it unnoticed.
+ * run_batch() measures many candidates of one workload in guarded children
+ * (tir_child_batch): the setup that every candidate shares — the driver
+ * and the device's context (CUDA), the flush buffer (CPU), the inputs,
+ * which depend only on the seed and the argument list — is paid once per
+ * child instead of once per candidate, and the child checks each output
+ * against the reference itself.  A candidate that crashes, hangs or leaves
+ * the child unusable still costs only its own result: the guard forks a
+ * fresh child for the candidates after it.  The CPU's times its candidates
+ * in rounds interleaved across the batch and records each at its best round
+ * (cpu.c says why); a CPU candidate runs in the child's own address space,
+ * so its arguments sit between inaccessible guards there.
  *
  * Callers must not set SIGCHLD to SIG_IGN (the runner reaps its children with
  * waitpid).  A process that has initialised CUDA must not use the CUDA runner
@@ -146,7 +148,12 @@ typedef struct tir_measure_opts {
 typedef struct tir_measure_result {
 	tir_measure_status status;
 	char msg[512];             /* why, when status is not OK */
-	double median_us;          /* per call; 0 when not timed */
+	double median_us;          /* per call, the median of the repeats; 0 when not timed */
+	/* The figure the candidate is recorded with (per call; 0 when not
+	 * timed): the median, except from the CPU's run_batch, which times in
+	 * rounds interleaved across the batch and takes each candidate's best
+	 * round (cpu.c says why). */
+	double latency_us;
 	int nrepeats;
 	double repeat_us[TIR_MEASURE_MAX_REPEATS];   /* per call, each repeat */
 	int64_t out_elems;
@@ -373,6 +380,12 @@ tir_child_stream *tir_child_stream_start(int n, double timeout_s,
 					 void *ctx);
 void tir_child_stream_put(tir_child_stream *s, int i);
 int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r);
+
+/* Whether c takes the inputs and output of first at the same argument
+ * indices, so that it can run on the buffers of first: tir_measure_fill's
+ * values depend on the seed, the index, the dtype and the element count
+ * only.  Scratch buffers may differ: each candidate gets its own. */
+bool tir_code_same_args(const tir_code *first, const tir_code *c);
 
 /* Index of c's output argument, or -1. */
 int tir_code_output(const tir_code *c);

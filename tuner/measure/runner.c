@@ -45,6 +45,25 @@
 #include "../ir/ir.h"
 #include "measure.h"
 
+bool tir_code_same_args(const tir_code *first, const tir_code *c)
+{
+	int i = 0, j = 0;
+	for (;;) {
+		while (i < first->nargs && first->args[i].is_scratch)
+			i++;
+		while (j < c->nargs && c->args[j].is_scratch)
+			j++;
+		if (i == first->nargs || j == c->nargs)
+			return i == first->nargs && j == c->nargs;
+		if (i != j)
+			return false;
+		const tir_arg_info *x = &first->args[i++], *y = &c->args[j++];
+		if (x->dtype != y->dtype || x->elem_bytes != y->elem_bytes ||
+		    x->elems != y->elems || !x->is_output != !y->is_output)
+			return false;
+	}
+}
+
 /* ---- statuses and options --------------------------------------------------- */
 
 static const char *const status_names[] = {
@@ -923,7 +942,7 @@ int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r)
 		if (r[i].nrepeats < 0 || r[i].nrepeats > TIR_MEASURE_MAX_REPEATS)
 			r[i].nrepeats = 0;
 		memcpy(r[i].repeat_us, it->repeat_us, sizeof r[i].repeat_us);
-		r[i].median_us = it->median_us;
+		r[i].median_us = r[i].latency_us = it->median_us;
 		r[i].max_rel_error = it->max_rel_error;
 		r[i].run_s = it->run_s;
 		r[i].timing_s = it->timing_s;
@@ -979,7 +998,7 @@ void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 	if (r->nrepeats < 0 || r->nrepeats > TIR_MEASURE_MAX_REPEATS)
 		r->nrepeats = 0;
 	memcpy(r->repeat_us, rep->repeat_us, sizeof r->repeat_us);
-	r->median_us = rep->median_us;
+	r->median_us = r->latency_us = rep->median_us;
 	r->timing_s = rep->timing_s;
 	free(r->output);
 	r->output = NULL;
