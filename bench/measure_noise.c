@@ -2,17 +2,19 @@
  * measure_noise.c — how repeatable tird's CPU measurements are, for the
  * two ways its CPU runner can measure a batch, side by side in one run.
  *
- *   bench/measure_noise RECORDS NAME...
+ *   bench/measure_noise [--repeats N] RECORDS NAME...
  *
  * For each workload NAME (a suite name, or the start of a workload key) of
  * the records file RECORDS (`tirctl export`), its candidates measured "ok"
  * there are built once, then measured twice (A, B) each way, in the order
  * one-A, batch-A, one-B, batch-B:
- *   one    one guarded child per candidate (the CPU runner's run()): five
+ *   one    one guarded child per candidate (the CPU runner's run()): N
  *          repeats in a row, their median (what tird did before);
  *   batch  the runner's run_batch (what tir_measure_local, the search and
- *          tird-worker use): a checking pass, then five rounds interleaved
+ *          tird-worker use): a checking pass, then N rounds interleaved
  *          across the batch, each candidate's best round.
+ * N is 10 unless --repeats says otherwise (tird's defaults are 5 repeats
+ * for a run and 10 rounds for a batch).
  * Printed per workload and way: the share of candidate pairs that A and B
  * order alike (the ceiling for any cost model's pairwise accuracy on
  * labels measured that way), the mean |A/B - 1|, the agreement of A with
@@ -78,11 +80,13 @@ static int find_workload(const tir_records *r, const char *name)
 
 /* One measurement of the n built candidates, the latencies into us (-1
  * for a candidate not ok); returns the seconds it took. */
+static int repeats = 10;
+
 static double measure(bool batch, int n, const tir_artifact *const *a,
 		      const tir_code *const *c, const double *ref, int64_t ref_n,
 		      double *us)
 {
-	tir_measure_opts o = { .seed = 1 };
+	tir_measure_opts o = { .seed = 1, .repeats = repeats, .rounds = repeats };
 	tir_measure_result *r = calloc((size_t)n, sizeof *r);
 	double t0 = tir_now_s();
 	if (batch) {
@@ -103,8 +107,18 @@ static double measure(bool batch, int n, const tir_artifact *const *a,
 
 int main(int argc, char **argv)
 {
+	if (argc > 2 && !strcmp(argv[1], "--repeats")) {
+		repeats = atoi(argv[2]);
+		if (repeats < 1 || repeats > TIR_MEASURE_MAX_REPEATS) {
+			fprintf(stderr, "measure_noise: --repeats takes 1 to %d\n",
+				TIR_MEASURE_MAX_REPEATS);
+			return 2;
+		}
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s RECORDS NAME...\n", argv[0]);
+		fprintf(stderr, "usage: measure_noise [--repeats N] RECORDS NAME...\n");
 		return 2;
 	}
 	tir_error err;
@@ -114,8 +128,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "measure_noise: %s\n", err.msg);
 		return 1;
 	}
-	printf("# bench/measure_noise %s, each workload's \"ok\" records measured twice (A, B) "
-	       "each way\n", argv[1]);
+	printf("# bench/measure_noise --repeats %d %s, each workload's \"ok\" records measured "
+	       "twice (A, B) each way\n", repeats, argv[1]);
 	printf("%-10s %4s  %-6s %8s %10s %10s %8s\n", "workload", "n", "way", "A~B",
 	       "|A/B-1|", "rec~A", "s");
 	int status = 0;

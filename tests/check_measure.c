@@ -170,7 +170,7 @@ END_TEST
  * freshly filled arguments each (one that overwrites its inputs cannot fail
  * or pass the next), one that writes past its output crashes on the guard
  * instead of corrupting the others, and each correct one is timed in
- * o->repeats rounds, recorded at its best round. */
+ * o->rounds rounds, recorded at its best round. */
 START_TEST(cpu_batch)
 {
 	static const char *const src[] = {
@@ -212,7 +212,7 @@ START_TEST(cpu_batch)
 	tir_measure_fill(c[0], 1, 42, y);
 	for (int i = 0; i < 4096; i++)
 		ref[i] = (double)x[i] + (double)y[i];
-	tir_measure_opts o = { .seed = 42, .timeout_s = 10 };
+	tir_measure_opts o = { .seed = 42, .timeout_s = 10, .rounds = 4 };
 	tir_measure_result r[N + 1];
 	int children = tir_runner_cpu.run_batch(N + 1, (const tir_artifact *const *)a,
 						(const tir_code *const *)c, &o, ref, 4096, r);
@@ -232,9 +232,9 @@ START_TEST(cpu_batch)
 			continue;
 		}
 		ck_assert(r[i].max_rel_error >= 0 && r[i].max_rel_error < 1e-6);
-		ck_assert_int_eq(r[i].nrepeats, 5);
+		ck_assert_int_eq(r[i].nrepeats, 4);
 		double best = r[i].repeat_us[0];
-		for (int k = 0; k < 5; k++)
+		for (int k = 0; k < 4; k++)
 			best = r[i].repeat_us[k] < best ? r[i].repeat_us[k] : best;
 		ck_assert(r[i].latency_us == best && best > 0);
 		ck_assert(r[i].median_us >= r[i].latency_us);

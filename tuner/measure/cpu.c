@@ -24,18 +24,19 @@
  *      judged against the reference in the child, and one call is timed;
  *   2. time, in rounds interleaved across the batch: round after round,
  *      every candidate that passed gets one repeat (the caches flushed,
- *      then enough calls to last min_repeat_us), `repeats` rounds each
- *      (fewer where they would not end in 80% of the timeout).  Recorded:
+ *      then enough calls to last min_repeat_us), `rounds` rounds each
+ *      (10; fewer where they would not end in 80% of the timeout).  Recorded:
  *      each candidate's best round (latency_us; median_us keeps the median).
  * Why: on a shared virtual machine the CPU time a process gets changes
  * from one tenth of a second to the next (here two threads of a spin loop
  * took 1x or 2x the single-thread time, in stretches of 0.1-0.5 s), so
  * five repeats in a row all land in one such stretch, and two measurements
- * of the same 64 candidates agreed on the order of only 66-73% of their
- * pairs.  Spread over the batch and taken at their best, 92-98%
- * (bench/measure_noise, bench/results/2026-12-01-measure-noise.txt).  The
- * batch is also faster: one child maps and faults in the flush buffer once
- * (0.35 s a child here) instead of once per candidate.
+ * of the same 64 candidates agreed on the order of 73-94% of their pairs
+ * (mean |A/B - 1| 3-29%).  Spread over the batch and taken at their best,
+ * 83-98% (bench/measure_noise, bench/results/2026-12-01-measure-noise.txt;
+ * 10 rounds agreed better than 5 for little more time).  The batch is also
+ * faster, 2-10x: one child maps and faults in the flush buffer once (0.35 s
+ * a child here) instead of once per candidate.
  * A candidate in a shared child could corrupt the next ones' state: each
  * argument sits between inaccessible guards (a write past either end
  * crashes and is blamed on the writer), the check pass refills every
@@ -651,7 +652,7 @@ static int batch_measure(int m, const int *idx, const tir_artifact *const *a,
 	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
 	int children = tir_child_batch(m, o->timeout_s, check_setup, check_item, &b, res);
 
-	/* The plan: each candidate that passed gets o->repeats rounds (fewer
+	/* The plan: each candidate that passed gets o->rounds rounds (fewer
 	 * where they would not end in 80% of its timeout, as tir_time_repeats
 	 * does), each of enough calls to last min_repeat_us; one past
 	 * o->slow_us keeps its single timed call. */
@@ -673,7 +674,7 @@ static int batch_measure(int m, const int *idx, const tir_artifact *const *a,
 		calls[j] = n < 1 ? 1 : n > 1e7 ? 10000000 : (long)n;
 		double per_round = (double)calls[j] * one * 1.2 + 20000;
 		double left_us = 0.8 * o->timeout_s * 1e6;
-		rounds[j] = o->repeats;
+		rounds[j] = o->rounds;
 		if (rounds[j] * per_round > left_us)
 			rounds[j] = left_us / per_round < 1 ? 1 : (int)(left_us / per_round);
 		nitems += rounds[j];

@@ -130,6 +130,8 @@ const char *tir_measure_status_name(tir_measure_status s);
 typedef struct tir_measure_opts {
 	uint64_t seed;             /* random inputs */
 	int repeats;               /* timed repeats; 0: 5 (at most MAX_REPEATS) */
+	int rounds;                /* the CPU's run_batch: timed rounds, one repeat
+				    * each; 0: 10 (at most MAX_REPEATS) */
 	double min_repeat_us;      /* shortest repeat; 0: 1000 */
 	double timeout_s;          /* run(): the whole child; run_batch(): each
 				    * candidate, and the child's setup; 0: 10 */

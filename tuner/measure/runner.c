@@ -95,6 +95,10 @@ tir_measure_opts tir_measure_opts_default(const tir_measure_opts *o)
 		d.repeats = 5;
 	if (d.repeats > TIR_MEASURE_MAX_REPEATS)
 		d.repeats = TIR_MEASURE_MAX_REPEATS;
+	if (d.rounds <= 0)
+		d.rounds = 10;
+	if (d.rounds > TIR_MEASURE_MAX_REPEATS)
+		d.rounds = TIR_MEASURE_MAX_REPEATS;
 	if (!(d.min_repeat_us > 0))
 		d.min_repeat_us = 1000;
 	if (!(d.timeout_s > 0))
