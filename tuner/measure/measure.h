@@ -195,7 +195,8 @@ typedef struct tir_runner {
 	void (*free)(tir_artifact *a);
 	/* Optional (NULL: call run() per candidate).  Runs the n built
 	 * candidates a[i] / c[i] of ONE workload in as few guarded children as
-	 * their failures allow (tir_child_batch; o->timeout_s is per candidate),
+	 * their failures allow (tir_child_batch, per pass: the CPU's has a
+	 * checking and a timing pass; o->timeout_s is per candidate),
 	 * checks each output against ref (ref_n values, tir_measure_reference
 	 * for o->seed) inside the child with tir_measure_judge, and times only
 	 * the correct ones.  Fills r[0..n-1] as run() then the check would —
