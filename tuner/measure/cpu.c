@@ -31,9 +31,9 @@
  * from one tenth of a second to the next (here two threads of a spin loop
  * took 1x or 2x the single-thread time, in stretches of 0.1-0.5 s), so
  * five repeats in a row all land in one such stretch, and two measurements
- * of the same 64 candidates agreed on the order of 73-94% of their pairs
+ * of the same 64 candidates agreed on the order of 69-95% of their pairs
  * (mean |A/B - 1| 3-29%).  Spread over the batch and taken at their best,
- * 83-98% (bench/measure_noise, bench/results/2026-12-01-measure-noise.txt;
+ * 83-99% (bench/measure_noise, bench/results/2026-12-01-measure-noise.txt;
  * 10 rounds agreed better than 5 for little more time).  The batch is also
  * faster, 2-10x: one child maps and faults in the flush buffer once (0.35 s
  * a child here) instead of once per candidate.
