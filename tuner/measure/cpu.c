@@ -629,12 +629,6 @@ static int time_item(void *ctx, int k, tir_child_report *rep, double *max_rel_er
 	return 0;
 }
 
-static int cmp_us(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
-}
-
 /* Candidates c[idx[0..m-1]] (all with the arguments of c[idx[0]]) in two
  * passes of guarded children, results into r[idx[j]]; returns the children
  * forked. */
@@ -652,9 +646,9 @@ static int batch_measure(int m, const int *idx, const tir_artifact *const *a,
 	tir_measure_result *res = xcalloc((size_t)m + 1, sizeof *res);
 	int children = tir_child_batch(m, o->timeout_s, check_setup, check_item, &b, res);
 
-	/* The plan: each candidate that passed gets o->rounds rounds (fewer
-	 * where they would not end in 80% of its timeout, as tir_time_repeats
-	 * does), each of enough calls to last min_repeat_us; one past
+	/* The plan (tir_repeat_plan, as tir_time_repeats): each candidate that
+	 * passed gets o->rounds rounds (fewer where they would not end in 80%
+	 * of its timeout), each of enough calls to last min_repeat_us; one past
 	 * o->slow_us keeps its single timed call. */
 	long *calls = xcalloc((size_t)m + 1, sizeof *calls);
 	int *rounds = xcalloc((size_t)m + 1, sizeof *rounds);
@@ -670,13 +664,7 @@ static int batch_measure(int m, const int *idx, const tir_artifact *const *a,
 			x->repeat_us[0] = x->median_us = x->latency_us = one;
 			continue;
 		}
-		double n = ceil(o->min_repeat_us / one);
-		calls[j] = n < 1 ? 1 : n > 1e7 ? 10000000 : (long)n;
-		double per_round = (double)calls[j] * one * 1.2 + 20000;
-		double left_us = 0.8 * o->timeout_s * 1e6;
-		rounds[j] = o->rounds;
-		if (rounds[j] * per_round > left_us)
-			rounds[j] = left_us / per_round < 1 ? 1 : (int)(left_us / per_round);
+		rounds[j] = tir_repeat_plan(o, one, 0, o->rounds, &calls[j]);
 		nitems += rounds[j];
 		most = rounds[j] > most ? rounds[j] : most;
 	}
@@ -712,9 +700,7 @@ static int batch_measure(int m, const int *idx, const tir_artifact *const *a,
 		if (x->status == TIR_MEASURE_OK && rounds[j] > 0) {
 			double sorted[TIR_MEASURE_MAX_REPEATS];
 			memcpy(sorted, x->repeat_us, (size_t)x->nrepeats * sizeof sorted[0]);
-			qsort(sorted, (size_t)x->nrepeats, sizeof sorted[0], cmp_us);
-			int h = x->nrepeats / 2;
-			x->median_us = x->nrepeats % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
+			x->median_us = tir_median(sorted, x->nrepeats);
 			x->latency_us = sorted[0];
 		}
 		if (x->status != TIR_MEASURE_OK) {

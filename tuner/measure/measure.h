@@ -393,6 +393,18 @@ bool tir_code_same_args(const tir_code *first, const tir_code *c);
 /* Index of c's output argument, or -1. */
 int tir_code_output(const tir_code *c);
 
+/* How a candidate whose one call takes one_us is timed: *calls per repeat
+ * (enough to last o->min_repeat_us, at most 1e7), and the repeats returned:
+ * want, or fewer (at least one) where they would not end within 80% of
+ * o->timeout_s with spent_s seconds of it already spent: a slow candidate
+ * is reported, not timed out.  The rule of tir_time_repeats and of the CPU
+ * batch's rounds. */
+int tir_repeat_plan(const tir_measure_opts *o, double one_us, double spent_s, int want,
+		    long *calls);
+
+/* The median of v[0..n) (n >= 1; v is sorted in place). */
+double tir_median(double *v, int n);
+
 /* The timing loop every runner shares: one warm-up call, one timed call to
  * choose how many calls make a repeat of at least o->min_repeat_us (or, past
  * o->slow_us, to be the one repeat reported), then o->repeats repeats, each

@@ -1025,6 +1025,26 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+int tir_repeat_plan(const tir_measure_opts *o, double one_us, double spent_s, int want,
+		    long *calls)
+{
+	if (one_us < 0.01)
+		one_us = 0.01;
+	double n = ceil(o->min_repeat_us / one_us);
+	*calls = n < 1 ? 1 : n > 1e7 ? 10000000 : (long)n;
+	double left_us = (0.8 * o->timeout_s - spent_s) * 1e6;
+	double per_repeat = (double)*calls * one_us * 1.2 + 20000;   /* + a generous flush */
+	if (want * per_repeat > left_us)
+		want = left_us / per_repeat < 1 ? 1 : (int)(left_us / per_repeat);
+	return want;
+}
+
+double tir_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof v[0], cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 		     int (*flush)(void *ctx, tir_child_report *rep),
 		     int (*timed)(void *ctx, long n, double *us, tir_child_report *rep),
@@ -1042,35 +1062,18 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 		rep->timing_s = tir_now_s() - start;
 		return 0;
 	}
-	if (one < 0.01)
-		one = 0.01;
-	double n = ceil(o->min_repeat_us / one);
-	if (n < 1)
-		n = 1;
-	if (n > 1e7)
-		n = 1e7;
-	/* Fewer repeats (at least one) where the full set would not finish in
-	 * 80% of the timeout: a slow candidate is reported, not timed out. */
-	int repeats = o->repeats;
-	double left_us = (0.8 * o->timeout_s - (tir_now_s() - start)) * 1e6;
-	double per_repeat = n * one * 1.2 + 20000;   /* + a generous flush */
-	if (repeats * per_repeat > left_us) {
-		repeats = (int)(left_us / per_repeat);
-		if (repeats < 1)
-			repeats = 1;
-	}
+	long n;
+	int repeats = tir_repeat_plan(o, one, tir_now_s() - start, o->repeats, &n);
 	double sorted[TIR_MEASURE_MAX_REPEATS];
 	for (int i = 0; i < repeats; i++) {
 		double us;
-		if (flush(ctx, rep) || timed(ctx, (long)n, &us, rep))
+		if (flush(ctx, rep) || timed(ctx, n, &us, rep))
 			return -1;
-		rep->repeat_us[i] = us / n;
-		sorted[i] = us / n;
+		rep->repeat_us[i] = us / (double)n;
+		sorted[i] = us / (double)n;
 	}
 	rep->nrepeats = repeats;
-	qsort(sorted, (size_t)repeats, sizeof sorted[0], cmp_double);
-	rep->median_us = repeats % 2 ? sorted[repeats / 2]
-		: 0.5 * (sorted[repeats / 2 - 1] + sorted[repeats / 2]);
+	rep->median_us = tir_median(sorted, repeats);
 	rep->timing_s = tir_now_s() - start;
 	return 0;
 }
