@@ -19,10 +19,10 @@
 
 /* ---- features.c ---------------------------------------------------------- */
 
-#define CM_NFEATURES 86
+#define CM_NFEATURES 100
 /* Raised whenever a feature changes meaning without changing its name: a
  * model saved with other features is not loaded (cm_model_load). */
-#define CM_FEATURES_VERSION 2
+#define CM_FEATURES_VERSION 3
 
 /* The names of the features, for people and for the evaluation. */
 extern const char *const cm_feature_names[CM_NFEATURES];

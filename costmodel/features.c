@@ -69,12 +69,26 @@ enum { SC_LOAD, SC_STORE, SC_UNIQUE, SC_REUSE, SC_STRIDE0, SC_STRIDE1, SC_STRIDE
 #define NSCOPES 3
 enum { F_MAIN = F_SCOPES + NSCOPES * SC_N };
 /* unique bytes per op (per_op), reuse, strides of the innermost and the
- * thread-bound (CUDA) or vectorized (CPU) loop */
-enum { AC_UNIQUE, AC_REUSE, AC_INNER_STRIDE, AC_THREAD_STRIDE, AC_N };
+ * thread-bound (CUDA) or vectorized (CPU) loop; the bytes of the 64-byte
+ * cache lines the access brings into the first-level cache (per_op: its
+ * part of traffic_l1 below, with each row of its footprint rounded up to
+ * whole lines, so short or strided rows count in full); its reuse distance: the bytes
+ * the whole block touches between two uses of one element, under the
+ * innermost loop the access does not depend on (the loop that carries the
+ * reuse; 0 when every loop moves it), and that loop's extent (how many times
+ * an element is used there) */
+enum { AC_UNIQUE, AC_REUSE, AC_INNER_STRIDE, AC_THREAD_STRIDE, AC_LINES, AC_REUSE_DIST,
+       AC_REUSE_COUNT, AC_N };
 #define MAIN_ACC 4
 /* main_depth: loops around the main block; problem: the parameters' bytes
  * per op */
-enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_TRAFFIC };
+/* loop_iters: executed iterations of the main block's loops that remain
+ * loops in the compiled code (not vectorized, unrolled, or of extent 1; a
+ * loop under an "unroll" annotation at least its extent counts as unrolled),
+ * per op: the loop overhead; body_ops: the ops of one iteration of the
+ * innermost of them (log2): the straight-line code the compiler schedules */
+enum { F_MAIN_DEPTH = F_MAIN + MAIN_ACC * AC_N, F_PROBLEM, F_LOOP_ITERS, F_BODY_OPS,
+       F_TRAFFIC };
 /* Estimated traffic into a cache of each capacity in cache_bytes[] (log2
  * bytes per op), then the register-tile features and the roofline estimate
  * (see traffic() below). */
@@ -125,10 +139,11 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	SC("global"), SC("shared"), SC("local"),
 #undef SC
 #define AC(i) "acc" #i "_unique_per_op", "acc" #i "_reuse", "acc" #i "_inner_stride", \
-	"acc" #i "_thread_stride"
+	"acc" #i "_thread_stride", "acc" #i "_lines_per_op", "acc" #i "_reuse_dist", \
+	"acc" #i "_reuse_count"
 	AC(0), AC(1), AC(2), AC(3),
 #undef AC
-	"main_depth", "problem_bytes_per_op",
+	"main_depth", "problem_bytes_per_op", "loop_iters_per_op", "body_ops",
 	"traffic_reg_per_op", "traffic_l1_per_op", "traffic_l2_per_op", "traffic_llc_per_op",
 	"accumulators", "micro_bytes_per_op", "roofline_cycles_per_op",
 	"tensor_frac", "mma_per_frag", "pipeline", "wgmma_frac", "tma",
@@ -162,6 +177,8 @@ typedef struct fctx {
 	double kinds[K_N];                    /* executed operations by kind */
 	double idx_divmod;                    /* executed inner-loop div/mod of offsets */
 	double main_unique[MAIN_ACC];         /* bytes, per main-block access */
+	double main_lines[MAIN_ACC];          /* line bytes into L1, per main-block access */
+	double loop_iters;                    /* main block's executed loop iterations */
 	const tir_block *main;
 } fctx;
 
@@ -332,6 +349,19 @@ static void access(fctx *c, const tir_block *b, const loopinfo *li, const tir_bu
 	}
 }
 
+/* Whether loop l stays a loop in the compiled code: not vectorized, not
+ * unrolled (by kind or by an "unroll" annotation of at least its extent),
+ * not of extent 1. */
+static bool remains_loop(const tir_stmt *l)
+{
+	if (l->extent <= 1 || l->loop_kind == LOOP_VECTORIZED || l->loop_kind == LOOP_UNROLLED)
+		return false;
+	for (int k = 0; k < l->nann; k++)
+		if (!strcmp(l->ann[k].key, "unroll") && l->ann[k].value >= l->extent)
+			return false;
+	return true;
+}
+
 struct loads_ctx { fctx *c; const tir_block *b; const loopinfo *li; bool main; int slot; };
 
 static void load_access(tir_expr *load, void *ctx)
@@ -386,10 +416,14 @@ static void collect_load(tir_expr *load, void *ctx)
 	add_acc(ctx, load->buf, load->idx, false);
 }
 
-/* Bytes access a touches while the loops not fixed in env run. */
-static double touched(const tir_env *env, const acc *a)
+/* Bytes access a touches while the loops not fixed in env run; *lines (if
+ * not NULL): the bytes of the 64-byte lines they lie in, each row of the
+ * last (contiguous) dimension rounded up to whole lines. */
+static double touched(const tir_env *env, const acc *a, double *lines)
 {
-	double u = (double)dtype_bytes(a->buf->dtype);
+	double bytes = (double)dtype_bytes(a->buf->dtype), u = bytes;
+	if (lines)
+		*lines = 1;
 	for (int d = 0; d < a->buf->ndim; d++) {
 		int64_t lo, hi;
 		double ext = (double)a->buf->shape[d];
@@ -399,6 +433,8 @@ static double touched(const tir_env *env, const acc *a)
 			ext = hi >= lo ? (double)(hi - lo + 1) : 1;
 		}
 		u *= ext;
+		if (lines)
+			*lines *= d == a->buf->ndim - 1 ? 64 * ceil(ext * bytes / 64) : ext;
 	}
 	return u;
 }
@@ -416,7 +452,7 @@ static void traffic(fctx *c, tir_block *b, const loopinfo *li, double ops)
 	expr_visit_loads(b->value, collect_load, &x);
 	add_acc(&x, b->store, b->store_idx, true);
 	int n = li->n;
-	double U[65][MAX_ACC];
+	double U[65][MAX_ACC], lines[65][MAX_ACC];
 	double F[65];
 	tir_env *env = &c->L.env;
 	for (int k = 0; k <= n; k++) {
@@ -424,22 +460,46 @@ static void traffic(fctx *c, tir_block *b, const loopinfo *li, double ops)
 			env_set(env, li->l[k - 1]->var, 0, 0);
 		F[k] = 0;
 		for (int a = 0; a < x.n; a++)
-			F[k] += U[k][a] = touched(env, &x.a[a]);
+			F[k] += U[k][a] = touched(env, &x.a[a], &lines[k][a]);
 	}
 	for (int k = 0; k < n; k++)
 		env_set(env, li->l[k]->var, 0, li->l[k]->extent - 1);
 
 	double cap[NCACHES];
 	cache_sizes(c->t, cap);
+	int k1 = 0;
+	double outer1 = 1;
 	for (int ci = 0; ci < NCACHES; ci++) {
 		int k = 0;
 		double outer = 1;
 		while (k < n && F[k] > cap[ci])
 			outer *= (double)li->l[k++]->extent;
 		c->traffic[ci] += F[k] * outer;
+		if (ci == 1) {
+			k1 = k;
+			outer1 = outer;
+		}
 	}
 	if (b != c->main)
 		return;
+	/* reuse of each access: the innermost loop none of its indices uses */
+	for (int a = 0; a < x.n; a++) {
+		int slot = a == x.n - 1 ? MAIN_ACC - 1 : a;
+		if (slot >= MAIN_ACC || (a < x.n - 1 && slot == MAIN_ACC - 1))
+			continue;
+		int k = n - 1;
+		for (; k >= 0; k--) {
+			bool uses = false;
+			for (int d = 0; d < x.a[a].buf->ndim && !uses; d++)
+				uses = expr_uses_var(x.a[a].idx[d], li->l[k]->var);
+			if (!uses && li->l[k]->extent > 1)
+				break;
+		}
+		c->main_lines[slot] = lines[k1][a] * outer1;
+		float *f = &c->f[F_MAIN + slot * AC_N];
+		f[AC_REUSE_DIST] = k >= 0 ? lg(F[k + 1]) : 0;
+		f[AC_REUSE_COUNT] = k >= 0 ? lg((double)li->l[k]->extent) : 0;
+	}
 	/* the innermost loop the output does not depend on: a reduction loop */
 	const acc *st = &x.a[x.n - 1];
 	int r = -1;
@@ -534,6 +594,19 @@ static void block_features(tir_block *b, void *ctx)
 		for (int i = 0; i < b->niters; i++)
 			dom *= (double)b->iters[i].extent;
 		c->main_instances = li.instances;
+		double iters = 1, body = ops;
+		int innermost = -1;
+		for (int i = 0; i < li.n; i++) {
+			const tir_stmt *l = li.l[i];
+			iters *= (double)l->extent;
+			if (remains_loop(l)) {
+				c->loop_iters += iters;
+				innermost = i;
+			}
+		}
+		for (int i = innermost + 1; i < li.n; i++)
+			body *= (double)li.l[i]->extent;
+		f[F_BODY_OPS] = lg(body);
 		f[F_WASTE] = (float)(li.instances / dom);
 		f[F_UNROLL] = lg(li.unroll);
 		f[F_MAIN_DEPTH] = lg(li.n);
@@ -685,8 +758,11 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 	for (int i = 0; i < NCACHES; i++)
 		out[F_TRAFFIC + i] = per_op(c.traffic[i], c.flops);
 	out[F_MAIN_INSTANCES] = per_op(c.main_instances, c.flops);
-	for (int a = 0; a < MAIN_ACC; a++)
+	for (int a = 0; a < MAIN_ACC; a++) {
 		out[F_MAIN + a * AC_N + AC_UNIQUE] = per_op(c.main_unique[a], c.flops);
+		out[F_MAIN + a * AC_N + AC_LINES] = per_op(c.main_lines[a], c.flops);
+	}
+	out[F_LOOP_ITERS] = per_op(c.loop_iters, c.flops);
 	out[F_ROOFLINE] = (float)log2(1e-9 + roofline(&c));
 	out[F_TENSOR_FRAC] = c.flops > 0 ? (float)(c.tc_flops / c.flops) : 0;
 	out[F_MMA_PER_FRAG] = c.frag_loads > 0 ? lg(c.mma / c.frag_loads) : 0;
