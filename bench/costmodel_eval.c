@@ -47,7 +47,7 @@
 #include <cJSON.h>
 #include "tests/testutil.h"
 
-#define MAXW 64
+#define MAXW 256
 #define MAXS 8
 #define MAXB 64
 

@@ -9,6 +9,7 @@ FILE... --dump TSV` wrote.
     bench/costmodel_sweep.py --transfer TSV
     bench/costmodel_sweep.py --workloads TSV
     bench/costmodel_sweep.py --by-shape K TSV
+    bench/costmodel_sweep.py --train-also TSV2 [any of the above]
 
 For each setting, every workload of the table is ranked by a booster trained
 on the other workloads' rows (labels: GFLOP/s over the workload's best, one
@@ -41,6 +42,10 @@ With --by-shape K, for a table of the same shapes in K dtypes, in the same
 order each time (make-seed.sh --dtypes, its exports joined: the CUDA seed),
 each workload held out by workload and by shape (no dtype of its shape in
 the training).
+With --train-also TSV2 (a second table, say of the seed's extra
+workloads, costmodel/seed/extra-workloads.json), the held-out tables
+(settings, --margins, --workloads) train on TSV2's rows as well but score
+only TSV's workloads.
 Needs Debian's python3-xgboost (the same libxgboost 1.7 as tird) and numpy;
 run it with /usr/bin/python3.
 """
@@ -192,9 +197,10 @@ def by_workloads(w, g, x, params, rounds):
     rng = np.random.RandomState(1)
     keys, lab = np.unique(w), labels(w, g)
     print('%-22s %s' % ('trained on', 'held-out pairwise (mean)'))
-    for m in [m for m in (3, 7, 13) if m < len(keys) - 1] + [len(keys) - 1]:
+    sizes = [m for m in (3, 7, 13, 28, 56) if m < len(keys) - 1] + [len(keys) - 1]
+    for m in sizes:
         acc = []
-        for k in keys:
+        for k in scored(w):
             for rep in range(2 if m < len(keys) - 1 else 1):
                 pick = rng.choice([q for q in keys if q != k], m, replace=False)
                 tr, te = np.isin(w, pick), w == k
@@ -226,10 +232,18 @@ def by_shape(w, g, x, params, rounds, k):
     print('%-24s %12.3f %9.3f' % ('mean', np.mean(acc_w), np.mean(acc_s)))
 
 
+# the workloads scored: every one, or (--train-also) those of the first table
+SCORED = None
+
+
+def scored(w):
+    return np.unique(w if SCORED is None else w[SCORED])
+
+
 def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=None):
     lab = labels(w, g)
     acc = []
-    for k in np.unique(w):
+    for k in scored(w):
         tr = np.flatnonzero(w != k)
         tr = tr[limit(w[tr], max_rows)]
         te = w == k
@@ -260,6 +274,19 @@ SETTINGS = [
 
 if __name__ == '__main__':
     args = sys.argv[1:]
+    if len(args) > 2 and args[0] == '--train-also':
+        also = load(args[1])
+        args = args[2:]
+        _load = load
+
+        def load(path):
+            names, w, g, x = _load(path)
+            if names != also[0]:
+                sys.exit('--train-also: %s and %s have other features' % (path, sys.argv[2]))
+            SCORED = np.concatenate([np.ones(len(w), bool), np.zeros(len(also[1]), bool)])
+            globals()['SCORED'] = SCORED
+            return (names, np.concatenate([w, also[1]]), np.concatenate([g, also[2]]),
+                    np.vstack([x, also[3]]))
     if len(args) == 2 and args[0] == '--margins':
         names, w, g, x = load(args[1])
         tag, extra, rounds = SETTINGS[0]
