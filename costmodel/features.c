@@ -439,6 +439,20 @@ static double touched(const tir_env *env, const acc *a, double *lines)
 	return u;
 }
 
+/* The innermost loop of li (extent > 1) that no index of access a uses: the
+ * loop that carries its reuse (for the store, a reduction loop); -1 if none. */
+static int reuse_loop(const loopinfo *li, const acc *a)
+{
+	for (int k = li->n - 1; k >= 0; k--) {
+		bool uses = false;
+		for (int d = 0; d < a->buf->ndim && !uses; d++)
+			uses = expr_uses_var(a->idx[d], li->l[k]->var);
+		if (!uses && li->l[k]->extent > 1)
+			return k;
+	}
+	return -1;
+}
+
 /* The footprint of the block at every loop level (loops l[0..k) fixed, the
  * rest running): U[k][a] bytes per access.  Traffic into a cache of capacity
  * C: at the outermost level k whose footprint fits, each access brings in its
@@ -482,19 +496,14 @@ static void traffic(fctx *c, tir_block *b, const loopinfo *li, double ops)
 	}
 	if (b != c->main)
 		return;
-	/* reuse of each access: the innermost loop none of its indices uses */
+	/* per access slot (the first loads, then the store): lines into L1 and
+	 * reuse */
 	for (int a = 0; a < x.n; a++) {
-		int slot = a == x.n - 1 ? MAIN_ACC - 1 : a;
-		if (slot >= MAIN_ACC || (a < x.n - 1 && slot == MAIN_ACC - 1))
+		bool store = a == x.n - 1;
+		if (!store && a >= MAIN_ACC - 1)
 			continue;
-		int k = n - 1;
-		for (; k >= 0; k--) {
-			bool uses = false;
-			for (int d = 0; d < x.a[a].buf->ndim && !uses; d++)
-				uses = expr_uses_var(x.a[a].idx[d], li->l[k]->var);
-			if (!uses && li->l[k]->extent > 1)
-				break;
-		}
+		int slot = store ? MAIN_ACC - 1 : a;
+		int k = reuse_loop(li, &x.a[a]);
 		c->main_lines[slot] = lines[k1][a] * outer1;
 		float *f = &c->f[F_MAIN + slot * AC_N];
 		f[AC_REUSE_DIST] = k >= 0 ? lg(F[k + 1]) : 0;
@@ -502,14 +511,7 @@ static void traffic(fctx *c, tir_block *b, const loopinfo *li, double ops)
 	}
 	/* the innermost loop the output does not depend on: a reduction loop */
 	const acc *st = &x.a[x.n - 1];
-	int r = -1;
-	for (int k = 0; k < n; k++) {
-		bool uses = false;
-		for (int d = 0; d < st->buf->ndim && !uses; d++)
-			uses = expr_uses_var(st->idx[d], li->l[k]->var);
-		if (!uses && li->l[k]->extent > 1)
-			r = k;
-	}
+	int r = reuse_loop(li, st);
 	if (r < 0)
 		return;
 	double inner = 1, loads = 0;
