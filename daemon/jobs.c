@@ -41,6 +41,7 @@
 #include <unistd.h>
 #include "tird.h"
 #include "measure/measure.h"
+#include "search/search.h"
 
 typedef struct job {
 	int64_t id;
@@ -934,22 +935,50 @@ static int by_workload(const void *a, const void *b)
 	return strcmp(((const rec_copy *)a)->wk, ((const rec_copy *)b)->wk);
 }
 
+typedef struct row_job {
+	const tir_workload *w;
+	const rec_copy *r;
+	float *f;
+	double *g;
+	bool *ok;
+} row_job;
+
+/* Row i of a row_job: record i replayed and its features computed by this
+ * build, in slot i. */
+static void row_of(void *ctx, int i)
+{
+	row_job *j = ctx;
+	tir_target t;
+	tir_sched *s = NULL;
+	tir_error terr;
+	const rec_copy *r = &j->r[i];
+	j->ok[i] = tir_target_parse(r->target, &t, &terr) == 0 &&
+		   (s = tir_sched_new(j->w, 1, &terr)) && tir_sched_replay(s, r->trace, &terr) == 0 &&
+		   cm_features(tir_sched_program(s), &t, &j->f[(size_t)i * CM_NFEATURES], &terr) == 0;
+	j->g[i] = r->ok && r->us > 0 ? tir_workload_flops(j->w) / (r->us * 1e3) : 0;
+	tir_sched_free(s);
+}
+
 /* The rows of records r[0..n) of workload w: features recomputed by this
- * build (records it cannot replay are skipped and counted). */
+ * build on every core (a start-up's work, before any job runs), in the
+ * records' order; records it cannot replay are skipped and counted. */
 static int rows_of(const tir_workload *w, const rec_copy *r, int n, float *f, double *g,
 		   int *skipped)
 {
 	int k = 0;
-	for (int i = 0; i < n && w; i++) {
-		tir_target t;
-		tir_sched *s = NULL;
-		tir_error terr;
-		if (tir_target_parse(r[i].target, &t, &terr) == 0 &&
-		    (s = tir_sched_new(w, 1, &terr)) && tir_sched_replay(s, r[i].trace, &terr) == 0 &&
-		    cm_features(tir_sched_program(s), &t, &f[(size_t)k * CM_NFEATURES], &terr) == 0) {
-			g[k++] = r[i].ok && r[i].us > 0 ? tir_workload_flops(w) / (r[i].us * 1e3) : 0;
-		}
-		tir_sched_free(s);
+	if (w && n > 0) {
+		row_job j = { w, r, f, g, must(calloc((size_t)n, sizeof(bool))) };
+		search_parallel_for(n, 0, row_of, &j);
+		for (int i = 0; i < n; i++)
+			if (j.ok[i]) {
+				if (k != i) {
+					memmove(&f[(size_t)k * CM_NFEATURES], &f[(size_t)i * CM_NFEATURES],
+						sizeof(float) * CM_NFEATURES);
+					g[k] = g[i];
+				}
+				k++;
+			}
+		free(j.ok);
 	}
 	*skipped += n - k;
 	return k;
