@@ -184,7 +184,7 @@ def transfer(w, g, x, params, rounds):
                     pairwise(g[rest], b.predict(xgb.DMatrix(x[rest]))))
             d = xgb.DMatrix(x[seen], label=g[seen] / g[seen].max())
             d.set_group([m])
-            b = xgb.train({**params, 'max_depth': 3}, d, rounds)
+            b = xgb.train({**params, **FEW}, d, 60)
             res.setdefault(('cold: the m rows alone', m), []).append(
                 pairwise(g[rest], b.predict(xgb.DMatrix(x[rest]))))
     for name in [n for n, _ in schemes] + ['cold: the m rows alone']:
@@ -254,22 +254,26 @@ def held_out(w, g, x, params, rounds, max_rows=None, margin=0.0, per_workload=No
     return float(np.nanmean(acc))
 
 
-TIRD = {'objective': 'rank:pairwise', 'eta': 0.2, 'max_depth': 6, 'min_child_weight': 1,
-        'nthread': 2, 'verbosity': 0, 'seed': 0, 'tree_method': 'hist'}
+TIRD = {'objective': 'rank:pairwise', 'eta': 0.1, 'max_depth': 8, 'min_child_weight': 5,
+        'max_bin': 64, 'nthread': 2, 'verbosity': 0, 'seed': 0, 'tree_method': 'hist'}
+# tird's first trainings (fewer than CM_SMALL_ROWS rows), as the cold arm of --transfer
+FEW = {'eta': 0.2, 'max_depth': 3, 'min_child_weight': 1}
 SETTINGS = [
-    ('tird: rank:pairwise, eta 0.2, depth 6, 60 rounds, hist', {}, 60),
-    ('exact splits', {'tree_method': 'exact'}, 60),
-    ('depth 3', {'max_depth': 3}, 60),
-    ('depth 4', {'max_depth': 4}, 60),
-    ('depth 8', {'max_depth': 8}, 60),
-    ('eta 0.1, 120 rounds', {'eta': 0.1}, 120),
-    ('eta 0.05, depth 4, 300 rounds', {'eta': 0.05, 'max_depth': 4}, 300),
-    ('min_child_weight 5', {'min_child_weight': 5}, 60),
-    ('subsample 0.8, colsample 0.6', {'subsample': 0.8, 'colsample_bytree': 0.6}, 60),
-    ('rank:ndcg', {'objective': 'rank:ndcg'}, 60),
-    ('rank:map', {'objective': 'rank:map'}, 60),
-    ('reg:squarederror', {'objective': 'reg:squarederror'}, 60),
-    ('reg:logistic', {'objective': 'reg:logistic'}, 60),
+    ('tird: rank:pairwise, eta 0.1, depth 8, mcw 5, 64 bins, 200 rounds', {}, 200),
+    ('tird until session 18: eta 0.2, depth 6, mcw 1, 256 bins, 60 rounds',
+     {'eta': 0.2, 'max_depth': 6, 'min_child_weight': 1, 'max_bin': 256}, 60),
+    ('256 bins', {'max_bin': 256}, 200),
+    ('exact splits', {'tree_method': 'exact'}, 200),
+    ('depth 6', {'max_depth': 6}, 200),
+    ('depth 10', {'max_depth': 10}, 200),
+    ('eta 0.2, 100 rounds', {'eta': 0.2}, 100),
+    ('300 rounds', {}, 300),
+    ('min_child_weight 1', {'min_child_weight': 1}, 200),
+    ('min_child_weight 10', {'min_child_weight': 10}, 200),
+    ('subsample 0.8, colsample 0.6', {'subsample': 0.8, 'colsample_bytree': 0.6}, 200),
+    ('rank:ndcg', {'objective': 'rank:ndcg'}, 200),
+    ('reg:squarederror', {'objective': 'reg:squarederror'}, 200),
+    ('reg:logistic', {'objective': 'reg:logistic'}, 200),
 ]
 
 if __name__ == '__main__':

@@ -61,7 +61,7 @@ int cm_model_train(cm_model *m, tir_error *err);
 /* Scores n feature rows (higher: predicted faster).  Returns -1 while the
  * model is untrained (callers then fall back to random scores). */
 int cm_model_predict(cm_model *m, int n, const float *features, double *scores);
-/* Rows held, rows the booster was last trained on (at most 8,192: past
+/* Rows held, rows the booster was last trained on (at most 16,384: past
  * that, the workload just added keeps up to half and the others share the
  * rest), and whether the booster is trained. */
 int cm_model_rows(const cm_model *m);

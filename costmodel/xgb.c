@@ -25,13 +25,17 @@
 #include "ir/ir.h"
 #include "search/search.h"
 
-#define CM_ROUNDS 60
+/* boosting rounds of a training of at least CM_SMALL_ROWS rows, and of fewer */
+#define CM_ROUNDS 200
+#define CM_ROUNDS_FEW 60
 #define CM_SMALL_ROWS 256
 /* Rows one training takes at most (train_rows): the shared model retrains
  * after every batch of every job, and its time grows with the rows
- * (this VM, hist trees: 4,096 rows 0.9 s, 16,384 rows 1.35 s) while a
- * team's database only grows. */
-#define CM_MAX_TRAIN_ROWS 8192
+ * while a team's database only grows.  (This VM, one thread, 200 rounds of
+ * depth 8: 8,192 rows 1.4 s, 12,032 rows 1.5 s.  At 8,192 the CPU seed's
+ * 188 workloads kept 43 of their 64 rows each, and held-out ranking fell
+ * 0.803 -> 0.793.) */
+#define CM_MAX_TRAIN_ROWS 16384
 /* XGBoost's threads, for trainings and for a loaded booster's predictions.
  * More would be faster (a training on 8,064 H200 records: 0.41 s on 1
  * thread, 0.20 s on 4, 0.13 s on 16 of the H200 machine's cores) but must
@@ -228,26 +232,32 @@ static int train(cm_model *m, int current, tir_error *err)
 		rc = tir_fail(err, "xgboost: %s", xgb_err());
 		goto out;
 	}
-	/* shallow trees while the rows are few (a workload's first batches):
-	 * deep ones fit the noise of a few dozen measurements */
-	const char *depth = k < CM_SMALL_ROWS ? "3" : "6";
+	/* Shallow trees while the rows are few (a workload's first batches):
+	 * deep ones fit the noise of a few dozen measurements.  Past that,
+	 * deeper trees learnt more slowly: with the CPU seed's 188 workloads,
+	 * each suite workload held out, 0.785 -> 0.803 (depth 6, eta 0.2, 60
+	 * rounds, 256 bins -> this); the CUDA seed's 64, 0.839 -> 0.847.  A
+	 * training of 12,032 rows on one thread of this VM: 0.53 -> 1.47 s
+	 * (bench/results/2026-12-01-costmodel-settings-s18.txt). */
+	bool small = k < CM_SMALL_ROWS;
 	const char *const params[][2] = {
-		{ "objective", "rank:pairwise" }, { "eta", "0.2" }, { "max_depth", depth },
-		{ "min_child_weight", "1" }, { "nthread", CM_XGB_THREADS }, { "verbosity", "0" },
-		{ "seed", "0" },
+		{ "objective", "rank:pairwise" }, { "nthread", CM_XGB_THREADS },
+		{ "verbosity", "0" }, { "seed", "0" },
 		/* histogram splits: 3.3x faster than the exact method on 8,064 H200
 		 * records of 53 workloads (1.36 -> 0.41 s), held-out ranking 0.716 ->
 		 * 0.720 (bench/results/2026-11-29-costmodel-sweep-s5.txt); the
-		 * shared model retrains on every record of its target after each
-		 * batch */
-		{ "tree_method", "hist" },
+		 * shared model retrains on its target's rows after each batch.
+		 * 64 bins instead of 256: the same ranking, 1.8x faster. */
+		{ "tree_method", "hist" }, { "max_bin", "64" },
+		{ "eta", small ? "0.2" : "0.1" }, { "max_depth", small ? "3" : "8" },
+		{ "min_child_weight", small ? "1" : "5" },
 	};
 	for (size_t i = 0; i < sizeof params / sizeof *params; i++)
 		if (XGBoosterSetParam(bst, params[i][0], params[i][1])) {
 			rc = tir_fail(err, "xgboost: %s", xgb_err());
 			goto out;
 		}
-	for (int it = 0; it < CM_ROUNDS; it++)
+	for (int it = 0; it < (small ? CM_ROUNDS_FEW : CM_ROUNDS); it++)
 		if (XGBoosterUpdateOneIter(bst, it, d)) {
 			rc = tir_fail(err, "xgboost: %s", xgb_err());
 			goto out;

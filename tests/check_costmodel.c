@@ -390,18 +390,18 @@ START_TEST(threads_change_nothing)
 }
 END_TEST
 
-/* Past 8,192 rows a training takes a bounded set: the workload just
+/* Past 16,384 rows a training takes a bounded set: the workload just
  * added keeps its rows, the others share the rest; it still ranks.  The
  * same rows train the same booster (xgb.c: seedless, CM_XGB_THREADS):
  * a second model given them predicts exactly the same. */
 START_TEST(bounded_training)
 {
-	enum { PER = 3000 };
+	enum { PER = 6000 };
 	float *f = malloc(sizeof(float) * PER * CM_NFEATURES);
 	double g[PER], pred[PER], pred2[PER];
 	tir_error err;
 	cm_model *m = cm_model_new(), *m2 = cm_model_new();
-	static const int want[] = { 3000, 6000, 8192 };
+	static const int want[] = { 6000, 12000, 16384 };
 	for (int w = 0; w < 3; w++) {
 		char name[16];
 		snprintf(name, sizeof name, "w%d", w);
