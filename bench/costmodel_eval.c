@@ -174,9 +174,9 @@ static void watched_update(void *self, const tir_workload *w, const tir_target *
 			   const tir_program *const *progs, const double *gflops)
 {
 	watched *x = self;
-	double *p = malloc(sizeof(double) * (size_t)(n + 1)), acc = -1, rec, b16;
+	double *p = malloc(sizeof(double) * (size_t)(n + 1)), acc = -1;
 	if (cm_xgboost.predict(x->m, w, t, n, progs, p) == 0)
-		rank_quality(n, gflops, p, &acc, &rec, &b16);
+		rank_quality(n, gflops, p, &acc, NULL, NULL);
 	if (x->out->nonline < MAXB)
 		x->out->online[x->out->nonline++] = acc;
 	free(p);
@@ -330,7 +330,8 @@ static void svg(const char *path, int nw, char names[][32], run rr[][MAXS], run 
 /* Pairwise accuracy (over pairs of different throughput), top-10 recall
  * (the true ten best among the ten best scored) and best of 16 (the best
  * throughput among the 16 best scored, a batch, over the best of all) of
- * scores p for labels g.  Ties in p are broken by row order. */
+ * scores p for labels g.  Ties in p are broken by row order.  recall and
+ * best16 may be NULL. */
 static void rank_quality(int n, const double *g, const double *p, double *pairwise,
 			 double *recall, double *best16)
 {
@@ -354,12 +355,14 @@ static void rank_quality(int n, const double *g, const double *p, double *pairwi
 	for (int a = 0; a < k10; a++)
 		for (int b = 0; b < k10; b++)
 			hit += ti[a] == pi[b];
-	*recall = k10 ? (double)hit / k10 : 0;
 	double top = 0;
 	for (int a = 0; a < k16; a++)
 		if (g[pi[a]] > top)
 			top = g[pi[a]];
-	*best16 = n && g[ti[0]] > 0 ? top / g[ti[0]] : 0;
+	if (recall)
+		*recall = k10 ? (double)hit / k10 : 0;
+	if (best16)
+		*best16 = n && g[ti[0]] > 0 ? top / g[ti[0]] : 0;
 	free(ti);
 	free(pi);
 }
@@ -402,8 +405,8 @@ static void held_out(const rows *all, int nw, char names[][32])
 				q[j] = roof >= 0 ? -all->f[(size_t)k * CM_NFEATURES + (size_t)roof] : 0;
 				g[j++] = all->g[k];
 			}
-		double pw, rc, b16, qpw, qrc, qb16, wpw = -1, wrc, wb16;
-		rank_quality(n, g, q, &qpw, &qrc, &qb16);
+		double pw, rc, b16, qpw, qrc, wpw = -1;
+		rank_quality(n, g, q, &qpw, &qrc, NULL);
 		/* within: the odd rows, by a model that saw the even ones */
 		cm_model *h = train_except(all, -1, i, names);
 		int no = 0;
@@ -414,7 +417,7 @@ static void held_out(const rows *all, int nw, char names[][32])
 		}
 		double *ph = malloc(sizeof(double) * (size_t)(no + 1));
 		if (no && cm_model_predict(h, no, f, ph) == 0)
-			rank_quality(no, q, ph, &wpw, &wrc, &wb16);
+			rank_quality(no, q, ph, &wpw, NULL, NULL);
 		free(ph);
 		cm_model_free(h);
 		/* f was compacted above: refill it for the held-out model */

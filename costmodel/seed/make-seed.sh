@@ -17,9 +17,10 @@
 # the model instead, one after the other, by a tird started without a seed
 # (--model-seed none): its shared model learns from the workloads tuned
 # before, and the records are a search's picks, crowded near each
-# workload's best (see costmodel/seed/README.md for why the seed holds both).  For the CPU the three 3-D convolutions of 4-11 GFLOP
-# (C3D-0, C3D-2, C3D-3) are left out unless named: on a 2-core VM the first
-# did not finish its first batch in two minutes.  With --deadline, no task
+# workload's best (see costmodel/seed/README.md for why the seed holds
+# both).  For the CPU the three 3-D convolutions of 4-11 GFLOP (C3D-0,
+# C3D-2, C3D-3) are left out unless named: on a 2-core VM the first did not
+# finish its first batch in two minutes.  With --deadline, no task
 # starts after S seconds (the records of those done are written).  Prints
 # one line per task.
 set -eu
@@ -33,8 +34,9 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ $# -ge 4 ] && { [ "$target" = cpu ] || [ "$target" = cuda ]; } &&
-	{ [ "$model" = random ] || [ "$model" = xgboost ]; } || { sed -n 4,25p "$0" >&2; exit 2; }
+[ "$model" = random ] || [ "$model" = xgboost ] ||
+	{ echo "make-seed: --cost-model $model: not random or xgboost" >&2; exit 2; }
+[ $# -ge 4 ] && { [ "$target" = cpu ] || [ "$target" = cuda ]; } || { sed -n 4,25p "$0" >&2; exit 2; }
 build=$1 suite=$2 trials=$3 out=$4; shift 4
 tird=$build/daemon/tird ctl=$build/client/tirctl worker=$build/daemon/tird-worker
 [ -x "$tird" ] || tird=$build/tird
