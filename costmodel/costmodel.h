@@ -61,6 +61,19 @@ int cm_model_train(cm_model *m, tir_error *err);
 /* Scores n feature rows (higher: predicted faster).  Returns -1 while the
  * model is untrained (callers then fall back to random scores). */
 int cm_model_predict(cm_model *m, int n, const float *features, double *scores);
+/* The same scores for candidates of workload `group`, blended with its
+ * own: once the model holds CM_MIN_ROWS rows of that workload (and rows of
+ * others), a booster trained on its rows alone scores them too, and the
+ * score is the mix of both, each scaled by its spread over the workload's
+ * rows, each weighed by how well it ranked the workload's rows before it
+ * learned them (counted by cm_model_add; CM_JUDGE_PRIOR pairs at 0.6 before
+ * any).  The shared booster carries what other workloads taught; the own
+ * one what this workload's measurements say where they differ (xgb.c).  An
+ * unknown group, or one without its own booster, gets cm_model_predict's
+ * scores. */
+#define CM_JUDGE_PRIOR 60
+int cm_model_predict_group(cm_model *m, const char *group, int n, const float *features,
+			   double *scores);
 /* Rows held, rows the booster was last trained on (at most 16,384: past
  * that, the workload just added keeps up to half and the others share the
  * rest), and whether the booster is trained. */

@@ -13,6 +13,23 @@
  * mixing (bench/costmodel_eval measures how well it ranks).  Training is
  * seedless and single-threaded (CM_XGB_THREADS), so the same rows give the
  * same booster on every machine.
+ *
+ * The search scores candidates of one workload (cm_model_predict_group):
+ * the shared booster's scores, mixed with those of a booster trained on
+ * that workload's rows alone once it has a batch of them.  What other
+ * workloads taught can be wrong for this one, and its own rows, a few
+ * among thousands, barely move the shared booster: a conv2d outside the
+ * CPU suite (X-C2D, bench/results/2026-12-01-costmodel-eval-s19.txt) had
+ * its ten best candidates ranked 102nd-333rd of 768 by the shared model,
+ * whose warm search never reached them while a cold search, its own rows
+ * alone, did in 2 of 3 runs.  Each booster's weight follows how well it
+ * ranked the workload's new rows before it learned them (judge,
+ * own_weight); each one's scores are scaled by their spread over the
+ * workload's rows, so the mix does not depend on
+ * which candidates are scored together (the search compares scores made
+ * in different calls).  The own booster is remade when the workload's rows
+ * or the shared booster change, and is not saved: it is a function of the
+ * rows.
  */
 #include <math.h>
 #include <pthread.h>
@@ -58,6 +75,17 @@ struct cm_model {
 	BoosterHandle booster;  /* NULL until trained */
 	int threads;            /* for features (cm_model_set_threads) */
 	int trained_rows;       /* rows the booster was last trained on */
+	unsigned version;       /* counts the trainings: which booster it is */
+	/* the blend (predict_group): the last workload's own booster and what
+	 * it was made from, and both boosters' scales on its rows */
+	BoosterHandle local;
+	int local_group, local_rows;
+	unsigned local_version;
+	bool local_ok;
+	double mean[2], sd[2];  /* shared, local */
+	/* per group: the pairs of its rows each booster ranked before it
+	 * learned them, and how many it ranked right (judge) */
+	double (*judged)[4];    /* pairs, right (shared); pairs, right (own) */
 };
 
 static const char *xgb_err(void) { return XGBGetLastError(); }
@@ -67,6 +95,7 @@ cm_model *cm_model_new(void)
 	cm_model *m = xcalloc(1, sizeof *m);
 	pthread_mutex_init(&m->mu, NULL);
 	m->threads = 1;
+	m->local_group = -1;
 	return m;
 }
 
@@ -81,9 +110,12 @@ void cm_model_free(cm_model *m)
 		return;
 	if (m->booster)
 		XGBoosterFree(m->booster);
+	if (m->local)
+		XGBoosterFree(m->local);
 	for (int i = 0; i < m->ngroups; i++)
 		free(m->groups[i]);
 	free(m->groups);
+	free(m->judged);
 	free(m->feat);
 	free(m->gflops);
 	free(m->group);
@@ -98,6 +130,8 @@ static int group_id(cm_model *m, const char *g)
 			return i;
 	m->groups = xrealloc(m->groups, sizeof(char *) * (size_t)(m->ngroups + 1));
 	m->groups[m->ngroups] = xstrdup(g);
+	m->judged = xrealloc(m->judged, sizeof *m->judged * (size_t)(m->ngroups + 1));
+	memset(m->judged[m->ngroups], 0, sizeof *m->judged);
 	return m->ngroups++;
 }
 
@@ -182,56 +216,18 @@ static void train_rows(const cm_model *m, int current, bool *keep)
 	free(count);
 }
 
-/* Retrains the booster on the rows train_rows chooses, when there is
- * something to learn: enough rows and labels that are not all equal. */
-static int train(cm_model *m, int current, tir_error *err)
+/* A booster fitted to k rows of features and labels in ng ranking groups
+ * (group[] their sizes, in row order), or NULL with err set. */
+static BoosterHandle fit(const float *feat, const float *label, int k, const unsigned *group,
+			 int ng, tir_error *err)
 {
-	if (m->nrows < CM_MIN_ROWS)
-		return 0;
-	double *best = xcalloc((size_t)m->ngroups, sizeof(double));
-	for (int i = 0; i < m->nrows; i++)
-		if (m->gflops[i] > best[m->group[i]])
-			best[m->group[i]] = m->gflops[i];
-	/* rows in workload order, with the group sizes the ranking objective
-	 * needs: pairs are only ever compared within one workload */
-	bool *keep = xcalloc((size_t)m->nrows + 1, sizeof(bool));
-	train_rows(m, current, keep);
-	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
-	float *feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
-	unsigned *group = xcalloc((size_t)m->ngroups, sizeof(unsigned));
-	bool varied = false;
-	int k = 0;
-	for (int g = 0; g < m->ngroups; g++)
-		for (int i = 0; i < m->nrows; i++) {
-			if (m->group[i] != g || !keep[i])
-				continue;
-			double b = best[g];
-			label[k] = b > 0 ? (float)(m->gflops[i] / b) : 0;
-			varied = varied || label[k] != label[0];
-			memcpy(&feat[(size_t)k * CM_NFEATURES], &m->feat[(size_t)i * CM_NFEATURES],
-			       sizeof(float) * CM_NFEATURES);
-			group[g]++;
-			k++;
-		}
-	free(best);
-	free(keep);
-	int rc = 0;
 	DMatrixHandle d = NULL;
 	BoosterHandle bst = NULL;
-	if (!varied)
-		goto out;
-	/* groups without rows are left out of the group list */
-	int ng = 0;
-	for (int g = 0; g < m->ngroups; g++)
-		if (group[g])
-			group[ng++] = group[g];
 	if (XGDMatrixCreateFromMat(feat, (bst_ulong)k, CM_NFEATURES, NAN, &d) ||
 	    XGDMatrixSetFloatInfo(d, "label", label, (bst_ulong)k) ||
 	    XGDMatrixSetUIntInfo(d, "group", group, (bst_ulong)ng) ||
-	    XGBoosterCreate(&d, 1, &bst)) {
-		rc = tir_fail(err, "xgboost: %s", xgb_err());
-		goto out;
-	}
+	    XGBoosterCreate(&d, 1, &bst))
+		goto fail;
 	/* Shallow trees while the rows are few (a workload's first batches):
 	 * deep ones fit the noise of a few dozen measurements.  Past that,
 	 * deeper trees learnt more slowly: with the CPU seed's 188 workloads,
@@ -253,29 +249,132 @@ static int train(cm_model *m, int current, tir_error *err)
 		{ "min_child_weight", small ? "1" : "5" },
 	};
 	for (size_t i = 0; i < sizeof params / sizeof *params; i++)
-		if (XGBoosterSetParam(bst, params[i][0], params[i][1])) {
-			rc = tir_fail(err, "xgboost: %s", xgb_err());
-			goto out;
-		}
+		if (XGBoosterSetParam(bst, params[i][0], params[i][1]))
+			goto fail;
 	for (int it = 0; it < (small ? CM_ROUNDS_FEW : CM_ROUNDS); it++)
-		if (XGBoosterUpdateOneIter(bst, it, d)) {
-			rc = tir_fail(err, "xgboost: %s", xgb_err());
-			goto out;
-		}
-	if (m->booster)
-		XGBoosterFree(m->booster);
-	m->booster = bst;
-	m->trained_rows = k;
-	bst = NULL;
-out:
+		if (XGBoosterUpdateOneIter(bst, it, d))
+			goto fail;
+	XGDMatrixFree(d);
+	return bst;
+fail:
+	tir_fail(err, "xgboost: %s", xgb_err());
 	if (bst)
 		XGBoosterFree(bst);
 	if (d)
 		XGDMatrixFree(d);
+	return NULL;
+}
+
+/* The training rows of the groups for which keep_group[g] is set and the
+ * rows for which keep[i] is (NULL: all), in workload order, labelled with
+ * their throughput over the best of their workload; group[] gets the sizes
+ * of the non-empty groups.  Returns the row count; *ng the group count,
+ * *varied whether the labels differ. */
+static int gather(const cm_model *m, const bool *keep_group, const bool *keep, float *feat,
+		  float *label, unsigned *group, int *ng, bool *varied)
+{
+	double *best = xcalloc((size_t)m->ngroups + 1, sizeof(double));
+	for (int i = 0; i < m->nrows; i++)
+		if (m->gflops[i] > best[m->group[i]])
+			best[m->group[i]] = m->gflops[i];
+	int k = 0;
+	*ng = 0;
+	*varied = false;
+	for (int g = 0; g < m->ngroups; g++) {
+		if (!keep_group[g])
+			continue;
+		unsigned size = 0;
+		for (int i = 0; i < m->nrows; i++) {
+			if (m->group[i] != g || (keep && !keep[i]))
+				continue;
+			double b = best[g];
+			label[k] = b > 0 ? (float)(m->gflops[i] / b) : 0;
+			*varied = *varied || label[k] != label[0];
+			memcpy(&feat[(size_t)k * CM_NFEATURES], &m->feat[(size_t)i * CM_NFEATURES],
+			       sizeof(float) * CM_NFEATURES);
+			size++;
+			k++;
+		}
+		if (size)
+			group[(*ng)++] = size;
+	}
+	free(best);
+	return k;
+}
+
+/* Retrains the booster on the rows train_rows chooses, when there is
+ * something to learn: enough rows and labels that are not all equal.
+ * Pairs are only ever compared within one workload (its group). */
+static int train(cm_model *m, int current, tir_error *err)
+{
+	if (m->nrows < CM_MIN_ROWS)
+		return 0;
+	bool *keep = xcalloc((size_t)m->nrows + 1, sizeof(bool));
+	bool *all = xmalloc((size_t)m->ngroups + 1);
+	memset(all, 1, (size_t)m->ngroups + 1);
+	train_rows(m, current, keep);
+	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
+	float *feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
+	unsigned *group = xcalloc((size_t)m->ngroups + 1, sizeof(unsigned));
+	int ng;
+	bool varied;
+	int k = gather(m, all, keep, feat, label, group, &ng, &varied);
+	int rc = 0;
+	if (varied) {
+		BoosterHandle bst = fit(feat, label, k, group, ng, err);
+		if (!bst) {
+			rc = -1;
+		} else {
+			if (m->booster)
+				XGBoosterFree(m->booster);
+			m->booster = bst;
+			m->trained_rows = k;
+			m->version++;
+		}
+	}
+	free(keep);
+	free(all);
 	free(label);
 	free(feat);
 	free(group);
 	return rc;
+}
+
+static int booster_predict(BoosterHandle b, int n, const float *features, double *scores);
+static void make_local(cm_model *m, int g);
+
+/* Before workload g learns n new rows: how each booster, the shared one and
+ * g's own (make_local), ranks them — the pairs of rows whose throughputs
+ * differ, and those it orders right (a tie half right) — added to g's tally
+ * (m->judged), by which cm_model_predict_group weighs the two. */
+static void judge(cm_model *m, int g, int n, const float *f, const double *gflops)
+{
+	if (!m->booster || n < 2)
+		return;
+	double *p[2] = { xmalloc(sizeof(double) * (size_t)n), xmalloc(sizeof(double) * (size_t)n) };
+	bool have[2];
+	have[0] = !booster_predict(m->booster, n, f, p[0]);
+	make_local(m, g);
+	have[1] = m->local_ok && !booster_predict(m->local, n, f, p[1]);
+	for (int b = 0; b < 2; b++) {
+		double pairs = 0, right = 0;
+		for (int i = 0; have[b] && i < n; i++)
+			for (int j = i + 1; j < n; j++) {
+				double gi = isfinite(gflops[i]) && gflops[i] > 0 ? gflops[i] : 0;
+				double gj = isfinite(gflops[j]) && gflops[j] > 0 ? gflops[j] : 0;
+				if (gi == gj)
+					continue;
+				pairs++;
+				if (p[b][i] == p[b][j])
+					right += 0.5;
+				else
+					right += (p[b][i] > p[b][j]) == (gi > gj);
+			}
+		m->judged[g][2 * b] += pairs;
+		m->judged[g][2 * b + 1] += right;
+	}
+	free(p[0]);
+	free(p[1]);
 }
 
 int cm_model_add(cm_model *m, const char *group, int n, const float *features,
@@ -285,6 +384,7 @@ int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 		return 0;
 	pthread_mutex_lock(&m->mu);
 	int g = group_id(m, group ? group : "");
+	judge(m, g, n, features, gflops);
 	add_rows(m, g, n, features, gflops);
 	int rc = train(m, g, err);
 	pthread_mutex_unlock(&m->mu);
@@ -309,17 +409,15 @@ int cm_model_train(cm_model *m, tir_error *err)
 	return rc;
 }
 
-int cm_model_predict(cm_model *m, int n, const float *features, double *scores)
+/* n rows scored by booster b; 0, or -1 if XGBoost fails. */
+static int booster_predict(BoosterHandle b, int n, const float *features, double *scores)
 {
-	pthread_mutex_lock(&m->mu);
-	int rc = -1;
 	DMatrixHandle d = NULL;
 	bst_ulong len = 0;
 	const float *out = NULL;
-	if (!m->booster || n <= 0)
-		goto out;
+	int rc = -1;
 	if (XGDMatrixCreateFromMat(features, (bst_ulong)n, CM_NFEATURES, NAN, &d) ||
-	    XGBoosterPredict(m->booster, d, 0, 0, 0, &len, &out) || len != (bst_ulong)n)
+	    XGBoosterPredict(b, d, 0, 0, 0, &len, &out) || len != (bst_ulong)n)
 		goto out;
 	for (int i = 0; i < n; i++)
 		scores[i] = out[i];
@@ -327,6 +425,116 @@ int cm_model_predict(cm_model *m, int n, const float *features, double *scores)
 out:
 	if (d)
 		XGDMatrixFree(d);
+	return rc;
+}
+
+int cm_model_predict(cm_model *m, int n, const float *features, double *scores)
+{
+	pthread_mutex_lock(&m->mu);
+	int rc = m->booster && n > 0 ? booster_predict(m->booster, n, features, scores) : -1;
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}
+
+static void mean_sd(const double *v, int n, double *mu, double *sd)
+{
+	double s = 0, q = 0;
+	for (int i = 0; i < n; i++)
+		s += v[i];
+	*mu = s / n;
+	for (int i = 0; i < n; i++)
+		q += (v[i] - *mu) * (v[i] - *mu);
+	*sd = sqrt(q / n);
+}
+
+/* Makes group g's own booster (m->local) and both boosters' scales on g's
+ * rows, unless they were made from the same rows and shared booster.  No
+ * own booster while g has fewer than CM_MIN_ROWS rows, labels all equal, or
+ * nothing but g's rows (the shared booster is then the same). */
+static void make_local(cm_model *m, int g)
+{
+	int count = 0;
+	for (int i = 0; i < m->nrows; i++)
+		count += m->group[i] == g;
+	if (m->local_group == g && m->local_rows == count && m->local_version == m->version)
+		return;
+	m->local_group = g;
+	m->local_rows = count;
+	m->local_version = m->version;
+	m->local_ok = false;
+	if (m->local)
+		XGBoosterFree(m->local);
+	m->local = NULL;
+	if (count < CM_MIN_ROWS || count == m->nrows)
+		return;
+	bool *only = xcalloc((size_t)m->ngroups + 1, sizeof(bool));
+	only[g] = true;
+	float *label = xmalloc(sizeof(float) * (size_t)count);
+	float *feat = xmalloc(sizeof(float) * (size_t)count * CM_NFEATURES);
+	double *ps = xmalloc(sizeof(double) * (size_t)count);
+	double *pl = xmalloc(sizeof(double) * (size_t)count);
+	unsigned size;
+	int ng;
+	bool varied;
+	tir_error e;
+	int k = gather(m, only, NULL, feat, label, &size, &ng, &varied);
+	if (varied && (m->local = fit(feat, label, k, &size, ng, &e)) &&
+	    !booster_predict(m->booster, k, feat, ps) && !booster_predict(m->local, k, feat, pl)) {
+		mean_sd(ps, k, &m->mean[0], &m->sd[0]);
+		mean_sd(pl, k, &m->mean[1], &m->sd[1]);
+		m->local_ok = m->sd[1] > 0;
+	}
+	free(only);
+	free(label);
+	free(feat);
+	free(ps);
+	free(pl);
+}
+
+/* The own booster's share of the mix, from how well each booster ranked
+ * the workload's rows before it learned them (judge): each one's accuracy,
+ * counted from CM_JUDGE_PRIOR pairs at 0.6 (a booster not yet judged), its
+ * skill the part above chance, weighed by its square (the better booster
+ * leads).  A shared booster that keeps ordering this workload's new rows
+ * wrong ends with none of the weight. */
+static double own_weight(const double j[4])
+{
+	double w[2];
+	for (int b = 0; b < 2; b++) {
+		double acc = (j[2 * b + 1] + 0.6 * CM_JUDGE_PRIOR) / (j[2 * b] + CM_JUDGE_PRIOR);
+		double skill = acc - 0.5 > 0.01 ? acc - 0.5 : 0.01;
+		w[b] = skill * skill;
+	}
+	return w[1] / (w[0] + w[1]);
+}
+
+int cm_model_predict_group(cm_model *m, const char *group, int n, const float *features,
+			   double *scores)
+{
+	pthread_mutex_lock(&m->mu);
+	int rc = -1, g = -1;
+	double *pl = NULL;
+	if (!m->booster || n <= 0)
+		goto out;
+	for (int i = 0; i < m->ngroups && group; i++)
+		if (!strcmp(m->groups[i], group))
+			g = i;
+	if (booster_predict(m->booster, n, features, scores))
+		goto out;
+	rc = 0;
+	if (g < 0)
+		goto out;
+	make_local(m, g);
+	pl = xmalloc(sizeof(double) * (size_t)n);
+	if (!m->local_ok || booster_predict(m->local, n, features, pl))
+		goto out;
+	double a = own_weight(m->judged[g]);
+	for (int i = 0; i < n; i++) {
+		double zs = m->sd[0] > 0 ? (scores[i] - m->mean[0]) / m->sd[0] : 0;
+		scores[i] = (1 - a) * zs + a * (pl[i] - m->mean[1]) / m->sd[1];
+	}
+out:
+	free(pl);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
 }
@@ -335,9 +543,11 @@ int cm_model_rows(const cm_model *m) { return m->nrows; }
 int cm_model_trained_rows(const cm_model *m) { return m->trained_rows; }
 bool cm_model_trained(const cm_model *m) { return m->booster != NULL; }
 
-/* ---- the blob: "TIRCM2\n\0", then little-endian u32 / f64 / f32 fields ---- */
+/* ---- the blob: "TIRCM3\n\0", then little-endian u32 / f64 / f32 fields ---- */
 
-static const char magic[8] = "TIRCM2\n";
+static const char magic[8] = "TIRCM3\n";
+/* TIRCM2: before the workloads' tallies (m->judged) were kept */
+static const char magic_v2[8] = "TIRCM2\n";
 /* TIRCM1: before the feature table's identity was stored */
 static const char magic_v1[8] = "TIRCM1\n";
 
@@ -402,6 +612,8 @@ int cm_model_save(cm_model *m, unsigned char **blob, size_t *len, tir_error *err
 	put_u32(&b, (uint32_t)blen);
 	if (blen)
 		put(&b, bdata, (size_t)blen);
+	for (int i = 0; i < m->ngroups; i++)
+		put(&b, m->judged[i], sizeof *m->judged);
 	pthread_mutex_unlock(&m->mu);
 	if (rc) {
 		free(b.s);
@@ -437,7 +649,8 @@ cm_model *cm_model_load(const void *blob, size_t len, tir_error *err)
 			 "its features are not this build's");
 		return NULL;
 	}
-	if (memcmp(mg, magic, 8)) {
+	bool v2 = !memcmp(mg, magic_v2, 8);
+	if (memcmp(mg, magic, 8) && !v2) {
 		tir_fail(err, "cost model: not a saved model (bad magic)");
 		return NULL;
 	}
@@ -487,7 +700,12 @@ cm_model *cm_model_load(const void *blob, size_t len, tir_error *err)
 			return NULL;
 		}
 		XGBoosterSetParam(m->booster, "nthread", CM_XGB_THREADS);
+		r.p += blen;
+		r.left -= blen;
 	}
+	for (uint32_t i = 0; !v2 && i < ng; i++)
+		if (!get(&r, m->judged[i], sizeof *m->judged))
+			goto bad;
 	return m;
 bad:
 	tir_fail(err, "cost model: the saved model is truncated or corrupt");
@@ -529,7 +747,7 @@ static int xgb_predict(void *self, const tir_workload *w, const tir_target *t, i
 		return -1;
 	bool *ok = xcalloc((size_t)n, sizeof(bool));
 	float *f = features_of(m, t, n, progs, ok);
-	int rc = cm_model_predict(m, n, f, scores);
+	int rc = cm_model_predict_group(m, tir_workload_key(w), n, f, scores);
 	for (int i = 0; rc == 0 && i < n; i++)
 		if (!ok[i])
 			scores[i] = -1e30;
