@@ -81,7 +81,6 @@ struct cm_model {
 	BoosterHandle local;
 	int local_group, local_rows;
 	unsigned local_version;
-	bool local_ok;
 	double mean[2], sd[2];  /* shared, local */
 	/* per group: the pairs of its rows each booster ranked before it
 	 * learned them, and how many it ranked right (judge) */
@@ -135,6 +134,13 @@ static int group_id(cm_model *m, const char *g)
 	return m->ngroups++;
 }
 
+/* A row's label source: GFLOP/s, 0 for a failed candidate (or a value that
+ * is not a positive number). */
+static double clean_gflops(double v)
+{
+	return isfinite(v) && v > 0 ? v : 0;
+}
+
 static void add_rows(cm_model *m, int g, int n, const float *f, const double *gflops)
 {
 	if (m->nrows + n > m->caprows) {
@@ -148,8 +154,7 @@ static void add_rows(cm_model *m, int g, int n, const float *f, const double *gf
 	}
 	memcpy(&m->feat[(size_t)m->nrows * CM_NFEATURES], f, sizeof(float) * (size_t)n * CM_NFEATURES);
 	for (int i = 0; i < n; i++) {
-		double v = gflops[i];
-		m->gflops[m->nrows + i] = isfinite(v) && v > 0 ? v : 0;
+		m->gflops[m->nrows + i] = clean_gflops(gflops[i]);
 		m->group[m->nrows + i] = g;
 	}
 	m->nrows += n;
@@ -265,12 +270,12 @@ fail:
 	return NULL;
 }
 
-/* The training rows of the groups for which keep_group[g] is set and the
- * rows for which keep[i] is (NULL: all), in workload order, labelled with
+/* The training rows of group `only` (-1: of every group) for which keep[i]
+ * is set (keep NULL: all), in workload order, labelled with
  * their throughput over the best of their workload; group[] gets the sizes
  * of the non-empty groups.  Returns the row count; *ng the group count,
  * *varied whether the labels differ. */
-static int gather(const cm_model *m, const bool *keep_group, const bool *keep, float *feat,
+static int gather(const cm_model *m, int only, const bool *keep, float *feat,
 		  float *label, unsigned *group, int *ng, bool *varied)
 {
 	double *best = xcalloc((size_t)m->ngroups + 1, sizeof(double));
@@ -281,7 +286,7 @@ static int gather(const cm_model *m, const bool *keep_group, const bool *keep, f
 	*ng = 0;
 	*varied = false;
 	for (int g = 0; g < m->ngroups; g++) {
-		if (!keep_group[g])
+		if (only >= 0 && g != only)
 			continue;
 		unsigned size = 0;
 		for (int i = 0; i < m->nrows; i++) {
@@ -310,15 +315,13 @@ static int train(cm_model *m, int current, tir_error *err)
 	if (m->nrows < CM_MIN_ROWS)
 		return 0;
 	bool *keep = xcalloc((size_t)m->nrows + 1, sizeof(bool));
-	bool *all = xmalloc((size_t)m->ngroups + 1);
-	memset(all, 1, (size_t)m->ngroups + 1);
 	train_rows(m, current, keep);
 	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
 	float *feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
 	unsigned *group = xcalloc((size_t)m->ngroups + 1, sizeof(unsigned));
 	int ng;
 	bool varied;
-	int k = gather(m, all, keep, feat, label, group, &ng, &varied);
+	int k = gather(m, -1, keep, feat, label, group, &ng, &varied);
 	int rc = 0;
 	if (varied) {
 		BoosterHandle bst = fit(feat, label, k, group, ng, err);
@@ -333,7 +336,6 @@ static int train(cm_model *m, int current, tir_error *err)
 		}
 	}
 	free(keep);
-	free(all);
 	free(label);
 	free(feat);
 	free(group);
@@ -355,13 +357,12 @@ static void judge(cm_model *m, int g, int n, const float *f, const double *gflop
 	bool have[2];
 	have[0] = !booster_predict(m->booster, n, f, p[0]);
 	make_local(m, g);
-	have[1] = m->local_ok && !booster_predict(m->local, n, f, p[1]);
+	have[1] = m->local && !booster_predict(m->local, n, f, p[1]);
 	for (int b = 0; b < 2; b++) {
 		double pairs = 0, right = 0;
 		for (int i = 0; have[b] && i < n; i++)
 			for (int j = i + 1; j < n; j++) {
-				double gi = isfinite(gflops[i]) && gflops[i] > 0 ? gflops[i] : 0;
-				double gj = isfinite(gflops[j]) && gflops[j] > 0 ? gflops[j] : 0;
+				double gi = clean_gflops(gflops[i]), gj = clean_gflops(gflops[j]);
 				if (gi == gj)
 					continue;
 				pairs++;
@@ -449,8 +450,9 @@ static void mean_sd(const double *v, int n, double *mu, double *sd)
 
 /* Makes group g's own booster (m->local) and both boosters' scales on g's
  * rows, unless they were made from the same rows and shared booster.  No
- * own booster while g has fewer than CM_MIN_ROWS rows, labels all equal, or
- * nothing but g's rows (the shared booster is then the same). */
+ * own booster (NULL) while g has fewer than CM_MIN_ROWS rows, labels all
+ * equal, nothing but g's rows (the shared booster is then the same), or
+ * when it scores all of them alike. */
 static void make_local(cm_model *m, int g)
 {
 	int count = 0;
@@ -461,14 +463,11 @@ static void make_local(cm_model *m, int g)
 	m->local_group = g;
 	m->local_rows = count;
 	m->local_version = m->version;
-	m->local_ok = false;
 	if (m->local)
 		XGBoosterFree(m->local);
 	m->local = NULL;
 	if (count < CM_MIN_ROWS || count == m->nrows)
 		return;
-	bool *only = xcalloc((size_t)m->ngroups + 1, sizeof(bool));
-	only[g] = true;
 	float *label = xmalloc(sizeof(float) * (size_t)count);
 	float *feat = xmalloc(sizeof(float) * (size_t)count * CM_NFEATURES);
 	double *ps = xmalloc(sizeof(double) * (size_t)count);
@@ -477,14 +476,18 @@ static void make_local(cm_model *m, int g)
 	int ng;
 	bool varied;
 	tir_error e;
-	int k = gather(m, only, NULL, feat, label, &size, &ng, &varied);
+	int k = gather(m, g, NULL, feat, label, &size, &ng, &varied);
+	bool usable = false;
 	if (varied && (m->local = fit(feat, label, k, &size, ng, &e)) &&
 	    !booster_predict(m->booster, k, feat, ps) && !booster_predict(m->local, k, feat, pl)) {
 		mean_sd(ps, k, &m->mean[0], &m->sd[0]);
 		mean_sd(pl, k, &m->mean[1], &m->sd[1]);
-		m->local_ok = m->sd[1] > 0;
+		usable = m->sd[1] > 0;
 	}
-	free(only);
+	if (!usable && m->local) {        /* kept only when it can score */
+		XGBoosterFree(m->local);
+		m->local = NULL;
+	}
 	free(label);
 	free(feat);
 	free(ps);
@@ -525,8 +528,10 @@ int cm_model_predict_group(cm_model *m, const char *group, int n, const float *f
 	if (g < 0)
 		goto out;
 	make_local(m, g);
+	if (!m->local)
+		goto out;
 	pl = xmalloc(sizeof(double) * (size_t)n);
-	if (!m->local_ok || booster_predict(m->local, n, features, pl))
+	if (booster_predict(m->local, n, features, pl))
 		goto out;
 	double a = own_weight(m->judged[g]);
 	for (int i = 0; i < n; i++) {
