@@ -48,7 +48,7 @@
 #endif
 
 #ifndef SUITE_JSON
-#define SUITE_JSON "../shared/workloads/suite.json"
+#define SUITE_JSON "bench/suite.json"
 #endif
 
 /* ---- timing of peers ---------------------------------------------------------- */

@@ -9,7 +9,7 @@
 # (every one without NAMEs) in each dtype with TRIALS trials, and with --big
 # also matmul 4096^3 in float16; then measures the same workloads with PyTorch
 # (bench/torch_peer.py: cuDNN / cuBLAS, channels-last, TF32 off, CUDA-graph
-# replay, as the shared workloads README).  BINDIR holds tird, tird-worker
+# replay, as bench/suite.md).  BINDIR holds tird, tird-worker
 # and tirctl.  Prints one line per task:
 #   name dtype trials errors tuning_s cand_per_s tird_us torch_us torch/tird
 # and the geometric mean of torch/tird per dtype.  On a GPU machine without

@@ -3,9 +3,9 @@
 # examples/traces/ (tests/schedules.c: sched_gpu_tiled) for suite workloads on
 # a CUDA GPU through `tirctl lower --trace --run`, and prints each one's
 # status, error against the reference and median time beside the PyTorch
-# (cuDNN / cuBLAS) figure of the shared workloads README.
+# (cuDNN / cuBLAS) figure of bench/suite.md.
 #
-#   bench/gpu_handsched.sh TIRCTL SUITE_JSON WORKLOADS_README [NAME ...]
+#   bench/gpu_handsched.sh TIRCTL SUITE_JSON SUITE_MD [NAME ...]
 #
 # With no names it runs every suite workload.  Output: one line per workload,
 #   name  status  max_rel_error  tird_us  pytorch_us  pytorch/tird

@@ -2,9 +2,9 @@
 # bench/suite_tune.sh — tunes suite workloads on this machine's CPU or GPU
 # through a real tird with a local worker, and prints each tuned latency (a
 # verified best: only a candidate that matched the reference counts) beside
-# the PyTorch (cuDNN / cuBLAS, H200) figure of the shared workloads README.
+# the PyTorch (cuDNN / cuBLAS, H200) figure of bench/suite.md.
 #
-#   bench/suite_tune.sh BINDIR SUITE_JSON WORKLOADS_README TARGET TRIALS [NAME...]
+#   bench/suite_tune.sh BINDIR SUITE_JSON SUITE_MD TARGET TRIALS [NAME...]
 #
 # TARGET is cpu or cuda; no NAME: every suite workload.  BINDIR holds tird
 # and tirctl.  Output, one line per workload:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/torch_peer.py — the peer of bench/gpu.sh: PyTorch (cuDNN / cuBLAS)
 device time per call of tird workloads, measured the way the reference table
-of the shared workloads README was: channels-last tensors, TF32 off,
+of bench/suite.md was: channels-last tensors, TF32 off,
 cudnn.benchmark on, CUDA-graph replay, median of 15 replays of 20 calls.
 
     python3 bench/torch_peer.py < lines

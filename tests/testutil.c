@@ -10,7 +10,7 @@
 #include "testutil.h"
 
 #ifndef SUITE_JSON
-#define SUITE_JSON "../shared/workloads/suite.json"
+#define SUITE_JSON "bench/suite.json"
 #endif
 #ifndef GOLDEN_DIR
 #define GOLDEN_DIR "tests/golden"

@@ -1,8 +1,8 @@
 /*
  * testutil.h — helpers shared by the Check suites in tests/.
  *
- * The suites find the shared workload suite (../shared/workloads/suite.json
- * beside the source tree, or $TIR_SUITE_JSON) and the golden files
+ * The suites find the workload suite (bench/suite.json in the source tree,
+ * or $TIR_SUITE_JSON) and the golden files
  * (tests/golden/, or $TIR_GOLDEN_DIR) through these functions, so a test never
  * hard-codes a path.  Golden files are rewritten instead of compared when
  * TIR_UPDATE_GOLDEN=1 is set.

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """costmodel/seed/extra-workloads.py — writes extra-workloads.json, the
-workloads the CPU seed holds beside the shared suite's: shapes drawn at
+workloads the CPU seed holds beside the suite's: shapes drawn at
 random (seeded, so the file is remade byte for byte) from each operator
 family of the suite, never chosen to resemble the suite's own shapes.
 
-    /usr/bin/python3 costmodel/seed/extra-workloads.py ../shared/workloads/suite.json \
+    /usr/bin/python3 costmodel/seed/extra-workloads.py bench/suite.json \
         > costmodel/seed/extra-workloads.json
 
 Why: a model of the other workloads ranks a held-out CPU workload better

@@ -9,7 +9,7 @@
 # Starts the tird of BUILD (a build tree, or a folder holding tird and
 # tirctl) on a loopback port with a temporary database and this machine's
 # CPU (or, --target cuda, its GPU) as its only worker, tunes every workload
-# of SUITE (../shared/workloads/suite.json), or the NAMEs, in each of the
+# of SUITE (bench/suite.json), or the NAMEs, in each of the
 # dtypes (default: the suite's own), for TRIALS trials under the random cost
 # model (an unbiased sample of each workload's search space, not the picks
 # of a model), seeds 1, 2, ..., and writes every record to OUT with
