@@ -8,7 +8,8 @@
  * is shared by every workload tuned on that target: each measured candidate
  * adds a row (its features, its workload, its GFLOP/s), the booster is
  * retrained on all rows, and the whole model (rows and booster) is saved as
- * one blob the daemon keeps in its database.
+ * one blob the daemon keeps in its database.  A new model learns what was
+ * measured before it from records (records.c): the cache's own and a seed's.
  */
 #ifndef TIR_COSTMODEL_H
 #define TIR_COSTMODEL_H
@@ -89,5 +90,32 @@ cm_model *cm_model_load(const void *blob, size_t len, tir_error *err);
 /* The tir_cost_model table over a cm_model (self): predict computes features
  * and scores them, update adds the rows under the workload's key. */
 extern const tir_cost_model cm_xgboost;
+
+/* ---- records.c: rows from measured records ---------------------------------- */
+
+/* One measured record as a model learns from it. */
+typedef struct cm_record {
+	const char *target;        /* its full key */
+	const char *trace;
+	bool ok;
+	double latency_us;         /* when ok */
+} cm_record;
+
+/* Appends records r[0..n) of workload w to m (cm_model_append, no training)
+ * under group: each replayed on a fresh schedule of w and its features
+ * computed by this build, on every core, in the records' order.  Records
+ * that do not replay (w NULL: all) are left out and counted in *skipped.
+ * Returns the rows added. */
+int cm_model_append_records(cm_model *m, const char *group, const tir_workload *w, int n,
+			    const cm_record *r, int *skipped);
+
+/* Appends the records of file path (tirctl export's format, tird-records/1)
+ * whose target key starts with prefix ("cpu:", "cuda:") to m, each
+ * workload's under the group "seed:KEY": never in one ranking group with a
+ * cache's own measurements of the same workload, which another machine's
+ * latencies are not comparable with.  Returns the rows added (*nworkloads:
+ * of how many workloads), or -1 with err naming the fault in the file. */
+int cm_model_append_file(cm_model *m, const char *path, const char *prefix, int *nworkloads,
+			 int *skipped, tir_error *err);
 
 #endif

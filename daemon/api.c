@@ -1,6 +1,9 @@
 /*
- * api.c — the handlers of tird's read and job routes (the table is
- * TIRD_ROUTES in tird.h; the worker routes are in workers.c).
+ * api.c — the handler of every route (the table is TIRD_ROUTES in tird.h):
+ * each parses and checks its request, asks the part that answers it (jobs,
+ * workers, the store), and maps the data to a document (views.c) and a
+ * tird_error to its HTTP status (answer_error).  Nothing else in tird
+ * speaks HTTP but http.c.
  *
  * GET /v1/best is the hot path (CI and people asking for the best schedule of
  * an op): its answers are kept in a small in-memory cache keyed by the query
@@ -12,10 +15,53 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tird.h"
+#include "measure/measure.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
 #endif
+
+/* ---- errors: a part's tird_error as an HTTP answer ----------------------------------- */
+
+static int http_status_of(tird_errcode code)
+{
+	switch (code) {
+	case TIRD_E_BAD_REQUEST:
+	case TIRD_E_INVALID_WORKLOAD:
+	case TIRD_E_INVALID_TARGET:
+		return 400;
+	case TIRD_E_NOT_FOUND:
+	case TIRD_E_UNKNOWN_WORKER:
+		return 404;
+	case TIRD_E_CONFLICT:
+	case TIRD_E_LEASE_LOST:
+		return 409;
+	default:
+		return 500;
+	}
+}
+
+static void answer_error(http_resp *out, const tird_error *e)
+{
+	http_error(out, http_status_of(e->code), e->code ? tird_errcode_name(e->code) : "internal",
+		   "%s", e->msg);
+}
+
+/* ---- targets ------------------------------------------------------------------------ */
+
+int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err)
+{
+	if (!strcmp(s, "cpu")) {
+		*t = d->cpu;
+		return 0;
+	}
+	if (!strcmp(s, "cuda")) {
+		char key[128];
+		if (workers_find_kind(d->workers, "cuda", key, sizeof key))
+			return tir_target_parse(key, t, err);
+	}
+	return tir_target_parse(s, t, err);
+}
 
 /* ---- the best-query cache -------------------------------------------------------- */
 
@@ -41,9 +87,7 @@ static unsigned hash(const char *s)
 
 void api_init(tird *d)
 {
-	best_cache *c = calloc(1, sizeof *c);
-	if (!c)
-		abort();
+	best_cache *c = tird_xcalloc(1, sizeof *c);
 	pthread_rwlock_init(&c->lock, NULL);
 	d->best_cache = c;
 }
@@ -69,7 +113,7 @@ static char *cache_get(best_cache *c, const char *query, unsigned long gen)
 	char *body = NULL;
 	pthread_rwlock_rdlock(&c->lock);
 	if (s->query && s->gen == gen && !strcmp(s->query, query))
-		body = strdup(s->body);
+		body = tird_strdup(s->body);
 	pthread_rwlock_unlock(&c->lock);
 	return body;
 }
@@ -77,7 +121,7 @@ static char *cache_get(best_cache *c, const char *query, unsigned long gen)
 static void cache_put(best_cache *c, const char *query, const char *body, unsigned long gen)
 {
 	best_slot *s = &c->slot[hash(query) % BEST_SLOTS];
-	char *q = strdup(query), *b = strdup(body);
+	char *q = tird_strdup(query), *b = tird_strdup(body);
 	pthread_rwlock_wrlock(&c->lock);
 	free(s->query);
 	free(s->body);
@@ -127,12 +171,149 @@ static bool parse_id(const char *s, int64_t *id)
 	return true;
 }
 
+/* An optional integer field of body in [lo, hi] (absent: def).  false after
+ * answering 400. */
+static bool json_int(const cJSON *body, const char *name, long lo, long hi, long def,
+		     long *v, http_resp *out)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(body, name);
+	if (!x) {
+		*v = def;
+		return true;
+	}
+	if (!cJSON_IsNumber(x) || x->valuedouble != (double)(long)x->valuedouble ||
+	    x->valuedouble < (double)lo || x->valuedouble > (double)hi) {
+		http_error(out, 400, "bad_request", "%s: expected an integer in [%ld, %ld]",
+			   name, lo, hi);
+		return false;
+	}
+	*v = (long)x->valuedouble;
+	return true;
+}
+
+#define SEED_MAX 9007199254740991.0        /* 2^53 - 1: exact as a JSON number */
+
+/* "search": {"cost_model": "xgboost" | "random", "seed": N}, both optional,
+ * into rq's cost_model, has_seed and seed.  false after answering 400. */
+static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "search");
+	snprintf(rq->cost_model, sizeof rq->cost_model, "%s", tird_cost_models[0]);
+	rq->has_seed = false;
+	rq->seed = 0;
+	if (!s)
+		return true;
+	if (!cJSON_IsObject(s)) {
+		http_error(out, 400, "bad_request", "search: expected an object {\"cost_model\": "
+			   "\"xgboost\" | \"random\", \"seed\": N}");
+		return false;
+	}
+	for (const cJSON *k = s->child; k; k = k->next) {
+		if (!strcmp(k->string, "cost_model")) {
+			bool ok = false;
+			for (int i = 0; cJSON_IsString(k) && tird_cost_models[i]; i++)
+				if (!strcmp(k->valuestring, tird_cost_models[i])) {
+					snprintf(rq->cost_model, sizeof rq->cost_model, "%s",
+						 tird_cost_models[i]);
+					ok = true;
+				}
+			if (!ok) {
+				http_error(out, 400, "bad_request", "search.cost_model: expected "
+					   "\"xgboost\" or \"random\"%s%.40s%s",
+					   cJSON_IsString(k) ? " (got \"" : "",
+					   cJSON_IsString(k) ? k->valuestring : "",
+					   cJSON_IsString(k) ? "\")" : "");
+				return false;
+			}
+		} else if (!strcmp(k->string, "seed")) {
+			if (!cJSON_IsNumber(k) || !(k->valuedouble >= 0) || k->valuedouble > SEED_MAX ||
+			    (double)(int64_t)k->valuedouble != k->valuedouble) {
+				http_error(out, 400, "bad_request", "search.seed: expected an integer "
+					   "in [0, 2^53-1]");
+				return false;
+			}
+			rq->seed = (int64_t)k->valuedouble;
+			rq->has_seed = true;
+		} else {
+			http_error(out, 400, "bad_request", "search: unknown key \"%s\" (expected "
+				   "cost_model, seed)", k->string);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
+ * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S}}.
+ * Answers the job: 201 new, 200 joined ("joined": true) or cached
+ * ("cached": true); the search options do not split the cache: a joined
+ * job keeps its own, a cached one ran no search. */
+static void submit(tird *d, const cJSON *body, http_resp *out)
+{
+	static const char *const known[] = { "workload", "target", "trials", "batch", "search" };
+	for (const cJSON *k = body->child; k; k = k->next) {
+		bool ok = false;
+		for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+			ok |= !strcmp(k->string, known[i]);
+		if (!ok) {
+			http_error(out, 400, "bad_request", "unknown key \"%s\" (expected workload, "
+				   "target, trials, batch, search)", k->string);
+			return;
+		}
+	}
+	const cJSON *wj = cJSON_GetObjectItemCaseSensitive(body, "workload");
+	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(body, "target");
+	if (!cJSON_IsObject(wj)) {
+		http_error(out, 400, "bad_request", "\"workload\" must be a workload object");
+		return;
+	}
+	if (!cJSON_IsString(tj) || !tj->valuestring[0]) {
+		http_error(out, 400, "bad_request", "\"target\" must be a string such as \"cpu\", "
+			   "\"cuda\" or \"cuda:sm_90\"");
+		return;
+	}
+	long trials, batch;
+	job_request rq = { 0 };
+	if (!json_int(body, "trials", 1, d->cfg.max_trials, d->cfg.default_trials, &trials, out) ||
+	    !json_int(body, "batch", 1, 4096, d->cfg.default_batch, &batch, out) ||
+	    !parse_search(body, &rq, out))
+		return;
+	rq.trials = (int)trials;
+	rq.batch = (int)batch;
+
+	tir_error terr = { "" };
+	char *wtext = cJSON_PrintUnformatted(wj);
+	rq.w = wtext ? tir_workload_parse(wtext, strlen(wtext), &d->cfg.limits, &terr) : NULL;
+	free(wtext);
+	if (!rq.w) {
+		http_error(out, 400, "invalid_workload", "%s", terr.msg);
+		return;
+	}
+	if (tird_resolve_target(d, tj->valuestring, &rq.target, &terr)) {
+		tir_workload_free(rq.w);
+		http_error(out, 400, "invalid_target", "%s", terr.msg);
+		return;
+	}
+	job_view v;
+	job_outcome how;
+	tird_error e = { 0 };
+	if (jobs_submit(d->jobs, &rq, &v, &how, &e)) {
+		answer_error(out, &e);
+		return;
+	}
+	cJSON *o = view_job(d, &v);
+	if (how == JOB_JOINED)
+		cJSON_AddBoolToObject(o, "joined", true);
+	job_view_clear(&v);
+	http_json(out, how == JOB_NEW ? 201 : 200, o);
+}
+
 void api_jobs_submit(http_req *r, http_resp *out)
 {
 	cJSON *body = http_body_object(r, out);
 	if (!body)
 		return;
-	jobs_submit(r->d->jobs, body, out);
+	submit(r->d, body, out);
 	cJSON_Delete(body);
 }
 
@@ -146,9 +327,23 @@ void api_jobs_list(http_req *r, http_resp *out)
 		return;
 	}
 	int limit = lim ? atoi(lim) : 100;
-	jobs_list(r->d->jobs, state, limit > 0 ? limit : 100, out);
+	job_list l;
+	tird_error e = { 0 };
+	if (jobs_list(r->d->jobs, state, limit > 0 ? limit : 100, &l, &e)) {
+		answer_error(out, &e);
+		return;
+	}
+	cJSON *arr = cJSON_CreateArray();
+	for (int i = 0; i < l.n; i++)
+		cJSON_AddItemToArray(arr, view_job_row(&l.rows[i]));
+	job_list_clear(&l);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "jobs", arr);
+	http_json(out, 200, o);
 }
 
+/* GET /v1/jobs/{id}[?wait=S&version=V]: the job, after waiting up to S
+ * seconds for a change past version V. */
 void api_job_get(http_req *r, http_resp *out)
 {
 	int64_t id;
@@ -157,10 +352,20 @@ void api_job_get(http_req *r, http_resp *out)
 			   r->arg);
 		return;
 	}
-	const char *w = http_query(r, "wait"), *v = http_query(r, "version");
-	jobs_get(r->d->jobs, id, w ? atof(w) : 0, v ? atol(v) : 0, out);
+	const char *w = http_query(r, "wait"), *ver = http_query(r, "version");
+	job_view v;
+	tird_error e = { 0 };
+	if (jobs_get(r->d->jobs, id, w ? atof(w) : 0, ver ? atol(ver) : 0, &v, &e)) {
+		answer_error(out, &e);
+		return;
+	}
+	cJSON *o = view_job(r->d, &v);
+	job_view_clear(&v);
+	http_json(out, 200, o);
 }
 
+/* DELETE /v1/jobs/{id}: a queued job is cancelled (200), a running one asked
+ * to stop after its batch (202, "cancel_requested": true). */
 void api_job_cancel(http_req *r, http_resp *out)
 {
 	int64_t id;
@@ -168,7 +373,18 @@ void api_job_cancel(http_req *r, http_resp *out)
 		http_error(out, 404, "not_found", "no job \"%s\"", r->arg);
 		return;
 	}
-	jobs_cancel(r->d->jobs, id, out);
+	job_view v;
+	tird_error e = { 0 };
+	if (jobs_cancel(r->d->jobs, id, &v, &e)) {
+		answer_error(out, &e);
+		return;
+	}
+	cJSON *o = view_job(r->d, &v);
+	bool requested = v.cancel_requested;
+	if (requested)
+		cJSON_AddBoolToObject(o, "cancel_requested", true);
+	job_view_clear(&v);
+	http_json(out, requested ? 202 : 200, o);
 }
 
 /* ---- best -------------------------------------------------------------------------------- */
@@ -226,7 +442,7 @@ static bool where_match(const cJSON *x, const char *value)
 static void best_one(void *ctx, const store_best *b)
 {
 	best_ctx *c = ctx;
-	cJSON *o = best_json(b, false);
+	cJSON *o = view_best(b, false);
 	if (!o)
 		return;
 	const cJSON *w = cJSON_GetObjectItem(o, "workload");
@@ -295,15 +511,13 @@ static void wl_row(void *ctx, const store_best *b)
 		return;
 	if (c->n == c->cap) {
 		c->cap = c->cap ? c->cap * 2 : 4;
-		c->rows = realloc(c->rows, (size_t)c->cap * sizeof *c->rows);
-		if (!c->rows)
-			abort();
+		c->rows = tird_xrealloc(c->rows, (size_t)c->cap * sizeof *c->rows);
 	}
 	store_best *dst = &c->rows[c->n++];
 	*dst = *b;
-	dst->op = b->op ? strdup(b->op) : NULL;
-	dst->canonical = b->canonical ? strdup(b->canonical) : NULL;
-	dst->trace = b->trace ? strdup(b->trace) : NULL;
+	dst->op = tird_strdup(b->op);
+	dst->canonical = tird_strdup(b->canonical);
+	dst->trace = tird_strdup(b->trace);
 }
 
 /* Adds "tir" and/or "source" of the best trace to o. */
@@ -371,7 +585,7 @@ void api_workload(http_req *r, http_resp *out)
 	cJSON_AddNumberToObject(o, "flops", flops);
 	cJSON *arr = cJSON_AddArrayToObject(o, "best");
 	for (int i = 0; i < c.n; i++) {
-		cJSON *e = best_json(&c.rows[i], true);
+		cJSON *e = view_best(&c.rows[i], true);
 		if (e && (tir || source))
 			add_program(e, &c.rows[i], tir, source);
 		if (e)
@@ -386,7 +600,6 @@ void api_workload(http_req *r, http_resp *out)
 
 /* ---- records: export and import -------------------------------------------------------------- */
 
-
 typedef struct export_ctx {
 	cJSON *recs, *keys;        /* keys: an object used as a set */
 } export_ctx;
@@ -394,22 +607,7 @@ typedef struct export_ctx {
 static void export_one(void *ctx, const store_record *r)
 {
 	export_ctx *e = ctx;
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "id", r->id);
-	cJSON_AddStringToObject(o, "workload_key", r->workload_key);
-	cJSON_AddStringToObject(o, "target", r->target);
-	cJSON_AddStringToObject(o, "trace", r->trace);
-	cJSON_AddStringToObject(o, "status", r->status);
-	if (r->latency_us > 0)
-		cJSON_AddNumberToObject(o, "latency_us", r->latency_us);
-	if (r->max_rel_error >= 0)
-		cJSON_AddNumberToObject(o, "max_rel_error", r->max_rel_error);
-	if (r->message)
-		cJSON_AddStringToObject(o, "message", r->message);
-	if (r->worker)
-		cJSON_AddStringToObject(o, "worker", r->worker);
-	cJSON_AddNumberToObject(o, "created", r->created);
-	cJSON_AddItemToArray(e->recs, o);
+	cJSON_AddItemToArray(e->recs, view_record(r));
 	if (!cJSON_HasObjectItem(e->keys, r->workload_key))
 		cJSON_AddNullToObject(e->keys, r->workload_key);
 }
@@ -551,7 +749,8 @@ void api_lower(http_req *r, http_resp *out)
 		goto out;
 	}
 	if (trj) {
-		trace = cJSON_IsString(trj) ? strdup(trj->valuestring) : cJSON_PrintUnformatted(trj);
+		trace = cJSON_IsString(trj) ? tird_strdup(trj->valuestring)
+					    : cJSON_PrintUnformatted(trj);
 		if (tir_sched_replay(s, trace, &err)) {
 			http_error(out, 400, "invalid_trace", "%s", err.msg);
 			goto out;
@@ -580,4 +779,154 @@ out:
 	tir_sched_free(s);
 	tir_workload_free(w);
 	cJSON_Delete(body);
+}
+
+/* ---- workers: registration, leases, results ---------------------------------------------------- */
+
+/* POST /v1/workers {"target": FULL_KEY, "name": N}: 201 with the worker's
+ * id and the periods it must keep (lease_s, heartbeat_s). */
+void api_worker_register(http_req *r, http_resp *out)
+{
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(body, "target");
+	const cJSON *nj = cJSON_GetObjectItemCaseSensitive(body, "name");
+	tir_target t;
+	tir_error terr = { "" };
+	worker_info w;
+	tird_error e = { 0 };
+	if (!cJSON_IsString(tj))
+		http_error(out, 400, "bad_request", "\"target\" must be a full target key such "
+			   "as \"cpu:x86_64+avx2+fma\" or \"cuda:sm_90\"");
+	else if (tir_target_parse(tj->valuestring, &t, &terr))
+		http_error(out, 400, "invalid_target", "%s", terr.msg);
+	else if (workers_register(r->d->workers, &t, cJSON_IsString(nj) ? nj->valuestring : NULL,
+				  &w, &e))
+		answer_error(out, &e);
+	else {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "worker_id", w.id);
+		cJSON_AddStringToObject(o, "target", w.target);
+		cJSON_AddNumberToObject(o, "lease_s", w.lease_s);
+		cJSON_AddNumberToObject(o, "heartbeat_s", w.heartbeat_s);
+		http_json(out, 201, o);
+	}
+	cJSON_Delete(body);
+}
+
+static void batch_doc(void *ctx, const worker_batch *b)
+{
+	*(cJSON **)ctx = view_batch(b);
+}
+
+/* POST /v1/workers/{id}/lease[?wait=S]: a long poll (default 20 s, at most
+ * 30): 200 with a batch, or 204 when none came. */
+void api_worker_lease(http_req *r, http_resp *out)
+{
+	const char *wq = http_query(r, "wait");
+	cJSON *doc = NULL;
+	tird_error e = { 0 };
+	int rc = workers_lease(r->d->workers, r->arg, wq ? atof(wq) : 20, batch_doc, &doc, &e);
+	if (rc < 0) {
+		answer_error(out, &e);
+	} else if (rc == 0) {
+		out->status = 204;
+		out->body = tird_strdup("");
+	} else {
+		http_json(out, 200, doc);
+	}
+}
+
+static int measure_status_parse(const char *name)
+{
+	for (int s = 0; s < TIR_MEASURE_NSTATUSES; s++)
+		if (!strcmp(name, tir_measure_status_name((tir_measure_status)s)))
+			return s;
+	return -1;
+}
+
+/* POST /v1/workers/{id}/results {"batch_id": N, "results": [{"status",
+ * "latency_us", "max_rel_error", "message"}...]}: every result is checked
+ * before the batch is touched. */
+void api_worker_results(http_req *r, http_resp *out)
+{
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *bj = cJSON_GetObjectItemCaseSensitive(body, "batch_id");
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(body, "results");
+	if (!cJSON_IsNumber(bj) || !cJSON_IsArray(rs)) {
+		cJSON_Delete(body);
+		http_error(out, 400, "bad_request", "expected {\"batch_id\": N, \"results\": [...]}");
+		return;
+	}
+	int n = cJSON_GetArraySize(rs), i = 0;
+	tir_candidate *res = tird_xcalloc((size_t)(n ? n : 1), sizeof *res);
+	const cJSON *x;
+	cJSON_ArrayForEach(x, rs) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "status");
+		const cJSON *lat = cJSON_GetObjectItemCaseSensitive(x, "latency_us");
+		const cJSON *mre = cJSON_GetObjectItemCaseSensitive(x, "max_rel_error");
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(x, "message");
+		int status = cJSON_IsString(st) ? measure_status_parse(st->valuestring) : -1;
+		if (status < 0) {
+			free(res);
+			cJSON_Delete(body);
+			http_error(out, 400, "bad_request", "results[%d].status: expected a "
+				   "measurement status such as \"ok\" or \"build_error\"", i);
+			return;
+		}
+		res[i++] = (tir_candidate){ NULL, status, cJSON_IsNumber(lat) ? lat->valuedouble : 0,
+					    cJSON_IsNumber(mre) ? mre->valuedouble : -1,
+					    cJSON_IsString(msg) ? msg->valuestring : NULL };
+	}
+	tird_error e = { 0 };
+	if (workers_results(r->d->workers, r->arg, (int64_t)bj->valuedouble, n, res, &e)) {
+		answer_error(out, &e);
+	} else {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "accepted", n);
+		http_json(out, 200, o);
+	}
+	free(res);
+	cJSON_Delete(body);
+}
+
+static void answer_ok(http_resp *out)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "ok", true);
+	http_json(out, 200, o);
+}
+
+void api_worker_heartbeat(http_req *r, http_resp *out)
+{
+	tird_error e = { 0 };
+	if (workers_heartbeat(r->d->workers, r->arg, &e))
+		answer_error(out, &e);
+	else
+		answer_ok(out);
+}
+
+void api_worker_leave(http_req *r, http_resp *out)
+{
+	tird_error e = { 0 };
+	if (workers_leave(r->d->workers, r->arg, &e))
+		answer_error(out, &e);
+	else
+		answer_ok(out);
+}
+
+void api_workers_list(http_req *r, http_resp *out)
+{
+	worker_info *w;
+	int n = workers_list(r->d->workers, &w);
+	cJSON *arr = cJSON_CreateArray();
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(arr, view_worker(&w[i]));
+	free(w);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "workers", arr);
+	http_json(out, 200, o);
 }

@@ -325,7 +325,7 @@ int main(int argc, char **argv)
 	}
 	d.workers = workers_new(&d);
 	api_init(&d);
-	if (jobs_models_load(&d, msg, sizeof msg)) {
+	if (models_load(&d, msg, sizeof msg)) {
 		failed = "cost model seed";
 		goto out;
 	}
@@ -366,8 +366,7 @@ out:
 	jobs_free(d.jobs);
 	workers_free(d.workers);
 	api_free(&d);
-	cm_model_free(d.models[0]);
-	cm_model_free(d.models[1]);
+	models_free(&d);
 	store_close(d.db);
 	if (!failed)
 		log_info("stopped");

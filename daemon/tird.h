@@ -4,17 +4,30 @@
  *   main.c     flags and config, start-up, the cron thread, local workers,
  *              graceful shutdown on SIGTERM / SIGINT
  *   config.c   the configuration: defaults, `key = value` files, --flags
- *   log.c      leveled logs to stderr
+ *   log.c      leveled logs to stderr; the parts' error values; allocation
  *   http.c     libmicrohttpd, the route table (TIRD_ROUTES), bodies, limits,
  *              authentication, JSON errors, request metrics
- *   api.c      the handlers of the job, best, workload, record, lower routes
+ *   api.c      every route's handler: parses the request, calls the part
+ *              that answers it, maps its data and errors to HTTP
+ *   views.c    the JSON documents the routes answer (jobs, bests, records,
+ *              batches, workers)
  *   jobs.c     the job state machine and the tuning threads (tir_tune)
+ *   models.c   the cost model of each target kind: loaded, made from the
+ *              seed and the stored records, saved
  *   workers.c  the worker registry, leases, the measurement dispatcher
  *   metrics.c  counters and the Prometheus text of GET /metrics
  *
+ * Calls go one way: http → api → {jobs, workers, models, store, views};
+ * jobs → {workers (to measure), models}; metrics reads jobs and workers.
+ * Only http.c and api.c know HTTP: jobs.c and workers.c return data and a
+ * tird_error (a code and a message naming the fault), which api.c maps to
+ * a status.
+ *
  * Ownership: one `tird` struct, made by main(), owns everything (store, jobs,
- * workers, http, metrics); the parts get a pointer to it and keep no global
- * state of their own.  The only global is main.c's signal flag.
+ * workers, models, http, metrics); the parts get a pointer to it and keep no
+ * global state of their own.  The only global is log.c's threshold, set
+ * before any thread starts (main.c takes signals synchronously, with no
+ * handler and no flag).
  */
 #ifndef TIRD_H
 #define TIRD_H
@@ -44,6 +57,43 @@ void log_msg(log_level l, const char *fmt, ...) __attribute__((format(printf, 2,
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* What went wrong in a part, as a value: X(id, name).  api.c maps each to
+ * an HTTP status; the name is the "code" of the error document. */
+#define TIRD_ERRORS(X) \
+	X(BAD_REQUEST,      "bad_request")      /* the request is malformed */ \
+	X(INVALID_WORKLOAD, "invalid_workload") /* the workload does not parse */ \
+	X(INVALID_TARGET,   "invalid_target")   /* nor the target */ \
+	X(NOT_FOUND,        "not_found")        /* no such job or workload */ \
+	X(CONFLICT,         "conflict")         /* the job has ended */ \
+	X(UNKNOWN_WORKER,   "unknown_worker")   /* not registered, or gone */ \
+	X(LEASE_LOST,       "lease_lost")       /* the batch is no longer the worker's */ \
+	X(STORE,            "store")            /* the database failed */
+
+typedef enum {
+	TIRD_E_NONE,
+#define TIRD_E_ENUM(id, name) TIRD_E_##id,
+	TIRD_ERRORS(TIRD_E_ENUM)
+#undef TIRD_E_ENUM
+	TIRD_E_COUNT
+} tird_errcode;
+
+typedef struct tird_error {
+	tird_errcode code;
+	char msg[512];
+} tird_error;
+
+/* Fills *e (may be NULL) and returns -1. */
+int tird_fail(tird_error *e, tird_errcode code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* "bad_request", ...; "" for TIRD_E_NONE. */
+const char *tird_errcode_name(tird_errcode code);
+
+/* Allocation that never returns NULL: out of memory ends the daemon
+ * (abort), as everywhere in tird.  tird_strdup(NULL) is NULL. */
+void *tird_xcalloc(size_t n, size_t size);
+void *tird_xrealloc(void *p, size_t size);
+char *tird_strdup(const char *s);
 
 /* ---- config.c ------------------------------------------------------------------ */
 
@@ -203,9 +253,18 @@ cJSON *http_body_object(http_req *r, http_resp *out);
 void api_init(tird *d);
 void api_free(tird *d);
 
+/* Resolves a target string of a request: "cpu" is this machine's CPU,
+ * "cuda" the GPU of a registered worker, else this machine's; full keys
+ * are parsed.  -1 with a message. */
+int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err);
+
 /* ---- jobs.c ------------------------------------------------------------------------ */
 
 typedef struct jobs jobs;
+
+/* The cost models a job may name in "search", NULL-terminated; the first
+ * is the default. */
+extern const char *const tird_cost_models[];
 
 /* Creates the manager and starts cfg.tuning_threads tuning threads after
  * resuming every job the store holds as queued or running. */
@@ -216,34 +275,90 @@ jobs *jobs_start(tird *d, char *msg, size_t n);
 void jobs_stop(jobs *js);
 void jobs_free(jobs *js);
 
-/* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
- * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S}}.
- * Answers the job (201 new, 200 joined or cached); the search options do not
- * split the cache: a joined job keeps its own, a cached one ran no search. */
-void jobs_submit(jobs *js, const cJSON *body, http_resp *out);
-/* GET /v1/jobs/{id}[?wait=S&version=V]: the job, after waiting up to S
- * seconds for a change past version V. */
-void jobs_get(jobs *js, int64_t id, double wait_s, long version, http_resp *out);
-void jobs_list(jobs *js, int state, int limit, http_resp *out);
-void jobs_cancel(jobs *js, int64_t id, http_resp *out);
+/* A submission, checked by the caller. */
+typedef struct job_request {
+	tir_workload *w;           /* taken by jobs_submit, whatever it returns */
+	tir_target target;         /* full key */
+	int trials, batch;
+	char cost_model[16];       /* one of tird_cost_models */
+	bool has_seed;             /* false: a seed is derived at every run */
+	int64_t seed;
+} job_request;
+
+/* How a submission was answered (the team-cache rules, jobs.c). */
+typedef enum { JOB_NEW, JOB_JOINED, JOB_CACHED } job_outcome;
+
+/* A job as callers see it, a copy made under the manager's lock. */
+typedef struct job_view {
+	store_job job;             /* job.message points at message */
+	char message[512];
+	char *canonical;           /* the workload, malloc'd; NULL: not in memory
+				    * (views.c looks it up in the store) */
+	long version;              /* bumped on every change, for long polls */
+	bool cancel_requested;     /* running, and asked to stop */
+} job_view;
+
+void job_view_clear(job_view *v);
+
+/* Submits rq (rq->w is taken): joins the same job, answers from the cache
+ * or queues a new one; *how says which, *v is the job.  0, or -1 with e
+ * (STORE). */
+int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_error *e);
+/* The job id, after waiting up to wait_s seconds (at most 60) for a change
+ * past version.  0, or -1 with e (NOT_FOUND, STORE). */
+int jobs_get(jobs *js, int64_t id, double wait_s, long version, job_view *v, tird_error *e);
+
+/* Rows of the store (messages left out), the progress of active jobs
+ * overlaid. */
+typedef struct job_list {
+	store_job *rows;
+	int n, cap;
+} job_list;
+void job_list_clear(job_list *l);
+/* Jobs newest first, of state (-1: any), at most limit.  0, or -1 with e. */
+int jobs_list(jobs *js, int state, int limit, job_list *out, tird_error *e);
+/* Cancels a queued job at once, or asks a running one to stop after the
+ * batch in flight (v->cancel_requested).  0 with the job in *v, or -1 with e
+ * (NOT_FOUND, CONFLICT when it has ended, STORE). */
+int jobs_cancel(jobs *js, int64_t id, job_view *v, tird_error *e);
+/* Counts of jobs in memory by state (queued, running). */
+void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES]);
+
+/* ---- models.c ---------------------------------------------------------------------- */
+
 /* Loads the cost model of each target kind from the store; one never saved,
  * or saved by a build with other features, is made from the seed of its
  * kind (the model_seed setting) and the stored records.  -1 with msg when a
- * seed the settings name cannot be used.  jobs_model_save saves one back. */
-int jobs_models_load(tird *d, char *msg, size_t n);
-void jobs_model_save(tird *d, tir_target_kind kind);
-/* Counts of jobs in memory by state (queued, running). */
-void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES]);
+ * seed the settings name cannot be used. */
+int models_load(tird *d, char *msg, size_t n);
+/* The model of a target kind; saves it back to the store. */
+cm_model *models_of(tird *d, tir_target_kind kind);
+void models_save(tird *d, tir_target_kind kind);
+void models_free(tird *d);
+/* Threads for a search of this target kind and for its model's features:
+ * every core (0), except for a CPU target (1), whose candidates other jobs
+ * may be timing on this machine's cores meanwhile. */
+int tird_search_threads(tir_target_kind kind);
+
+/* ---- views.c: the JSON documents of the routes ------------------------------------------- */
 
 /* The result object of a (workload, target) best, as tune --wait and best
  * print it: workload_key, workload, op, target, latency_us, gflops, trials,
  * record_id (and trace when with_trace).  NULL while nothing was ok. */
-cJSON *best_json(const store_best *b, bool with_trace);
-
-/* Resolves a target string of a request: "cpu" is this machine's CPU,
- * "cuda" the GPU of a registered worker, else this machine's; full keys
- * are parsed.  -1 with a message. */
-int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err);
+cJSON *view_best(const store_best *b, bool with_trace);
+/* The job document every job route answers: the job, its workload, search
+ * options, progress, times, version and its best result. */
+cJSON *view_job(tird *d, const job_view *v);
+/* A light row of GET /v1/jobs. */
+cJSON *view_job_row(const store_job *sj);
+/* A measured record as GET /v1/records exports it. */
+cJSON *view_record(const store_record *r);
+/* A worker of GET /v1/workers; a batch as a worker leases it (both types
+ * are workers.c's, below). */
+struct worker_info;
+struct worker_batch;
+cJSON *view_worker(const struct worker_info *w);
+cJSON *view_batch(const struct worker_batch *b);
 
 /* ---- workers.c ----------------------------------------------------------------------- */
 
@@ -266,7 +381,7 @@ typedef struct measure_ctx {
 	int64_t job_id;
 	const char *canonical;     /* the workload, as workers get it */
 	const char *workload_key;
-	const volatile int *cancel;
+	const atomic_int *cancel;
 	char worker[48];           /* who measured the last batch */
 	char why[512];             /* why the last batch failed, if it did */
 } measure_ctx;
@@ -277,6 +392,52 @@ typedef struct measure_ctx {
  * stops, or no worker of t comes within worker_wait_s. */
 int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		    const char *const *traces, tir_candidate *out);
+
+/* A worker as the registry knows it. */
+typedef struct worker_info {
+	char id[48];
+	char target[128];
+	char name[128];
+	bool live;
+	double registered, last_seen;
+	int64_t batch_id;          /* the batch it holds, 0: none */
+	double lease_s, heartbeat_s;   /* what it must keep to */
+} worker_info;
+
+/* A batch as a worker leases it; its pointers are valid during the lease
+ * callback only. */
+typedef struct worker_batch {
+	int64_t id, job_id;
+	const char *workload_key, *canonical, *target;
+	int n;
+	const char *const *traces;
+} worker_batch;
+
+/* Registers a worker of full target t (name NULL: "unnamed").  0 with *out,
+ * or -1 with e (STORE). */
+int workers_register(workers *ws, const tir_target *t, const char *name, worker_info *out,
+		     tird_error *e);
+/* Waits up to wait_s seconds (at most 30) for a pending batch of the
+ * worker's target and leases it: 1 with fn(ctx, batch) called under the
+ * registry's lock (to copy what it needs), 0 when none came, -1 with e
+ * (UNKNOWN_WORKER). */
+int workers_lease(workers *ws, const char *id, double wait_s,
+		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e);
+/* The results of batch batch_id from worker id: res[0..n) (status,
+ * latency_us, max_rel_error, msg; an "ok" without a latency becomes a
+ * run_error) are copied into the batch, which wakes its job.  Accepted for
+ * the worker's own lease, or for a batch re-queued and not yet leased
+ * again.  0, or -1 with e (LEASE_LOST; BAD_REQUEST when n is not the
+ * batch's size). */
+int workers_results(workers *ws, const char *id, int64_t batch_id, int n,
+		    const tir_candidate *res, tird_error *e);
+/* A live worker says it is alive (its leases are extended) / leaves (its
+ * batch goes back to the queue).  0, or -1 with e (UNKNOWN_WORKER). */
+int workers_heartbeat(workers *ws, const char *id, tird_error *e);
+int workers_leave(workers *ws, const char *id, tird_error *e);
+/* Every worker known (live, or gone in the last ten minutes), newest first:
+ * returns the count, *out malloc'd. */
+int workers_list(workers *ws, worker_info **out);
 
 /* ---- the daemon ------------------------------------------------------------------------- */
 

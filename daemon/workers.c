@@ -1,5 +1,7 @@
 /*
- * workers.c — the worker registry and the measurement dispatcher.
+ * workers.c — the worker registry and the measurement dispatcher.  It
+ * answers data and tird_error values; api.c's worker routes turn them into
+ * HTTP.
  *
  * A tuning thread hands a batch of candidates to workers_measure(), which
  * queues it and waits; a tird-worker of the batch's full target leases it
@@ -70,9 +72,7 @@ struct workers {
 
 workers *workers_new(tird *d)
 {
-	workers *ws = calloc(1, sizeof *ws);
-	if (!ws)
-		abort();
+	workers *ws = tird_xcalloc(1, sizeof *ws);
 	ws->d = d;
 	pthread_mutex_init(&ws->mu, NULL);
 	pthread_cond_init(&ws->avail, NULL);
@@ -266,7 +266,7 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	double no_worker_since = 0;
 	int rc = 0;
 	while (b.state != B_MEASURED) {
-		if (*mc->cancel || atomic_load(&d->stopping)) {
+		if (atomic_load(mc->cancel) || atomic_load(&d->stopping)) {
 			snprintf(mc->why, sizeof mc->why, "%s",
 				 atomic_load(&d->stopping) ? "tird is stopping" : "cancelled");
 			rc = -1;
@@ -313,7 +313,7 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	return rc;
 }
 
-/* ---- routes ------------------------------------------------------------------------------ */
+/* ---- what workers ask (api.c's worker routes) ------------------------------------------ */
 
 static void random_id(char *out, size_t n)
 {
@@ -329,93 +329,73 @@ static void random_id(char *out, size_t n)
 	snprintf(out, n, "w-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
 }
 
-void api_worker_register(http_req *r, http_resp *out)
+static void info_of(const workers *ws, const worker *w, worker_info *out)
 {
-	tird *d = r->d;
-	workers *ws = d->workers;
-	cJSON *body = http_body_object(r, out);
-	if (!body)
-		return;
-	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(body, "target");
-	const cJSON *nj = cJSON_GetObjectItemCaseSensitive(body, "name");
-	tir_target t;
-	tir_error terr = { "" };
-	if (!cJSON_IsString(tj)) {
-		http_error(out, 400, "bad_request", "\"target\" must be a full target key such "
-			   "as \"cpu:x86_64+avx2+fma\" or \"cuda:sm_90\"");
-		cJSON_Delete(body);
-		return;
-	}
-	if (tir_target_parse(tj->valuestring, &t, &terr)) {
-		http_error(out, 400, "invalid_target", "%s", terr.msg);
-		cJSON_Delete(body);
-		return;
-	}
-	worker *w = calloc(1, sizeof *w);
-	if (!w)
-		abort();
+	*out = (worker_info){ 0 };
+	memcpy(out->id, w->id, sizeof out->id);
+	memcpy(out->target, w->target, sizeof out->target);
+	memcpy(out->name, w->name, sizeof out->name);
+	out->live = w->live;
+	out->registered = w->registered;
+	out->last_seen = w->last_seen;
+	out->batch_id = w->batch_id;
+	long lease = ws->d->cfg.lease_s;
+	out->lease_s = (double)lease;
+	out->heartbeat_s = lease >= 3 ? (double)(lease / 3) : 0.5;
+}
+
+int workers_register(workers *ws, const tir_target *t, const char *name, worker_info *out,
+		     tird_error *e)
+{
+	tird *d = ws->d;
+	worker *w = tird_xcalloc(1, sizeof *w);
 	random_id(w->id, sizeof w->id);
-	snprintf(w->target, sizeof w->target, "%s", t.key);
-	snprintf(w->name, sizeof w->name, "%s",
-		 cJSON_IsString(nj) ? nj->valuestring : "unnamed");
-	cJSON_Delete(body);
+	snprintf(w->target, sizeof w->target, "%s", t->key);
+	snprintf(w->name, sizeof w->name, "%s", name ? name : "unnamed");
 	w->registered = w->last_seen = store_now();
 	w->live = true;
 	store_error err;
-	if (store_target_put(d->db, t.key, t.kind == TIR_TARGET_CUDA ? "cuda" : "cpu", &err) ||
+	if (store_target_put(d->db, t->key, t->kind == TIR_TARGET_CUDA ? "cuda" : "cpu", &err) ||
 	    store_worker_put(d->db, w->id, w->target, w->name, "live", w->registered,
 			     w->last_seen, &err)) {
 		free(w);
-		http_error(out, 500, "store", "%s", err.msg);
-		return;
+		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
 	}
 	pthread_mutex_lock(&ws->mu);
 	w->next = ws->list;
 	ws->list = w;
+	info_of(ws, w, out);
 	pthread_cond_broadcast(&ws->changed);
 	pthread_mutex_unlock(&ws->mu);
-	log_info("worker %s registered (%s, %s)", w->id, w->name, w->target);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "worker_id", w->id);
-	cJSON_AddStringToObject(o, "target", w->target);
-	cJSON_AddNumberToObject(o, "lease_s", (double)d->cfg.lease_s);
-	cJSON_AddNumberToObject(o, "heartbeat_s",
-				d->cfg.lease_s >= 3 ? (double)(d->cfg.lease_s / 3) : 0.5);
-	http_json(out, 201, o);
+	log_info("worker %s registered (%s, %s)", out->id, out->name, out->target);
+	return 0;
 }
 
-static cJSON *batch_json(const batch *b)
+/* The live worker id (ws->mu held), or NULL with e (UNKNOWN_WORKER). */
+static worker *do_live_worker(workers *ws, const char *id, tird_error *e)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "batch_id", (double)b->id);
-	cJSON_AddNumberToObject(o, "job_id", (double)b->job_id);
-	cJSON_AddStringToObject(o, "workload_key", b->workload_key);
-	cJSON *w = cJSON_Parse(b->canonical);
-	cJSON_AddItemToObject(o, "workload", w ? w : cJSON_CreateNull());
-	cJSON_AddStringToObject(o, "target", b->target);
-	cJSON *tr = cJSON_AddArrayToObject(o, "traces");
-	for (int i = 0; i < b->n; i++)
-		cJSON_AddItemToArray(tr, cJSON_CreateString(b->traces[i]));
-	return o;
-}
-
-void api_worker_lease(http_req *r, http_resp *out)
-{
-	tird *d = r->d;
-	workers *ws = d->workers;
-	const char *wq = http_query(r, "wait");
-	double wait = wq ? atof(wq) : 20;
-	if (!(wait >= 0))
-		wait = 0;
-	if (wait > 30)
-		wait = 30;
-	double until = store_now() + wait;
-	pthread_mutex_lock(&ws->mu);
-	worker *w = do_find_worker(ws, r->arg);
+	worker *w = do_find_worker(ws, id);
 	if (!w || !w->live) {
+		tird_fail(e, TIRD_E_UNKNOWN_WORKER, "no live worker %s; register again", id);
+		return NULL;
+	}
+	return w;
+}
+
+int workers_lease(workers *ws, const char *id, double wait_s,
+		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e)
+{
+	tird *d = ws->d;
+	if (!(wait_s >= 0))
+		wait_s = 0;
+	if (wait_s > 30)
+		wait_s = 30;
+	double until = store_now() + wait_s;
+	pthread_mutex_lock(&ws->mu);
+	worker *w = do_live_worker(ws, id, e);
+	if (!w) {
 		pthread_mutex_unlock(&ws->mu);
-		http_error(out, 404, "unknown_worker", "no live worker %s; register again", r->arg);
-		return;
+		return -1;
 	}
 	w->polling++;
 	batch *found = NULL;
@@ -440,9 +420,7 @@ void api_worker_lease(http_req *r, http_resp *out)
 	w->last_seen = store_now();
 	if (!found) {
 		pthread_mutex_unlock(&ws->mu);
-		out->status = 204;
-		out->body = strdup("");
-		return;
+		return 0;
 	}
 	snprintf(found->worker, sizeof found->worker, "%s", w->id);
 	found->deadline = store_now() + (double)d->cfg.lease_s;
@@ -450,157 +428,90 @@ void api_worker_lease(http_req *r, http_resp *out)
 	set_batch_state(ws, found, B_LEASED, w->id);
 	log_info("batch %lld of job %lld (%d candidates) leased to %s", (long long)found->id,
 		 (long long)found->job_id, found->n, w->id);
-	cJSON *o = batch_json(found);
+	worker_batch wb = { found->id, found->job_id, found->workload_key, found->canonical,
+			    found->target, found->n, found->traces };
+	fn(ctx, &wb);
 	pthread_mutex_unlock(&ws->mu);
-	http_json(out, 200, o);
+	return 1;
 }
 
-static int status_of(const char *name)
+int workers_results(workers *ws, const char *id, int64_t batch_id, int n,
+		    const tir_candidate *res, tird_error *e)
 {
-	for (int s = 0; s < TIR_MEASURE_NSTATUSES; s++)
-		if (!strcmp(name, tir_measure_status_name((tir_measure_status)s)))
-			return s;
-	return -1;
-}
-
-void api_worker_results(http_req *r, http_resp *out)
-{
-	tird *d = r->d;
-	workers *ws = d->workers;
-	cJSON *body = http_body_object(r, out);
-	if (!body)
-		return;
-	const cJSON *bj = cJSON_GetObjectItemCaseSensitive(body, "batch_id");
-	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(body, "results");
-	if (!cJSON_IsNumber(bj) || !cJSON_IsArray(rs)) {
-		cJSON_Delete(body);
-		http_error(out, 400, "bad_request", "expected {\"batch_id\": N, \"results\": [...]}");
-		return;
-	}
-	int n = cJSON_GetArraySize(rs);
-	/* check every result before touching the batch */
-	const cJSON *x;
-	int i = 0;
-	cJSON_ArrayForEach(x, rs) {
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(x, "status");
-		if (!cJSON_IsString(st) || status_of(st->valuestring) < 0) {
-			cJSON_Delete(body);
-			http_error(out, 400, "bad_request", "results[%d].status: expected a "
-				   "measurement status such as \"ok\" or \"build_error\"", i);
-			return;
-		}
-		i++;
-	}
 	pthread_mutex_lock(&ws->mu);
-	worker *w = do_find_worker(ws, r->arg);
+	worker *w = do_find_worker(ws, id);
 	if (w)
 		w->last_seen = store_now();
-	batch *b = do_find_batch(ws, (int64_t)bj->valuedouble);
+	batch *b = do_find_batch(ws, batch_id);
 	/* the worker's own lease, or a batch re-queued and not yet leased again */
 	if (!b || !(b->state == B_PENDING ||
-		    (b->state == B_LEASED && !strcmp(b->worker, r->arg)))) {
+		    (b->state == B_LEASED && !strcmp(b->worker, id)))) {
 		pthread_mutex_unlock(&ws->mu);
-		cJSON_Delete(body);
-		http_error(out, 409, "lease_lost", "batch %lld is not leased to %s (any more)",
-			   (long long)bj->valuedouble, r->arg);
-		return;
+		return tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
+				 (long long)batch_id, id);
 	}
 	if (n != b->n) {
 		pthread_mutex_unlock(&ws->mu);
-		cJSON_Delete(body);
-		http_error(out, 400, "bad_request", "batch %lld has %d candidates, not %d",
-			   (long long)b->id, b->n, n);
-		return;
+		return tird_fail(e, TIRD_E_BAD_REQUEST, "batch %lld has %d candidates, not %d",
+				 (long long)b->id, b->n, n);
 	}
-	i = 0;
-	cJSON_ArrayForEach(x, rs) {
+	for (int i = 0; i < n; i++) {
 		tir_candidate *c = &b->out[i];
-		const cJSON *lat = cJSON_GetObjectItemCaseSensitive(x, "latency_us");
-		const cJSON *mre = cJSON_GetObjectItemCaseSensitive(x, "max_rel_error");
-		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(x, "message");
-		c->status = status_of(cJSON_GetObjectItemCaseSensitive(x, "status")->valuestring);
-		c->latency_us = cJSON_IsNumber(lat) ? lat->valuedouble : 0;
-		c->max_rel_error = cJSON_IsNumber(mre) ? mre->valuedouble : -1;
+		c->status = res[i].status;
+		c->latency_us = res[i].latency_us;
+		c->max_rel_error = res[i].max_rel_error;
 		free((char *)c->msg);      /* results posted twice: the last wins */
 		c->msg = NULL;
 		if (c->status == TIR_MEASURE_OK && !(c->latency_us > 0)) {
 			c->status = TIR_MEASURE_RUN_ERROR;
-			c->msg = strdup("worker reported ok without a latency");
-		} else if (cJSON_IsString(msg)) {
-			c->msg = strdup(msg->valuestring);
+			c->msg = tird_strdup("worker reported ok without a latency");
+		} else {
+			c->msg = tird_strdup(res[i].msg);
 		}
-		i++;
 	}
-	snprintf(b->worker, sizeof b->worker, "%s", r->arg);
+	snprintf(b->worker, sizeof b->worker, "%s", id);
 	if (w && w->batch_id == b->id)
 		w->batch_id = 0;
-	set_batch_state(ws, b, B_MEASURED, r->arg);
+	set_batch_state(ws, b, B_MEASURED, id);
 	pthread_mutex_unlock(&ws->mu);
-	cJSON_Delete(body);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "accepted", n);
-	http_json(out, 200, o);
+	return 0;
 }
 
-void api_worker_heartbeat(http_req *r, http_resp *out)
+int workers_heartbeat(workers *ws, const char *id, tird_error *e)
 {
-	workers *ws = r->d->workers;
 	pthread_mutex_lock(&ws->mu);
-	worker *w = do_find_worker(ws, r->arg);
-	if (!w || !w->live) {
-		pthread_mutex_unlock(&ws->mu);
-		http_error(out, 404, "unknown_worker", "no live worker %s; register again", r->arg);
-		return;
+	worker *w = do_live_worker(ws, id, e);
+	if (w) {
+		double now = store_now();
+		w->last_seen = now;
+		for (batch *b = ws->queue; b; b = b->next)
+			if (b->state == B_LEASED && !strcmp(b->worker, w->id))
+				b->deadline = now + (double)ws->d->cfg.lease_s;
 	}
-	double now = store_now();
-	w->last_seen = now;
-	for (batch *b = ws->queue; b; b = b->next)
-		if (b->state == B_LEASED && !strcmp(b->worker, w->id))
-			b->deadline = now + (double)r->d->cfg.lease_s;
 	pthread_mutex_unlock(&ws->mu);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddBoolToObject(o, "ok", true);
-	http_json(out, 200, o);
+	return w ? 0 : -1;
 }
 
-void api_worker_leave(http_req *r, http_resp *out)
+int workers_leave(workers *ws, const char *id, tird_error *e)
 {
-	workers *ws = r->d->workers;
 	pthread_mutex_lock(&ws->mu);
-	worker *w = do_find_worker(ws, r->arg);
-	if (!w || !w->live) {
-		pthread_mutex_unlock(&ws->mu);
-		http_error(out, 404, "unknown_worker", "no live worker %s", r->arg);
-		return;
-	}
-	do_worker_gone(ws, w, "left");
+	worker *w = do_live_worker(ws, id, e);
+	if (w)
+		do_worker_gone(ws, w, "left");
 	pthread_mutex_unlock(&ws->mu);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddBoolToObject(o, "ok", true);
-	http_json(out, 200, o);
+	return w ? 0 : -1;
 }
 
-void api_workers_list(http_req *r, http_resp *out)
+int workers_list(workers *ws, worker_info **out)
 {
-	workers *ws = r->d->workers;
-	cJSON *arr = cJSON_CreateArray();
 	pthread_mutex_lock(&ws->mu);
-	for (worker *w = ws->list; w; w = w->next) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "worker_id", w->id);
-		cJSON_AddStringToObject(o, "target", w->target);
-		cJSON_AddStringToObject(o, "name", w->name);
-		cJSON_AddStringToObject(o, "state", w->live ? "live" : "gone");
-		cJSON_AddNumberToObject(o, "registered", w->registered);
-		cJSON_AddNumberToObject(o, "last_seen", w->last_seen);
-		if (w->batch_id)
-			cJSON_AddNumberToObject(o, "batch_id", (double)w->batch_id);
-		else
-			cJSON_AddNullToObject(o, "batch_id");
-		cJSON_AddItemToArray(arr, o);
-	}
+	int n = 0;
+	for (worker *w = ws->list; w; w = w->next)
+		n++;
+	*out = tird_xcalloc((size_t)(n ? n : 1), sizeof **out);
+	int i = 0;
+	for (worker *w = ws->list; w; w = w->next)
+		info_of(ws, w, &(*out)[i++]);
 	pthread_mutex_unlock(&ws->mu);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddItemToObject(o, "workers", arr);
-	http_json(out, 200, o);
+	return n;
 }

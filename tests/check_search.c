@@ -138,7 +138,7 @@ typedef struct log_ {
 	const tir_workload *w;
 	const tir_target *t;
 	int invalid_seen;
-	volatile int cancel;
+	atomic_int cancel;
 	int cancel_after_round;
 } log_;
 
@@ -189,7 +189,7 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 	log_ *l = ctx;
 	ck_assert_int_le(p->trials_done, p->trials_total);
 	if (l->cancel_after_round && p->round >= l->cancel_after_round)
-		l->cancel = 1;
+		atomic_store(&l->cancel, 1);
 }
 
 static tir_tune_opts fake_opts(log_ *l, uint64_t seed, int trials)

@@ -5,7 +5,11 @@
 # It starts a real tird on a free loopback port with a temporary database and
 # drives it with tirctl, curl and tird-worker:
 #   health and metrics; a missing token (401); bad JSON (400); an invalid
-#   workload (400, tirctl exit 1); an oversized body (413); submit; dedupe of
+#   workload (400, tirctl exit 1); an oversized body (413); the worker routes
+#   by hand (register, an empty lease, heartbeat, results for a batch not
+#   leased or with a bad status, leave) and the job routes' errors (an
+#   unknown job, cancel while queued or running, cancel of an ended job);
+#   submit; dedupe of
 #   an identical submission (joined); a tird-worker that takes a batch and is
 #   killed mid-batch (its batch is re-queued and finished by another worker);
 #   wait; best; show; a cache hit; search options (a job under the random
@@ -109,6 +113,53 @@ code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary @"
 	|| fail "oversized body: HTTP $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/nothing")
 [ "$code" = 404 ] && pass "unknown route: 404" || fail "unknown route: HTTP $code"
+
+# ---- the worker protocol and the job routes by hand ---------------------------------------
+# (a target no job here uses, so the probe worker leases nothing of the tests below)
+arm=cpu:aarch64+neon
+post() { curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X "$1" ${3:+--data-binary "$3"} "$url$2"; }
+code=$(post POST /v1/workers "{\"target\":\"$arm\",\"name\":\"probe\"}")
+wid=$(jq -r .worker_id "$tmp/r")
+[ "$code" = 201 ] && jq -e ".target==\"$arm\" and .lease_s==2 and .heartbeat_s>0" "$tmp/r" >/dev/null \
+	&& pass "worker registers: 201 with its id and periods" || fail "register: HTTP $code $(cat "$tmp/r")"
+code=$(post POST /v1/workers '{"target":"cuda:sm_12"}')
+[ "$code" = 400 ] && jq -e '.error.code=="invalid_target"' "$tmp/r" >/dev/null \
+	&& pass "worker with a bad target: 400 invalid_target" || fail "bad worker target: HTTP $code"
+code=$(post POST "/v1/workers/$wid/lease?wait=0")
+[ "$code" = 204 ] && pass "lease with nothing pending: 204" || fail "empty lease: HTTP $code"
+code=$(post POST "/v1/workers/$wid/heartbeat")
+[ "$code" = 200 ] && jq -e '.ok==true' "$tmp/r" >/dev/null && pass "heartbeat: 200" \
+	|| fail "heartbeat: HTTP $code"
+code=$(post POST "/v1/workers/$wid/results" '{"batch_id":999999,"results":[]}')
+[ "$code" = 409 ] && jq -e '.error.code=="lease_lost"' "$tmp/r" >/dev/null \
+	&& pass "results for a batch not leased: 409 lease_lost" || fail "stray results: HTTP $code"
+code=$(post POST "/v1/workers/$wid/results" '{"batch_id":1,"results":[{"status":"fine"}]}')
+[ "$code" = 400 ] && jq -e '.error.message|test("results\\[0\\].status")' "$tmp/r" >/dev/null \
+	&& pass "a result with an unknown status: 400 naming results[0].status" \
+	|| fail "bad result status: HTTP $code $(cat "$tmp/r")"
+code=$(post DELETE "/v1/workers/$wid")
+[ "$code" = 200 ] && pass "worker leaves: 200" || fail "leave: HTTP $code"
+code=$(post POST "/v1/workers/$wid/heartbeat")
+[ "$code" = 404 ] && jq -e '.error.code=="unknown_worker"' "$tmp/r" >/dev/null \
+	&& pass "heartbeat after leaving: 404 unknown_worker" || fail "heartbeat of a gone worker: HTTP $code"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url/v1/jobs/999999")
+[ "$code" = 404 ] && jq -e '.error.code=="not_found"' "$tmp/r" >/dev/null \
+	&& pass "an unknown job: 404 not_found" || fail "unknown job: HTTP $code"
+code=$(post DELETE /v1/jobs/abc)
+[ "$code" = 404 ] && pass "cancel of a job id that is not one: 404" || fail "cancel abc: HTTP $code"
+# a job no worker serves: cancelled while queued (200) or running (202), then ended
+code=$(post POST /v1/jobs "{\"workload\":$(cat "$tmp/mm24.json"),\"target\":\"$arm\",\"trials\":4}")
+cid=$(jq -r .job_id "$tmp/r")
+[ "$code" = 201 ] && pass "a job for a target no worker serves: 201" || fail "submit $arm: HTTP $code"
+code=$(post DELETE "/v1/jobs/$cid")
+{ [ "$code" = 200 ] && jq -e '.state=="cancelled"' "$tmp/r" >/dev/null; } ||
+	{ [ "$code" = 202 ] && jq -e '.cancel_requested==true' "$tmp/r" >/dev/null; } \
+	&& pass "cancel: HTTP $code, $(jq -r .state "$tmp/r")" || fail "cancel: HTTP $code $(cat "$tmp/r")"
+cancelled() { curl -s "$url/v1/jobs/$cid" | jq -e '.state=="cancelled"' >/dev/null; }
+until_ok 100 cancelled && pass "job $cid ends cancelled" || fail "job $cid: $(curl -s "$url/v1/jobs/$cid")"
+code=$(post DELETE "/v1/jobs/$cid")
+[ "$code" = 409 ] && jq -e '.error.code=="conflict"' "$tmp/r" >/dev/null \
+	&& pass "cancel of an ended job: 409 conflict" || fail "cancel twice: HTTP $code"
 
 # ---- submit, dedupe, a worker lost mid-batch -------------------------------------------
 job=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4 --batch 4)

@@ -18,6 +18,7 @@
 #ifndef TIR_H
 #define TIR_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -434,7 +435,7 @@ typedef struct tir_tune_opts {
 	void (*on_result)(void *ctx, const tir_candidate *c);
 	void (*on_progress)(void *ctx, const tir_tune_progress *p);
 	void *cb_ctx;
-	const volatile int *cancel;    /* non-zero: stop after the round */
+	const atomic_int *cancel;      /* non-zero: stop after the round */
 } tir_tune_opts;
 
 typedef struct tir_tune_result {

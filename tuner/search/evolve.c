@@ -879,7 +879,7 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 
 	load_prior(&S);
 	int rc = 0, stale = 0, flat = 0;
-	while (S.done < S.trials && !(o->cancel && *o->cancel)) {
+	while (S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
 		double before = best_us(&S);
 		S.round++;
 		int n = search_round(&S, err);
