@@ -35,7 +35,7 @@ static int set_one(tird_config *c, const setting *s, const char *v, char *msg, s
 	case CFG_STR: {
 		char **sp = p;
 		free(*sp);
-		*sp = strdup(v);
+		*sp = tird_strdup(v);
 		return 0;
 	}
 	case CFG_INT: {
@@ -187,7 +187,7 @@ int config_finish(tird_config *c, char *msg, size_t n)
 				 c->token_file);
 			return -1;
 		}
-		c->token = strdup(t);
+		c->token = tird_strdup(t);
 	}
 	return 0;
 }

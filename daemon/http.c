@@ -210,7 +210,7 @@ char *http_query_string(http_req *r)
 static MHD_RESULT send_resp(struct MHD_Connection *c, req_ctx *rc, http_resp *out)
 {
 	if (!out->body)
-		out->body = strdup("");
+		out->body = tird_strdup("");
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		strlen(out->body), out->body, MHD_RESPMEM_MUST_FREE);
 	out->body = NULL;

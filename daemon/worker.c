@@ -27,6 +27,7 @@
 #include <cJSON.h>
 #include "tir.h"
 #include "measure/measure.h"
+#include "client/request.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -65,29 +66,9 @@ static void wlog(const char *fmt, ...)
 
 /* ---- HTTP ------------------------------------------------------------------------ */
 
-typedef struct buf {
-	char *s;
-	size_t len;
-} buf;
-
-static size_t on_data(char *p, size_t size, size_t n, void *ctx)
+static int stop_now(void)
 {
-	buf *b = ctx;
-	size_t add = size * n;
-	char *s = realloc(b->s, b->len + add + 1);
-	if (!s)
-		return 0;
-	memcpy(s + b->len, p, add);
-	b->s = s;
-	b->len += add;
-	s[b->len] = '\0';
-	return add;
-}
-
-static int on_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-	(void)ctx; (void)a; (void)b; (void)c; (void)d;
-	return stop_requested ? 1 : 0;     /* abort a long poll at once on SIGTERM */
+	return stop_requested;     /* abort a long poll at once on SIGTERM */
 }
 
 /* One request; returns the HTTP status (0 when tird could not be reached)
@@ -95,43 +76,10 @@ static int on_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c, curl
 static long request(const wk *w, const char *method, const char *path, const char *body,
 		    double timeout_s, bool abortable, char **resp)
 {
-	CURL *c = curl_easy_init();
-	if (!c)
-		return 0;
-	char url[1024], auth[600];
-	snprintf(url, sizeof url, "%s%s", w->server, path);
-	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-	if (w->token && *w->token) {
-		snprintf(auth, sizeof auth, "Authorization: Bearer %s", w->token);
-		h = curl_slist_append(h, auth);
-	}
-	buf b = { NULL, 0 };
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	if (abortable) {
-		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-	}
-	if (body)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	else if (!strcmp(method, "POST"))
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-	long status = 0;
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	if (resp)
-		*resp = b.s;
-	else
-		free(b.s);
-	return status;
+	client_req rq = { w->server, w->token, method, path, body, timeout_s,
+			  abortable ? stop_now : NULL };
+	char err[512];
+	return client_request(&rq, resp, NULL, err, sizeof err);
 }
 
 static void nap(double s)

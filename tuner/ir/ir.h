@@ -408,8 +408,13 @@ int stmt_blocks(tir_stmt *s, tir_block **out, int max);
 /* Builds a new block.  store_idx and value refer to the iterators' vars.
  * Regions are derived with block_update_regions. */
 tir_block *block_new(tir_program *p, const char *name);
-void block_add_iter(tir_block *b, tir_var *v, int64_t extent,
-		    tir_iter_kind kind, tir_expr *binding);
+/* Appends an iterator to b: 0, or -1 (nothing added) when b holds
+ * TIR_MAX_ITERS already.  Callers that add one iterator per dimension of a
+ * buffer (at most TIR_MAX_DIMS, plus one) or per iterator of another block
+ * cannot reach the limit; others check. */
+int block_add_iter(tir_block *b, tir_var *v, int64_t extent,
+		   tir_iter_kind kind, tir_expr *binding);
+_Static_assert(TIR_MAX_DIMS + 1 < TIR_MAX_ITERS, "a block holds an iterator per dimension");
 /* Recomputes reads/write from store, store_idx and value: each access of the
  * body, bounded over the iterator domains. */
 void block_update_regions(tir_program *p, tir_block *b);

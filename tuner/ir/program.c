@@ -273,14 +273,17 @@ tir_block *block_new(tir_program *p, const char *name)
 	return b;
 }
 
-void block_add_iter(tir_block *b, tir_var *v, int64_t extent, tir_iter_kind kind,
-		    tir_expr *binding)
+int block_add_iter(tir_block *b, tir_var *v, int64_t extent, tir_iter_kind kind,
+		   tir_expr *binding)
 {
+	if (b->niters >= TIR_MAX_ITERS)
+		return -1;
 	tir_iter *it = &b->iters[b->niters++];
 	it->var = v;
 	it->extent = extent;
 	it->kind = kind;
 	it->binding = binding;
+	return 0;
 }
 
 bool block_is_reduction(const tir_block *b)
