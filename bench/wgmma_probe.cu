@@ -2,7 +2,7 @@
  * wgmma_probe.cu — what Hopper's warpgroup MMA (wgmma, sm_90a) gives a plain
  * float16 matmul on this GPU, against cuBLAS in the same run: a probe for
  * tird's tensor-core path, which issues WMMA (mma.sync) from shared memory
- * and reaches 0.43x cuBLAS on 4096^3 (bench/results/2026-11-30-h200-gpu-suite-s8.txt).
+ * and reaches 0.43x cuBLAS on 4096^3 (bench/results/archive/2026-11-30-h200-gpu-suite-s8.txt).
  * Not part of tird: it checks, on the device, the shared-memory layout, the
  * matrix descriptors and the accumulator layout that a wgmma intrinsic in
  * the IR would have to produce, and how fast the simplest such kernel is.

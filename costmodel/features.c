@@ -23,7 +23,7 @@
  * (Held out by workload, `bench/costmodel_eval --records`: pairwise 0.702 ->
  * 0.756 on this VM's CPU records; on four sets of H200 records -0.004 ..
  * +0.017, about neutral; within a workload unchanged;
- * bench/results/2026-11-30-costmodel-per-op.txt.)  Only the total flops and
+ * bench/results/archive/2026-11-30-costmodel-per-op.txt.)  Only the total flops and
  * the parallel extents (cores, SMs and waves depend on them) stay absolute.
  * The table below names every feature; its index is its position.
  */

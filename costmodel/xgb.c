@@ -246,7 +246,7 @@ static BoosterHandle fit(const float *feat, const float *label, int k, const uns
 		{ "verbosity", "0" }, { "seed", "0" },
 		/* histogram splits: 3.3x faster than the exact method on 8,064 H200
 		 * records of 53 workloads (1.36 -> 0.41 s), held-out ranking 0.716 ->
-		 * 0.720 (bench/results/2026-11-29-costmodel-sweep-s5.txt); the
+		 * 0.720 (bench/results/archive/2026-11-29-costmodel-sweep-s5.txt); the
 		 * shared model retrains on its target's rows after each batch.
 		 * 64 bins instead of 256: the same ranking, 1.8x faster. */
 		{ "tree_method", "hist" }, { "max_bin", "64" },

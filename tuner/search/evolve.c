@@ -616,7 +616,7 @@ static void sketch_chances(const search *S, int groups, double *p)
  * preference (C2D-3 on the CPU kept to cpu-tile-cache, its best sketch being
  * cpu-tile-reg), and its online retraining, a few rows among thousands,
  * does not move it; its evolution, bred from what scores well, then stops
- * making the other sketch (bench/results/2026-11-30-search-sketch-share.txt,
+ * making the other sketch (bench/results/archive/2026-11-30-search-sketch-share.txt,
  * 2026-11-30-costmodel-eval-s11.txt).  So once something is measured,
  * SEARCH_SKETCH_SHARE of the exploring picks are shared among the sketches
  * by each one's chance to beat the best so far (sketch_chances), each from
