@@ -19,7 +19,7 @@
  *      timing only the ones that matched; the batch then waits only for the
  *      runs still queued when the last compile ends.  Otherwise (CPU) each
  *      candidate runs after every build, timed in a child of its own
- *      (runner.c's guard), and its output is compared here.
+ *      (guard.c's guard), and its output is compared here.
  *
  * The reference (the slow double-precision computation, tir_measure_reference)
  * is computed once per (workload, seed): with a search_local context it is

@@ -7,7 +7,7 @@
  *
  * Run: the driver API is loaded with dlopen("libcuda.so.1") — never linked,
  * so one binary runs on machines with and without a GPU — and ONLY in the
- * child process of runner.c's guard.  CUDA is not fork-safe: a child forked
+ * child process of guard.c's guard.  CUDA is not fork-safe: a child forked
  * from a process that has called cuInit cannot use the GPU, so nothing here
  * touches the driver in the caller (tir_cuda_device_props asks in a child
  * too).  In the child: cuInit, the device's primary context, the cubin, one

@@ -1,7 +1,8 @@
 /*
  * measure.h — measuring candidates: the reference implementation that every
  * candidate's output is checked against, then the builders and runners
- * (runner.c: the interface and the child-process guards; cpu.c, cuda_run.c)
+ * (runner.c: the interface; check.c: the inputs and the check; guard.c: the
+ * child-process guards; timing.c: the timing loop; the runners cpu.c, cuda_run.c)
  * and batch measurement (batch.c).
  *
  * Design.  A candidate is trusted only after its output matches an independent
@@ -70,7 +71,7 @@ int tir_reference(const tir_workload *w, double *const *inputs, double *output,
 
 /* ---- builders and runners: below this line ---------------------------------- */
 
-/* ---- runner.c: the runner interface and what every runner shares ------------
+/* ---- runner.c: the runner interface ------------------------------------------
  *
  * A runner is a table of functions, one per kind of hardware (tir_runner_cpu
  * in cpu.c, tir_runner_cuda in cuda_run.c, later a remote one); callers pick
@@ -232,6 +233,28 @@ extern const tir_runner tir_runner_cuda;
 /* The runner for a target's kind. */
 const tir_runner *tir_runner_for(const tir_target *t);
 
+/* The whole measurement of one candidate, top to bottom: build with r,
+ * run, check against the reference (WRONG_RESULT when max_rel_error exceeds
+ * tir_measure_tolerance).  Fills *res, including the output; returns 0
+ * when res->status is OK, else -1.  opts may be NULL for the defaults. */
+int tir_measure(const tir_runner *r, const tir_workload *w, const tir_code *c,
+		const tir_target *t, const tir_measure_opts *opts,
+		tir_measure_result *res);
+
+/* Fills o's zero fields with the defaults. */
+tir_measure_opts tir_measure_opts_default(const tir_measure_opts *o);
+
+/* Whether c takes the inputs and output of first at the same argument
+ * indices, so that it can run on the buffers of first: tir_measure_fill's
+ * values depend on the seed, the index, the dtype and the element count
+ * only.  Scratch buffers may differ: each candidate gets its own. */
+bool tir_code_same_args(const tir_code *first, const tir_code *c);
+
+/* Index of c's output argument, or -1. */
+int tir_code_output(const tir_code *c);
+
+/* ---- check.c: the random inputs and the check against the reference ----------- */
+
 /* Fills arg `index` of c (elems * elem_bytes bytes at dst) with the random
  * values of seed (see above): the same seed gives the same bytes, whatever
  * the runner.  Output and scratch arguments are not inputs: the output is
@@ -278,17 +301,9 @@ tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64
 				     const double *out, int64_t out_n,
 				     double *max_rel_error, char *msg, size_t size);
 
-/* The whole measurement of one candidate, top to bottom: build with r,
- * run, check against the reference (WRONG_RESULT when max_rel_error exceeds
- * tir_measure_tolerance).  Fills *res, including the output; returns 0
- * when res->status is OK, else -1.  opts may be NULL for the defaults. */
-int tir_measure(const tir_runner *r, const tir_workload *w, const tir_code *c,
-		const tir_target *t, const tir_measure_opts *opts,
-		tir_measure_result *res);
+/* ---- guard.c: the child-process guards (for runners only) --------------------- */
 
-/* For runners only: the child-process guard and the timing loop.
- *
- * The child reports through a tir_child_report in shared memory
+/* The child reports through a tir_child_report in shared memory
  * (tir_child_report_new: MAP_SHARED, so it survives the child), followed by
  * out_bytes bytes for the raw output. */
 typedef struct tir_child_report {
@@ -304,9 +319,6 @@ typedef struct tir_child_report {
 } tir_child_report;
 
 tir_child_report *tir_child_report_new(size_t out_bytes);
-
-/* CLOCK_MONOTONIC in seconds. */
-double tir_now_s(void);
 void tir_child_report_free(tir_child_report *rep);
 
 /* Runs fn(ctx, rep) in a forked child, which exits when fn returns; kills it
@@ -384,14 +396,10 @@ tir_child_stream *tir_child_stream_start(int n, double timeout_s,
 void tir_child_stream_put(tir_child_stream *s, int i);
 int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r);
 
-/* Whether c takes the inputs and output of first at the same argument
- * indices, so that it can run on the buffers of first: tir_measure_fill's
- * values depend on the seed, the index, the dtype and the element count
- * only.  Scratch buffers may differ: each candidate gets its own. */
-bool tir_code_same_args(const tir_code *first, const tir_code *c);
+/* ---- timing.c: the clock and the timing loop (for runners only) --------------- */
 
-/* Index of c's output argument, or -1. */
-int tir_code_output(const tir_code *c);
+/* CLOCK_MONOTONIC in seconds. */
+double tir_now_s(void);
 
 /* How a candidate whose one call takes one_us is timed: *calls per repeat
  * (enough to last o->min_repeat_us, at most 1e7), and the repeats returned:
@@ -415,9 +423,6 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 		     int (*flush)(void *ctx, tir_child_report *rep),
 		     int (*timed)(void *ctx, long n, double *us, tir_child_report *rep),
 		     tir_child_report *rep);
-
-/* Fills o's zero fields with the defaults. */
-tir_measure_opts tir_measure_opts_default(const tir_measure_opts *o);
 
 /* ---- cuda_run.c ----------------------------------------------------------------- */
 
