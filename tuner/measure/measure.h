@@ -2,7 +2,8 @@
  * measure.h — measuring candidates: the reference implementation that every
  * candidate's output is checked against, then the builders and runners
  * (runner.c: the interface; check.c: the inputs and the check; guard.c: the
- * child-process guards; timing.c: the timing loop; the runners cpu.c, cuda_run.c)
+ * child-process guards; timing.c: the timing loop; the runners cpu.c; cuda_run.c, with the files that
+ * cuda_runner.h joins)
  * and batch measurement (batch.c).
  *
  * Design.  A candidate is trusted only after its output matches an independent
@@ -424,7 +425,7 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
 		     int (*timed)(void *ctx, long n, double *us, tir_child_report *rep),
 		     tir_child_report *rep);
 
-/* ---- cuda_run.c ----------------------------------------------------------------- */
+/* ---- cuda_props.c --------------------------------------------------------------- */
 
 /* Fills the GPU fields of *t (sm, sm_count, max_threads_per_block,
  * max_shared_per_block (opt-in), warp_size, l2_bytes; kind and key

@@ -7,7 +7,8 @@
  * What every runner shares sits beside it, one concern a file: check.c
  * (the random inputs and the check against the reference), guard.c (the
  * child-process guards), timing.c (the timing loop).  The runners are
- * cpu.c and cuda_run.c; batch.c measures a batch of traces with them.
+ * cpu.c and cuda_run.c (with cuda_stream.c); batch.c measures a batch of
+ * traces with them.
  */
 #include <stdio.h>
 #include <stdlib.h>
