@@ -41,7 +41,6 @@
 #include <unistd.h>
 #include "tird.h"
 #include "measure/measure.h"
-#include "search/search.h"
 
 typedef struct job {
 	int64_t id;
@@ -968,7 +967,7 @@ static int rows_of(const tir_workload *w, const rec_copy *r, int n, float *f, do
 	int k = 0;
 	if (w && n > 0) {
 		row_job j = { w, r, f, g, must(calloc((size_t)n, sizeof(bool))) };
-		search_parallel_for(n, 0, row_of, &j);
+		tir_parallel_for(n, 0, row_of, &j);
 		for (int i = 0; i < n; i++)
 			if (j.ok[i]) {
 				if (k != i) {

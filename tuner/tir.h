@@ -169,6 +169,11 @@ char *tir_sched_trace(const tir_sched *s);
  * instructions take their recorded decisions.  On failure the message names
  * the instruction's index and op; the schedule is then unusable. */
 int tir_sched_replay(tir_sched *s, const char *trace_json, tir_error *err);
+/* The 32-byte identity (SHA-256) of a canonical trace text: the trace a
+ * fresh schedule prints (tir_sched_trace) after replaying it, so the same
+ * decisions of the same sketch have the same identity wherever they came
+ * from.  Hashes any NUL-terminated text. */
+void tir_trace_hash(const char *trace, unsigned char out[32]);
 
 /* An integer argument: a literal, or an integer RV returned by a sampler. */
 typedef struct tir_int {
@@ -344,7 +349,18 @@ int tir_sketch_apply(const tir_workload *w, const tir_target *t, int id,
 int tir_sample_candidates(const tir_workload *w, const tir_target *t, int n,
 			  uint64_t seed, tir_sched **out, tir_error *err);
 
-/* ---- search/: tuning --------------------------------------------------- */
+/* ---- ir/parallel.c: work spread over the cores ------------------------- */
+
+/* fn(ctx, i) for every i in [0, n), spread over `threads` threads (<= 0: one
+ * per core, at most TIR_MAX_THREADS), the caller one of them; returns when
+ * all are done.  Each index is done exactly once; fn must only write its own
+ * slot, so that results never depend on the number of threads. */
+#define TIR_MAX_THREADS 64
+void tir_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
+/* The online cores (at least 1). */
+int tir_cores(void);
+
+/* ---- search/: tuning (measure/batch.c: tir_measure_local) ------------- */
 
 /* One measured candidate. */
 typedef struct tir_candidate {
@@ -373,8 +389,9 @@ typedef struct tir_cost_model {
  * error, message; trace is set by the caller; msg is NULL or malloc'd, and
  * the caller frees it).  The default (NULL in tir_tune_opts) builds them in
  * parallel on all cores and runs them one at a time on this machine
- * (tir_measure_local, whose ctx is NULL or a search_local of search/search.h
- * that keeps the reference between batches); the daemon plugs in its
+ * (measure/batch.c: tir_measure_local, whose ctx is NULL or a context that
+ * keeps the reference between batches: tir_measure_cache_new, or inside
+ * tuner/ a measure_local of measure/measure.h); the daemon plugs in its
  * dispatcher to remote workers. */
 typedef int (*tir_measure_batch_fn)(void *ctx, const tir_workload *w,
 				    const tir_target *t, int n,

@@ -435,4 +435,22 @@ int tir_time_repeats(const tir_measure_opts *o, void *ctx,
  * when no driver loads or there is no such device. */
 int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err);
 
+/* ---- batch.c: the context of tir_measure_local --------------------------------- */
+
+/* The context tir_measure_local takes (ctx may also be NULL: default options,
+ * the reference computed for every batch; tir_measure_cache_new makes one
+ * with the defaults).  With a context the reference output is computed once
+ * per (workload, seed) and kept until measure_local_clear. */
+typedef struct measure_local {
+	tir_measure_opts opts;      /* repeats, min_repeat_us, timeout_s, seed */
+	int threads;                /* builders; 0: every online core */
+	char ref_key[65];           /* workload key of ref */
+	uint64_t ref_seed;
+	double *ref;
+	int64_t ref_n;
+	tir_measure_phases phases;  /* of the last batch */
+} measure_local;
+
+void measure_local_clear(measure_local *l);
+
 #endif
