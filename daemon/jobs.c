@@ -40,7 +40,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "tird.h"
-#include "measure/measure.h"
 
 typedef struct job {
 	int64_t id;

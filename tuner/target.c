@@ -19,7 +19,6 @@
 #include <unistd.h>
 #include <sys/utsname.h>
 #include "ir/ir.h"
-#include "measure/measure.h"
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #include <asm/hwcap.h>

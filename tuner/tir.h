@@ -92,6 +92,14 @@ typedef struct tir_target {
  * take their limits from a built-in table. */
 int tir_target_parse(const char *s, tir_target *t, tir_error *err);
 
+/* measure/cuda_props.c: fills the GPU fields of *t (sm, sm_count,
+ * max_threads_per_block, max_shared_per_block (opt-in), warp_size, l2_bytes;
+ * kind and key "cuda:sm_XY") from device `ordinal`, asking the driver
+ * (dlopen'd) in a child process so that the caller never initialises CUDA
+ * itself (a forked child of a process that has cannot use CUDA).  Returns -1
+ * with a message when no driver loads or there is no such device. */
+int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err);
+
 /* ---- records.c: files of measured records (tirctl export) -------------- */
 
 #define TIR_RECORDS_FORMAT "tird-records/1"
@@ -321,6 +329,14 @@ typedef struct tir_code {
 tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err);
 void tir_code_free(tir_code *c);
 
+/* codegen/nvrtc.c: compiles CUDA C with NVRTC for sm_<sm> into a cubin
+ * (malloc'd); no GPU needed.  Returns -1 with NVRTC's log in the message when
+ * compilation fails, or when libtir was built without CUDA.  NVRTC runs in a
+ * forked child (killed after TIR_NVRTC_TIMEOUT_S, codegen/codegen.h) unless
+ * this process chose otherwise (tir_nvrtc_in_process). */
+int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
+		      tir_error *err);
+
 
 /* ---- sketch/: search spaces ---------------------------------------------- */
 
@@ -348,6 +364,33 @@ int tir_sketch_apply(const tir_workload *w, const tir_target *t, int id,
  * (it gives up on a candidate after repeated invalid draws) or -1. */
 int tir_sample_candidates(const tir_workload *w, const tir_target *t, int n,
 			  uint64_t seed, tir_sched **out, tir_error *err);
+
+/* ---- measure/: the outcome of a measurement (runner.c), the clock ------- */
+
+/* Measuring one candidate by hand (the runners, tir_measure) is
+ * tir_measure.h's; a batch of traces is tir_measure_local, below. */
+
+/* Outcome of one measurement: TIR_MEASURE_STATUS(enum suffix, name). */
+#define TIR_MEASURE_STATUSES(X) \
+	X(OK,           "ok")           /* built, ran, output correct, timed */ \
+	X(BUILD_ERROR,  "build_error")  /* the compiler or NVRTC rejected it */ \
+	X(RUN_ERROR,    "run_error")    /* could not load or launch, nonzero return */ \
+	X(CRASH,        "crash")        /* killed by a signal, illegal address */ \
+	X(TIMEOUT,      "timeout")      /* the watchdog killed it */ \
+	X(WRONG_RESULT, "wrong_result") /* output differs from the reference */
+
+typedef enum {
+#define TIR_MS_ENUM(id, name) TIR_MEASURE_##id,
+	TIR_MEASURE_STATUSES(TIR_MS_ENUM)
+#undef TIR_MS_ENUM
+	TIR_MEASURE_NSTATUSES
+} tir_measure_status;
+
+/* "ok", "build_error", ... ("unknown" out of range). */
+const char *tir_measure_status_name(tir_measure_status s);
+
+/* measure/timing.c: CLOCK_MONOTONIC in seconds. */
+double tir_now_s(void);
 
 /* ---- ir/parallel.c: work spread over the cores ------------------------- */
 
