@@ -39,7 +39,7 @@
 #include <sys/wait.h>
 #include <cJSON.h>
 #include "tir.h"
-#include "search/search.h"
+#include "measure/measure.h"
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -265,7 +265,7 @@ static void run_tird(row *r, const char *json, const tir_target *t, int trials,
 	r->gflop = tir_workload_flops(w) * 1e-9;
 	if (naive) {
 		/* the unscheduled program: the empty trace */
-		search_local l = { .opts = { .timeout_s = 300 } };
+		measure_local l = { .opts = { .timeout_s = 300 } };
 		const char *empty[1] = { "{\"insts\":[]}" };
 		tir_candidate c;
 		fprintf(stderr, "%s: naive\n", r->name);
@@ -274,7 +274,7 @@ static void run_tird(row *r, const char *json, const tir_target *t, int trials,
 		if (c.status)
 			fprintf(stderr, "  naive: %s\n", c.msg ? c.msg : "failed");
 		free((char *)c.msg);
-		search_local_clear(&l);
+		measure_local_clear(&l);
 	}
 	fprintf(stderr, "%s: tuning, %d trials\n", r->name, trials);
 	tir_tune_opts o = { .trials = trials, .seed = seed, .on_progress = progress,

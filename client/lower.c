@@ -20,8 +20,7 @@
 #include <string.h>
 #include <cJSON.h>
 #include "tir.h"
-#include "measure/measure.h"
-#include "codegen/codegen.h"
+#include "tir_measure.h"
 #include "tirctl.h"
 
 /* A workload or trace file longer than this is refused (far past any). */

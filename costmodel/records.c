@@ -14,7 +14,6 @@
 #include <string.h>
 #include "costmodel.h"
 #include "ir/ir.h"
-#include "search/search.h"
 
 typedef struct row_job {
 	const tir_workload *w;
@@ -47,7 +46,7 @@ int cm_model_append_records(cm_model *m, const char *group, const tir_workload *
 		float *f = xmalloc(sizeof(float) * (size_t)n * CM_NFEATURES);
 		double *g = xmalloc(sizeof(double) * (size_t)n);
 		row_job j = { w, r, f, g, xcalloc((size_t)n, sizeof(bool)) };
-		search_parallel_for(n, 0, row_of, &j);
+		tir_parallel_for(n, 0, row_of, &j);
 		for (int i = 0; i < n; i++)
 			if (j.ok[i]) {
 				if (k != i) {

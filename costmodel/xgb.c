@@ -40,7 +40,6 @@
 #include <xgboost/c_api.h>
 #include "costmodel.h"
 #include "ir/ir.h"
-#include "search/search.h"
 
 /* boosting rounds of a training of at least CM_SMALL_ROWS rows, and of fewer */
 #define CM_ROUNDS 200
@@ -557,7 +556,7 @@ static const char magic_v2[8] = "TIRCM2\n";
 static const char magic_v1[8] = "TIRCM1\n";
 
 /* The identity of the feature table: the first 4 bytes of the SHA-256
- * (search_trace_hash) of CM_FEATURES_VERSION and the names in order, one a
+ * (tir_trace_hash) of CM_FEATURES_VERSION and the names in order, one a
  * line.  A model saved by a build whose features differ (in number, names
  * or meaning) does not load; the daemon then rebuilds it from the stored
  * records. */
@@ -568,7 +567,7 @@ static uint32_t features_id(void)
 	for (int i = 0; i < CM_NFEATURES; i++)
 		buf_printf(&b, "%s\n", cm_feature_names[i]);
 	unsigned char d[32];
-	search_trace_hash(b.s, d);
+	tir_trace_hash(b.s, d);
 	free(b.s);
 	return (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
 }
@@ -740,7 +739,7 @@ static float *features_of(const cm_model *m, const tir_target *t, int n,
 			  const tir_program *const *progs, bool *ok)
 {
 	feat_job j = { t, progs, xcalloc((size_t)n * CM_NFEATURES + 1, sizeof(float)), ok };
-	search_parallel_for(n, m->threads, feature_row, &j);
+	tir_parallel_for(n, m->threads, feature_row, &j);
 	return j.f;
 }
 

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tird.h"
-#include "measure/measure.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -838,14 +837,6 @@ void api_worker_lease(http_req *r, http_resp *out)
 	}
 }
 
-static int measure_status_parse(const char *name)
-{
-	for (int s = 0; s < TIR_MEASURE_NSTATUSES; s++)
-		if (!strcmp(name, tir_measure_status_name((tir_measure_status)s)))
-			return s;
-	return -1;
-}
-
 /* POST /v1/workers/{id}/results {"batch_id": N, "results": [{"status",
  * "latency_us", "max_rel_error", "message"}...]}: every result is checked
  * before the batch is touched. */
@@ -869,7 +860,7 @@ void api_worker_results(http_req *r, http_resp *out)
 		const cJSON *lat = cJSON_GetObjectItemCaseSensitive(x, "latency_us");
 		const cJSON *mre = cJSON_GetObjectItemCaseSensitive(x, "max_rel_error");
 		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(x, "message");
-		int status = cJSON_IsString(st) ? measure_status_parse(st->valuestring) : -1;
+		int status = cJSON_IsString(st) ? tir_measure_status_parse(st->valuestring) : -1;
 		if (status < 0) {
 			free(res);
 			cJSON_Delete(body);

@@ -41,7 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "tird.h"
-#include "measure/measure.h"
 
 typedef struct job {
 	int64_t id;
@@ -510,14 +509,6 @@ typedef struct prior_set {
 	int n, cap;
 } prior_set;
 
-static int status_of(const char *name)
-{
-	for (int s = 0; s < TIR_MEASURE_NSTATUSES; s++)
-		if (name && !strcmp(name, tir_measure_status_name((tir_measure_status)s)))
-			return s;
-	return TIR_MEASURE_RUN_ERROR;
-}
-
 static void add_prior(void *ctx, const store_record *r)
 {
 	prior_set *p = ctx;
@@ -527,7 +518,8 @@ static void add_prior(void *ctx, const store_record *r)
 	}
 	tir_candidate *c = &p->c[p->n++];
 	c->trace = tird_strdup(r->trace);
-	c->status = status_of(r->status);
+	int status = tir_measure_status_parse(r->status);
+	c->status = status < 0 ? TIR_MEASURE_RUN_ERROR : status;
 	c->latency_us = r->latency_us;
 	c->max_rel_error = r->max_rel_error;
 	c->msg = tird_strdup(r->message);

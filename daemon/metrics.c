@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tird.h"
-#include "measure/measure.h"
 
 const double tird_lat_bounds[TIRD_LAT_BUCKETS] = {
 	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,

@@ -17,6 +17,7 @@
  */
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,6 @@
 #include <curl/curl.h>
 #include <cJSON.h>
 #include "tir.h"
-#include "measure/measure.h"
 #include "client/request.h"
 
 #ifndef PACKAGE_VERSION

@@ -31,7 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "tird.h"
-#include "measure/measure.h"
 
 typedef enum { B_PENDING, B_LEASED, B_MEASURED, B_ERROR } batch_state;
 static const char *const batch_state_names[] = { "pending", "leased", "measured", "error" };

@@ -19,6 +19,7 @@
 #include <cJSON.h>
 #include "sched/sched.h"
 #include "search/search.h"
+#include "measure/measure.h"
 #include "testutil.h"
 
 /* ---- workloads and target ---------------------------------------------------- */
@@ -118,7 +119,7 @@ static search_space local_space(void)
 static uint64_t trace_u64(const char *trace)
 {
 	unsigned char h[32];
-	search_trace_hash(trace, h);
+	tir_trace_hash(trace, h);
 	uint64_t x;
 	memcpy(&x, h, sizeof x);
 	return x;
@@ -156,7 +157,7 @@ static int fake_measure(void *ctx, const tir_workload *w, const tir_target *t, i
 	for (int i = 0; i < n; i++) {
 		uint64_t h = trace_u64(traces[i]);
 		tir_error e;
-		tir_sched *s = search_replay(w, t, traces[i], &e);
+		tir_sched *s = sched_replay_valid(w, t, traces[i], &e);
 		if (!s)
 			l->invalid_seen++;
 		tir_sched_free(s);
@@ -309,7 +310,7 @@ START_TEST(test_no_program_repeats)
 	ck_assert_int_gt(l.n, 8);
 	char **prog = calloc((size_t)l.n, sizeof *prog);
 	for (int i = 0; i < l.n; i++) {
-		tir_sched *sc = search_replay(w, &t, l.trace[i], &err);
+		tir_sched *sc = sched_replay_valid(w, &t, l.trace[i], &err);
 		ck_assert_msg(sc, "%s", err.msg);
 		prog[i] = tir_program_print(tir_sched_program(sc));
 		tir_sched_free(sc);
@@ -354,7 +355,7 @@ static int mark_predict(void *self, const tir_workload *w, const tir_target *t, 
 	for (int i = 0; i < n; i++) {
 		char *text = tir_program_print(progs[i]);
 		unsigned char h[32];
-		search_trace_hash(text, h);
+		tir_trace_hash(text, h);
 		scores[i] = (strstr(text, "sketch_mark") ? 0 : 10) + h[0] / 256.0;
 		free(text);
 	}
@@ -482,7 +483,7 @@ static void mutate_parents(const tir_workload *w, const tir_target *t, char **pa
 		const char *parent = parents[k];
 		ck_assert_int_gt(mutate_count(parent), 0);
 		/* a sampled trace is canonical: replaying it prints it again */
-		tir_sched *again = search_replay(w, t, parent, &err);
+		tir_sched *again = sched_replay_valid(w, t, parent, &err);
 		ck_assert_msg(again, "%s", err.msg);
 		char *t2 = tir_sched_trace(again);
 		ck_assert_str_eq(parent, t2);
@@ -494,7 +495,7 @@ static void mutate_parents(const tir_workload *w, const tir_target *t, char **pa
 				continue;
 			proposals++;
 			check_one_change(parent, child);
-			tir_sched *ms = search_replay(w, t, child, &err);
+			tir_sched *ms = sched_replay_valid(w, t, child, &err);
 			if (!ms) {
 				discarded++;
 			} else {
@@ -502,7 +503,7 @@ static void mutate_parents(const tir_workload *w, const tir_target *t, char **pa
 				ck_assert_msg(tir_verify(tir_sched_program(ms), t, &err) == 0,
 					      "kept mutant is invalid: %s", err.msg);
 				char *canon = tir_sched_trace(ms);
-				tir_sched *r2 = search_replay(w, t, canon, &err);
+				tir_sched *r2 = sched_replay_valid(w, t, canon, &err);
 				ck_assert_msg(r2, "%s", err.msg);
 				tir_sched_free(r2);
 				free(canon);
@@ -642,7 +643,7 @@ START_TEST(test_broken_decision_discarded)
 						 cJSON_CreateNumber(9));
 	}
 	char *bad = cJSON_PrintUnformatted(root);
-	ck_assert_ptr_null(search_replay(w, &t, bad, &err));
+	ck_assert_ptr_null(sched_replay_valid(w, &t, bad, &err));
 	ck_assert(strstr(err.msg, "sample_categorical"));
 	cJSON_free(bad);
 	cJSON_Delete(root);
@@ -731,9 +732,9 @@ END_TEST
 /* ---- tir_measure_local on real code ------------------------------------------------------ */
 
 /* Fast settings: a test machine is shared. */
-static search_local fast_local(void)
+static measure_local fast_local(void)
 {
-	search_local l = { .opts = { .repeats = 3, .min_repeat_us = 100, .timeout_s = 20 } };
+	measure_local l = { .opts = { .repeats = 3, .min_repeat_us = 100, .timeout_s = 20 } };
 	return l;
 }
 
@@ -770,7 +771,7 @@ START_TEST(test_measure_local_builder_dies)
 	char *a = sample_trace(w, 1), *b = sample_trace(w, 2);
 	const char *traces[2] = { a, b };
 	tir_candidate out[2];
-	search_local l = fast_local();
+	measure_local l = fast_local();
 	l.threads = 1;                 /* one builder: it takes the first and dies */
 	ck_assert_int_eq(tir_measure_local(&l, w, &t, 2, traces, out), 0);
 	ck_assert_int_eq(out[0].status, TIR_MEASURE_BUILD_ERROR);
@@ -778,7 +779,7 @@ START_TEST(test_measure_local_builder_dies)
 	ck_assert_msg(out[1].status == TIR_MEASURE_OK, "%s", out[1].msg);
 	for (int i = 0; i < 2; i++)
 		free((char *)out[i].msg);
-	search_local_clear(&l);
+	measure_local_clear(&l);
 
 	if (saved)
 		setenv("CC", saved, 1);
@@ -801,7 +802,7 @@ START_TEST(test_measure_local_statuses)
 	char *good = sample_trace(w, 1), *good2 = sample_trace(w, 2);
 	const char *traces[3] = { good, "{\"insts\":[{\"op\":\"get_block\",\"str\":\"nope\"}]}", good2 };
 	tir_candidate out[3];
-	search_local l = fast_local();
+	measure_local l = fast_local();
 	ck_assert_int_eq(tir_measure_local(&l, w, &t, 3, traces, out), 0);
 	ck_assert_msg(out[0].status == TIR_MEASURE_OK, "%s", out[0].msg);
 	ck_assert(out[0].latency_us > 0);
@@ -819,7 +820,7 @@ START_TEST(test_measure_local_statuses)
 	ck_assert_int_eq(tir_measure_local(&l, w, &t, 1, traces, out), 0);
 	ck_assert_int_eq(out[0].status, TIR_MEASURE_WRONG_RESULT);
 	free((char *)out[0].msg);
-	search_local_clear(&l);
+	measure_local_clear(&l);
 
 	/* a real timeout: no time at all (the CPU's batch child does not
 	 * even finish setting up: run_error naming the timeout) */
@@ -829,7 +830,7 @@ START_TEST(test_measure_local_statuses)
 	ck_assert(out[0].status == TIR_MEASURE_TIMEOUT || out[0].status == TIR_MEASURE_RUN_ERROR);
 	ck_assert_msg(strstr(out[0].msg, "timed out after 0.0001 s"), "%s", out[0].msg);
 	free((char *)out[0].msg);
-	search_local_clear(&l);
+	measure_local_clear(&l);
 	free(good);
 	free(good2);
 	tir_workload_free(w);
@@ -839,7 +840,7 @@ END_TEST
 /* A search whose measurements are real, with every third candidate made to
  * fail for real (a poisoned reference: wrong_result): the search goes on and
  * the best is a correct one. */
-typedef struct real_ctx { search_local good, bad; } real_ctx;
+typedef struct real_ctx { measure_local good, bad; } real_ctx;
 
 static int real_planted(void *ctx, const tir_workload *w, const tir_target *t, int n,
 			const char *const *traces, tir_candidate *out)
@@ -887,8 +888,8 @@ START_TEST(test_real_planted)
 		ck_assert_ptr_nonnull(r.best_trace);
 		ck_assert(trace_u64(r.best_trace) % 3 != 0);
 	}
-	search_local_clear(&rc.good);
-	search_local_clear(&rc.bad);
+	measure_local_clear(&rc.good);
+	measure_local_clear(&rc.bad);
 	log_free(&l);
 	tir_tune_result_clear(&r);
 	tir_workload_free(w);
@@ -901,7 +902,7 @@ static void end_to_end(const char *json)
 {
 	tir_workload *w = load(json);
 	tir_target t = cpu();
-	search_local ml = fast_local();
+	measure_local ml = fast_local();
 	log_ l = { 0 };
 	tir_tune_opts o = { .trials = 6, .batch = 3, .seed = 42, .population = 16,
 			    .measure = tir_measure_local, .measure_ctx = &ml,
@@ -912,7 +913,7 @@ static void end_to_end(const char *json)
 	ck_assert_int_eq(l.n, 6);
 	ck_assert_msg(r.best_trace, "no candidate was ok (first: %d)", l.status[0]);
 	/* the best replays and validates, and beats or ties the first batch */
-	tir_sched *s = search_replay(w, &t, r.best_trace, &err);
+	tir_sched *s = sched_replay_valid(w, &t, r.best_trace, &err);
 	ck_assert_msg(s, "%s", err.msg);
 	tir_sched_free(s);
 	double first = INFINITY;
@@ -926,7 +927,7 @@ static void end_to_end(const char *json)
 	ck_assert_int_eq(tir_measure_local(&ml, w, &t, 1, one, &c), 0);
 	ck_assert_msg(c.status == TIR_MEASURE_OK, "%s", c.msg);
 	free((char *)c.msg);
-	search_local_clear(&ml);
+	measure_local_clear(&ml);
 	log_free(&l);
 	tir_tune_result_clear(&r);
 	tir_workload_free(w);

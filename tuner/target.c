@@ -9,7 +9,7 @@
  * tables below, so one machine always has one key.
  *
  * GPU limits for a named architecture come from a built-in table; a bare
- * "cuda" asks the driver (measure/cuda_run.c loads it with dlopen, in a
+ * "cuda" asks the driver (measure/cuda_props.c loads it with dlopen, in a
  * child process, so libtir never links libcuda and runs without one).
  */
 #include <stdbool.h>
@@ -19,7 +19,6 @@
 #include <unistd.h>
 #include <sys/utsname.h>
 #include "ir/ir.h"
-#include "measure/measure.h"
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #include <asm/hwcap.h>
@@ -193,7 +192,7 @@ static int cuda_parse_key(const char *s, tir_target *t, tir_error *err)
 }
 
 /* A bare "cuda": the first GPU, asked of the driver in a child process
- * (measure/cuda_run.c), so this process never initialises CUDA and its forked
+ * (tir_cuda_device_props), so this process never initialises CUDA and its forked
  * measurement children still can. */
 static int cuda_detect(tir_target *t, tir_error *err)
 {

@@ -93,6 +93,14 @@ typedef struct tir_target {
  * take their limits from a built-in table. */
 int tir_target_parse(const char *s, tir_target *t, tir_error *err);
 
+/* measure/cuda_props.c: fills the GPU fields of *t (sm, sm_count,
+ * max_threads_per_block, max_shared_per_block (opt-in), warp_size, l2_bytes;
+ * kind and key "cuda:sm_XY") from device `ordinal`, asking the driver
+ * (dlopen'd) in a child process so that the caller never initialises CUDA
+ * itself (a forked child of a process that has cannot use CUDA).  Returns -1
+ * with a message when no driver loads or there is no such device. */
+int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err);
+
 /* ---- records.c: files of measured records (tirctl export) -------------- */
 
 #define TIR_RECORDS_FORMAT "tird-records/1"
@@ -170,6 +178,11 @@ char *tir_sched_trace(const tir_sched *s);
  * instructions take their recorded decisions.  On failure the message names
  * the instruction's index and op; the schedule is then unusable. */
 int tir_sched_replay(tir_sched *s, const char *trace_json, tir_error *err);
+/* The 32-byte identity (SHA-256) of a canonical trace text: the trace a
+ * fresh schedule prints (tir_sched_trace) after replaying it, so the same
+ * decisions of the same sketch have the same identity wherever they came
+ * from.  Hashes any NUL-terminated text. */
+void tir_trace_hash(const char *trace, unsigned char out[32]);
 
 /* An integer argument: a literal, or an integer RV returned by a sampler. */
 typedef struct tir_int {
@@ -317,6 +330,14 @@ typedef struct tir_code {
 tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err);
 void tir_code_free(tir_code *c);
 
+/* codegen/nvrtc.c: compiles CUDA C with NVRTC for sm_<sm> into a cubin
+ * (malloc'd); no GPU needed.  Returns -1 with NVRTC's log in the message when
+ * compilation fails, or when libtir was built without CUDA.  NVRTC runs in a
+ * forked child (killed after TIR_NVRTC_TIMEOUT_S, codegen/codegen.h) unless
+ * this process chose otherwise (tir_nvrtc_in_process). */
+int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
+		      tir_error *err);
+
 
 /* ---- sketch/: search spaces ---------------------------------------------- */
 
@@ -345,7 +366,47 @@ int tir_sketch_apply(const tir_workload *w, const tir_target *t, int id,
 int tir_sample_candidates(const tir_workload *w, const tir_target *t, int n,
 			  uint64_t seed, tir_sched **out, tir_error *err);
 
-/* ---- search/: tuning --------------------------------------------------- */
+/* ---- measure/: the outcome of a measurement (runner.c), the clock ------- */
+
+/* Measuring one candidate by hand (the runners, tir_measure) is
+ * tir_measure.h's; a batch of traces is tir_measure_local, below. */
+
+/* Outcome of one measurement: TIR_MEASURE_STATUS(enum suffix, name). */
+#define TIR_MEASURE_STATUSES(X) \
+	X(OK,           "ok")           /* built, ran, output correct, timed */ \
+	X(BUILD_ERROR,  "build_error")  /* the compiler or NVRTC rejected it */ \
+	X(RUN_ERROR,    "run_error")    /* could not load or launch, nonzero return */ \
+	X(CRASH,        "crash")        /* killed by a signal, illegal address */ \
+	X(TIMEOUT,      "timeout")      /* the watchdog killed it */ \
+	X(WRONG_RESULT, "wrong_result") /* output differs from the reference */
+
+typedef enum {
+#define TIR_MS_ENUM(id, name) TIR_MEASURE_##id,
+	TIR_MEASURE_STATUSES(TIR_MS_ENUM)
+#undef TIR_MS_ENUM
+	TIR_MEASURE_NSTATUSES
+} tir_measure_status;
+
+/* "ok", "build_error", ... ("unknown" out of range). */
+const char *tir_measure_status_name(tir_measure_status s);
+/* The status named name ("ok", ...), or -1. */
+int tir_measure_status_parse(const char *name);
+
+/* measure/timing.c: CLOCK_MONOTONIC in seconds. */
+double tir_now_s(void);
+
+/* ---- ir/parallel.c: work spread over the cores ------------------------- */
+
+/* fn(ctx, i) for every i in [0, n), spread over `threads` threads (<= 0: one
+ * per core, at most TIR_MAX_THREADS), the caller one of them; returns when
+ * all are done.  Each index is done exactly once; fn must only write its own
+ * slot, so that results never depend on the number of threads. */
+#define TIR_MAX_THREADS 64
+void tir_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
+/* The online cores (at least 1). */
+int tir_cores(void);
+
+/* ---- search/: tuning (measure/batch.c: tir_measure_local) ------------- */
 
 /* One measured candidate. */
 typedef struct tir_candidate {
@@ -374,8 +435,9 @@ typedef struct tir_cost_model {
  * error, message; trace is set by the caller; msg is NULL or malloc'd, and
  * the caller frees it).  The default (NULL in tir_tune_opts) builds them in
  * parallel on all cores and runs them one at a time on this machine
- * (tir_measure_local, whose ctx is NULL or a search_local of search/search.h
- * that keeps the reference between batches); the daemon plugs in its
+ * (measure/batch.c: tir_measure_local, whose ctx is NULL or a context that
+ * keeps the reference between batches: tir_measure_cache_new, or inside
+ * tuner/ a measure_local of measure/measure.h); the daemon plugs in its
  * dispatcher to remote workers. */
 typedef int (*tir_measure_batch_fn)(void *ctx, const tir_workload *w,
 				    const tir_target *t, int n,

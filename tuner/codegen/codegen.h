@@ -183,15 +183,12 @@ void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
 
 /* ---- nvrtc.c --------------------------------------------------------------- */
 
-/* A candidate slower to compile than this is not worth tuning. */
+/* tir_nvrtc_compile, the compile itself, is public (tir.h). */
+
+/* A candidate slower to compile than this is not worth tuning: the limit of
+ * tir_nvrtc_compile's child, and of a builder process on one item. */
 #define TIR_NVRTC_TIMEOUT_S 30
 
-/* Compiles CUDA C with NVRTC for sm_<sm> into a cubin (malloc'd).  Returns -1
- * with NVRTC's log in the message when compilation fails, or when libtir was
- * built without CUDA.  NVRTC runs in a forked child (killed after
- * TIR_NVRTC_TIMEOUT_S) unless this process said tir_nvrtc_in_process(true). */
-int tir_nvrtc_compile(const char *source, int sm, char **cubin, size_t *size,
-		      tir_error *err);
 /* NVRTC in this process from now on (or again in a child per compile): for a
  * process that will never use CUDA nor fork one that does, and that watches
  * its own time (measure/batch.c's builder processes). */

@@ -19,10 +19,10 @@
  *      timing only the ones that matched; the batch then waits only for the
  *      runs still queued when the last compile ends.  Otherwise (CPU) each
  *      candidate runs after every build, timed in a child of its own
- *      (runner.c's guard), and its output is compared here.
+ *      (guard.c's guard), and its output is compared here.
  *
  * The reference (the slow double-precision computation, tir_measure_reference)
- * is computed once per (workload, seed): with a search_local context it is
+ * is computed once per (workload, seed): with a measure_local context it is
  * kept there across batches, without one it is computed once per batch.
  *
  * Statuses: a trace that does not replay or validate, or code that does not
@@ -49,8 +49,8 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include "measure.h"
-#include "../search/search.h"
 #include "../ir/ir.h"
+#include "../sched/sched.h"
 #include "../codegen/codegen.h"
 
 typedef struct job {
@@ -279,7 +279,7 @@ static int in_processes(pool *pl, int procs, int *taken, int *late)
 static tir_code *generate(const builders *b, int i, char *msg, size_t cap)
 {
 	tir_error e = { "" };
-	tir_sched *s = search_replay(b->w, b->t, b->jobs[i].trace, &e);
+	tir_sched *s = sched_replay_valid(b->w, b->t, b->jobs[i].trace, &e);
 	tir_code *c = s ? tir_codegen(tir_sched_program(s), b->t, &e) : NULL;
 	tir_sched_free(s);
 	if (!c)
@@ -473,12 +473,12 @@ static void build_all(builders *b, int procs)
 
 void *tir_measure_cache_new(void)
 {
-	return xcalloc(1, sizeof(search_local));
+	return xcalloc(1, sizeof(measure_local));
 }
 
 void tir_measure_cache_phases(const void *cache, tir_measure_phases *out)
 {
-	const search_local *l = cache;
+	const measure_local *l = cache;
 	memset(out, 0, sizeof *out);
 	if (l)
 		*out = l->phases;
@@ -486,11 +486,11 @@ void tir_measure_cache_phases(const void *cache, tir_measure_phases *out)
 
 void tir_measure_cache_free(void *cache)
 {
-	search_local_clear(cache);
+	measure_local_clear(cache);
 	free(cache);
 }
 
-void search_local_clear(search_local *l)
+void measure_local_clear(measure_local *l)
 {
 	if (!l)
 		return;
@@ -503,7 +503,7 @@ void search_local_clear(search_local *l)
 /* The reference output for w and seed, computed with the argument list of
  * code (any candidate's); kept in l when there is one.  *owned says whether
  * the caller frees it. */
-static const double *reference(search_local *l, const tir_workload *w, const tir_code *code,
+static const double *reference(measure_local *l, const tir_workload *w, const tir_code *code,
 			       uint64_t seed, int64_t *n, bool *owned, tir_error *err)
 {
 	const char *key = tir_workload_key(w);
@@ -519,7 +519,7 @@ static const double *reference(search_local *l, const tir_workload *w, const tir
 		*owned = true;
 		return ref;
 	}
-	search_local_clear(l);
+	measure_local_clear(l);
 	l->ref = ref;
 	l->ref_n = *n;
 	l->ref_seed = seed;
@@ -629,7 +629,7 @@ static void stream_results(const builders *b, tir_candidate *out, tir_measure_ph
 int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		      const char *const *traces, tir_candidate *out)
 {
-	search_local *l = ctx;
+	measure_local *l = ctx;
 	tir_measure_opts o = tir_measure_opts_default(l ? &l->opts : NULL);
 	builders b = { .w = w, .t = t, .r = tir_runner_for(t), .n = n };
 	b.jobs = xcalloc((size_t)n + 1, sizeof(job));
@@ -640,7 +640,7 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	int threads = l && l->threads > 0 ? l->threads : 0;
 	tir_measure_phases ph = { 0 };
 	double t0 = tir_now_s();
-	int procs = threads > 0 ? threads : search_cores();
+	int procs = threads > 0 ? threads : tir_cores();
 	/* 1a. every candidate's code (fast next to compiling) */
 	generate_all(&b, procs);
 	double t1 = tir_now_s();

@@ -10,7 +10,7 @@
  * compiler runs with posix_spawn (no fork of a possibly threaded caller into
  * arbitrary code) under a time limit; its output becomes the error message.
  *
- * Run (one candidate, run()): in a child (runner.c's guard) the shared
+ * Run (one candidate, run()): in a child (guard.c's guard) the shared
  * object is dlopen'd, the arguments allocated (64-byte aligned) and filled,
  * the entry point called once and its output copied to the report, then
  * timed with tir_time_repeats; the caches are flushed between repeats by

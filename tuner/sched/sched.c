@@ -7,11 +7,15 @@
  * trace with its inputs, attributes, outputs and sampled decisions, so the
  * trace alone rebuilds the program: tir_sched_replay on a fresh schedule of
  * the same workload applies the same instructions through the same functions.
+ * A trace's identity is the SHA-256 of its canonical text (tir_trace_hash),
+ * and sched_replay_valid is replay plus validation, how the search and the
+ * measurement both turn a trace into a candidate.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cJSON.h>
+#include <nettle/sha2.h>
 #include "sched.h"
 
 static const char *const prim_names[] = {
@@ -727,4 +731,25 @@ int tir_sched_replay(tir_sched *s, const char *trace_json, tir_error *err)
 	rvmap_free(&m);
 	cJSON_Delete(root);
 	return rc;
+}
+
+tir_sched *sched_replay_valid(const tir_workload *w, const tir_target *t, const char *trace,
+			      tir_error *err)
+{
+	tir_sched *s = tir_sched_new(w, 0, err);
+	if (!s)
+		return NULL;
+	if (tir_sched_replay(s, trace, err) || tir_verify(tir_sched_program(s), t, err)) {
+		tir_sched_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void tir_trace_hash(const char *trace, unsigned char out[32])
+{
+	struct sha256_ctx ctx;
+	sha256_init(&ctx);
+	sha256_update(&ctx, strlen(trace), (const uint8_t *)trace);
+	sha256_digest(&ctx, 32, out);
 }

@@ -93,6 +93,15 @@ tir_env sched_iter_env(const tir_program *p, const tir_block *b);
  * extent: the context for simplifying bindings. */
 tir_env sched_loop_env(const tir_program *p);
 
+/* ---- sched.c: traces ---- */
+
+/* Replays trace on a fresh schedule of w and validates the program for t
+ * (tir_verify): the one way the search and the measurement turn a trace
+ * into a candidate.  Returns the schedule (its trace is the canonical text),
+ * or NULL with the reason. */
+tir_sched *sched_replay_valid(const tir_workload *w, const tir_target *t,
+			      const char *trace, tir_error *err);
+
 /* ---- compute_at.c: placing stages ---- */
 
 /* Puts copy block b (its statement not yet in the tree; it stores at exactly

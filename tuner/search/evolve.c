@@ -47,20 +47,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <nettle/sha2.h>
 #include "search.h"
 #include "../ir/ir.h"
+#include "../sched/sched.h"
 #include "../measure/measure.h"
 
 /* ---- identities ---------------------------------------------------------------- */
-
-void search_trace_hash(const char *trace, unsigned char out[32])
-{
-	struct sha256_ctx ctx;
-	sha256_init(&ctx);
-	sha256_update(&ctx, strlen(trace), (const uint8_t *)trace);
-	sha256_digest(&ctx, 32, out);
-}
 
 /* A set of 32-byte hashes, open addressing; each maps to an int. */
 typedef struct hashset {
@@ -165,7 +157,7 @@ typedef struct search {
 	search_random_model random;
 	tir_measure_batch_fn measure;
 	void *measure_ctx;
-	search_local local;
+	measure_local local;
 
 	record *rec;               /* the measured set */
 	int nrec, caprec;
@@ -229,21 +221,8 @@ static void record_add(search *S, const char *trace, const unsigned char *hash,
 static void program_hash(tir_sched *s, unsigned char out[32])
 {
 	char *text = tir_program_print(tir_sched_program(s));
-	search_trace_hash(text, out);
+	tir_trace_hash(text, out);
 	free(text);
-}
-
-tir_sched *search_replay(const tir_workload *w, const tir_target *t, const char *trace,
-			 tir_error *err)
-{
-	tir_sched *s = tir_sched_new(w, 0, err);
-	if (!s)
-		return NULL;
-	if (tir_sched_replay(s, trace, err) || tir_verify(tir_sched_program(s), t, err)) {
-		tir_sched_free(s);
-		return NULL;
-	}
-	return s;
 }
 
 /* ---- the pool ------------------------------------------------------------------------ */
@@ -311,7 +290,7 @@ static void make_one(void *ctx, int i)
 		m->text = mutate_trace(m->parent, &rng);
 	}
 	if (m->text) {
-		m->s = search_replay(S->w, S->t, m->text, &e);
+		m->s = sched_replay_valid(S->w, S->t, m->text, &e);
 	} else if (!m->parent && m->sketch >= 0) {
 		m->s = tir_sched_new(S->w, m->seed, &e);
 		if (m->s && (S->space->apply(S->space->ctx, m->sketch, m->s, &e) ||
@@ -322,7 +301,7 @@ static void make_one(void *ctx, int i)
 	}
 	if (m->s) {
 		m->trace = tir_sched_trace(m->s);
-		search_trace_hash(m->trace, m->hash);
+		tir_trace_hash(m->trace, m->hash);
 		program_hash(m->s, m->prog);
 	} else {
 		snprintf(m->msg, sizeof m->msg, "%s", e.msg);
@@ -332,7 +311,7 @@ static void make_one(void *ctx, int i)
 static void make_all(search *S, int n, made *m)
 {
 	maker mk = { S, m };
-	search_parallel_for(n, S->o->threads, make_one, &mk);
+	tir_parallel_for(n, S->o->threads, make_one, &mk);
 }
 
 static void pool_clear(search *S)
@@ -410,7 +389,7 @@ static void init_population(search *S, gen *g)
 	for (int i = 0; i < nok && g->n < nbest; i++) {
 		tir_error e;
 		const record *r = &S->rec[ok[i]];
-		tir_sched *s = search_replay(S->w, S->t, r->trace, &e);
+		tir_sched *s = sched_replay_valid(S->w, S->t, r->trace, &e);
 		int k = s ? pool_add_traced(S, s, xstrdup(r->trace), r->hash, r->prog, r->sketch)
 			  : -1;
 		if (k >= 0) {
@@ -739,7 +718,7 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 			S->o->on_result(S->o->cb_ctx, &out[i]);
 		free((char *)out[i].msg);
 		gflops[i] = gflops_of(S, out[i].status, out[i].latency_us);
-		s[i] = search_replay(S->w, S->t, c->trace, &e);   /* the model's input */
+		s[i] = sched_replay_valid(S->w, S->t, c->trace, &e);   /* the model's input */
 	}
 	model_update(S, n, s, gflops);
 	for (int i = 0; i < n; i++)
@@ -812,14 +791,14 @@ static void load_prior(search *S)
 	for (int i = 0; i < n; i++) {
 		const tir_candidate *c = &S->o->prior[i];
 		tir_error e;
-		s[i] = c->trace ? search_replay(S->w, S->t, c->trace, &e) : NULL;
+		s[i] = c->trace ? sched_replay_valid(S->w, S->t, c->trace, &e) : NULL;
 		if (!s[i]) {
 			S->st.prior_invalid++;
 			continue;
 		}
 		char *trace = tir_sched_trace(s[i]);
 		unsigned char h[32];
-		search_trace_hash(trace, h);
+		tir_trace_hash(trace, h);
 		if (set_find(&S->measured, h) < 0) {
 			unsigned char ph[32];
 			program_hash(s[i], ph);
@@ -919,6 +898,6 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	set_clear(&S.measured_prog);
 	pool_clear(&S);
 	free(S.pool);
-	search_local_clear(&S.local);
+	measure_local_clear(&S.local);
 	return rc;
 }

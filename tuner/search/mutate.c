@@ -3,7 +3,7 @@
  * trace, and the generator the search draws from.
  *
  * A mutator edits the JSON of a trace, never a program: the copy is replayed
- * on a fresh schedule (search_replay), where the sampling instruction checks
+ * on a fresh schedule (sched_replay_valid), where the sampling instruction checks
  * the new decision and every later instruction re-derives the program from
  * it.  So a mutator only needs to propose decisions that are plausible; the
  * replay and the verifier decide, and the search counts what they reject.

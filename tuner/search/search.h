@@ -1,6 +1,6 @@
 /*
- * search.h — the evolutionary search behind tir_tune (tir.h), its mutators
- * and the local measurement of a batch.  Internal to tuner/.
+ * search.h — the evolutionary search behind tir_tune (tir.h) and its
+ * mutators.  Internal to tuner/.
  *
  * The search (evolve.c) sees the space it explores only through a
  * search_space: how many sketches there are and how to apply one to a fresh
@@ -8,9 +8,10 @@
  * tests make their own, so the loop can be checked without the real sketches.
  *
  * Every candidate is a trace.  Its identity is the SHA-256 of its canonical
- * text — the trace a fresh schedule prints after replaying it — so the same
- * decisions of the same sketch are the same candidate wherever they came from
- * (a sample, a mutant, a prior record written by an older process).
+ * text (tir_trace_hash) — the trace a fresh schedule prints after replaying
+ * it (sched_replay_valid, sched/sched.h) — so the same decisions of the same
+ * sketch are the same candidate wherever they came from (a sample, a mutant,
+ * a prior record written by an older process).
  *
  * Measure functions (tir_measure_batch_fn) fill out[i].status, latency_us,
  * max_rel_error and msg; msg is NULL or malloc'd, and the caller frees it
@@ -20,8 +21,8 @@
 #define TIR_SEARCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "../tir.h"
-#include "../measure/measure.h"
 
 /* ---- evolve.c: the search loop --------------------------------------------- */
 
@@ -69,15 +70,6 @@ int search_run(const tir_workload *w, const tir_target *t,
 	       const tir_tune_opts *opts, const search_space *space,
 	       tir_tune_result *res, search_stats *stats, tir_error *err);
 
-/* The 32-byte identity of a canonical trace text. */
-void search_trace_hash(const char *trace, unsigned char out[32]);
-
-/* Replays trace on a fresh schedule of w and validates the program for t.
- * Returns the schedule (its trace is the canonical text), or NULL with the
- * reason. */
-tir_sched *search_replay(const tir_workload *w, const tir_target *t,
-			 const char *trace, tir_error *err);
-
 /* ---- mutate.c: mutators ----------------------------------------------------- */
 
 /* The decisions a mutator may change: sample_perfect_tile (move one prime
@@ -90,16 +82,10 @@ int mutate_count(const char *trace);
 /* A copy of trace (malloc'd) with one decision of one sampling instruction
  * changed, drawn from *rng; NULL when the trace has nothing to mutate.  The
  * copy is only a proposal: the caller replays and validates it
- * (search_replay) and discards it on failure. */
+ * (sched_replay_valid) and discards it on failure. */
 char *mutate_trace(const char *trace, uint64_t *rng);
 
 /* The generator every part of the search draws from (xorshift64*). */
-/* parallel.c: fn(ctx, i) for every i in [0, n), spread over `threads`
- * threads (<= 0: one per core, at most SEARCH_MAX_THREADS), the caller one
- * of them; returns when all are done.  fn must only write its own slot. */
-#define SEARCH_MAX_THREADS 64
-void search_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx);
-int search_cores(void);
 uint64_t search_rand(uint64_t *rng);
 /* A seed derived from a seed and two indices (splitmix64 of their mix). */
 uint64_t search_derive(uint64_t seed, uint64_t a, uint64_t b);
@@ -110,23 +96,5 @@ uint64_t search_derive(uint64_t seed, uint64_t a, uint64_t b);
  * no-op.  self is a search_random_model. */
 typedef struct search_random_model { uint64_t rng; } search_random_model;
 extern const tir_cost_model search_random_cost_model;
-
-/* ---- batch.c: tir_measure_local --------------------------------------------- */
-
-/* The context tir_measure_local takes (ctx may also be NULL: default options,
- * the reference computed for every batch).  With a context the reference
- * output is computed once per (workload, seed) and kept until
- * search_local_clear. */
-typedef struct search_local {
-	tir_measure_opts opts;      /* repeats, min_repeat_us, timeout_s, seed */
-	int threads;                /* builders; 0: every online core */
-	char ref_key[65];           /* workload key of ref */
-	uint64_t ref_seed;
-	double *ref;
-	int64_t ref_n;
-	tir_measure_phases phases;  /* of the last batch */
-} search_local;
-
-void search_local_clear(search_local *l);
 
 #endif

@@ -1,13 +1,13 @@
 /*
- * parallel.c — search_parallel_for: the independent steps of a search round
- * (replaying and validating candidates, building them) spread over the
- * machine's cores with pthreads.  Each index is done exactly once, by
+ * parallel.c — tir_parallel_for: independent steps (the candidates of a
+ * search round replayed and validated, a batch's builders, the cost model's
+ * feature rows) spread over the machine's cores with pthreads.  Each index is done exactly once, by
  * whichever thread takes it next; the caller works too.  What a step writes
  * goes to its own slot, so results never depend on the number of threads.
  */
 #include <pthread.h>
 #include <unistd.h>
-#include "search.h"
+#include "ir.h"
 
 typedef struct pfor {
 	void (*fn)(void *ctx, int i);
@@ -29,20 +29,20 @@ static void *worker(void *arg)
 	}
 }
 
-int search_cores(void)
+int tir_cores(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (int)n : 1;
 }
 
-void search_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx)
+void tir_parallel_for(int n, int threads, void (*fn)(void *ctx, int i), void *ctx)
 {
 	pfor p = { fn, ctx, n, 0, PTHREAD_MUTEX_INITIALIZER };
-	pthread_t tid[SEARCH_MAX_THREADS];
+	pthread_t tid[TIR_MAX_THREADS];
 	if (threads <= 0)
-		threads = search_cores();
-	if (threads > SEARCH_MAX_THREADS)
-		threads = SEARCH_MAX_THREADS;
+		threads = tir_cores();
+	if (threads > TIR_MAX_THREADS)
+		threads = TIR_MAX_THREADS;
 	if (threads > n)
 		threads = n;
 	int started = 0;

@@ -1,0 +1,294 @@
+/*
+ * check.c — the random inputs of a candidate and the check of its output
+ * against the reference (reference.c): fill, the conversions to double, the
+ * tolerance, the comparison and the verdict.
+ *
+ * The inputs of a candidate are a pure function of (seed, argument index,
+ * dtype, element count): tir_measure_fill draws them from splitmix64, so the
+ * child that runs the candidate and the parent that computes the reference
+ * make the same values without sending them anywhere.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../ir/ir.h"
+#include "measure.h"
+
+/* ---- random inputs ------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	return x;
+}
+
+static float bits_f32(uint32_t x)
+{
+	float f;
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+/* float → IEEE binary16, round to nearest even. */
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t x = f32_bits(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+	uint32_t ax = x & 0x7fffffffu;
+	if (ax >= 0x7f800000u)                       /* inf, nan */
+		return sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0);
+	if (ax >= 0x477ff000u)                       /* >= 65520: overflows */
+		return sign | 0x7c00;
+	if (ax < 0x38800000u) {                      /* below 2^-14: subnormal */
+		uint32_t e = ax >> 23;
+		if (e < 102)
+			return sign;
+		uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+		int shift = 126 - (int)e;            /* 14 .. 24 */
+		uint32_t q = m >> shift, rem = m & ((1u << shift) - 1);
+		uint32_t half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+		return sign | (uint16_t)q;
+	}
+	uint32_t r = ax + 0xfffu + ((ax >> 13) & 1);
+	return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	if (e == 0) {                                /* zero, subnormal */
+		float v = (float)m * 0x1p-24f;
+		return sign ? -v : v;
+	}
+	if (e == 31)
+		return bits_f32(sign | 0x7f800000u | (m << 13));
+	return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t x = f32_bits(f);
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40);  /* quiet nan */
+	return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+	return bits_f32((uint32_t)h << 16);
+}
+
+void tir_measure_fill(const tir_code *c, int index, uint64_t seed, void *dst)
+{
+	const tir_arg_info *a = &c->args[index];
+	size_t bytes = (size_t)a->elems * (size_t)a->elem_bytes;
+	if (a->is_output) {
+		memset(dst, 0xff, bytes);
+		return;
+	}
+	if (a->is_scratch) {
+		memset(dst, 0, bytes);
+		return;
+	}
+	uint64_t s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(index + 1));
+	for (int64_t i = 0; i < a->elems; i++) {
+		uint64_t r = splitmix64(&s);
+		float f = (float)(r >> 40) * 0x1p-23f - 1.0f;   /* [-1, 1) */
+		int64_t k = (int64_t)(r % 17) - 8;               /* [-8, 8] */
+		switch (a->dtype) {
+		case TIR_F32:
+			((float *)dst)[i] = f;
+			break;
+		case TIR_F16:
+			((uint16_t *)dst)[i] = f32_to_f16(f);
+			break;
+		case TIR_BF16:
+			((uint16_t *)dst)[i] = f32_to_bf16(f);
+			break;
+		case TIR_I8:
+			((int8_t *)dst)[i] = (int8_t)k;
+			break;
+		case TIR_I32:
+			((int32_t *)dst)[i] = (int32_t)k;
+			break;
+		case TIR_I64:
+			((int64_t *)dst)[i] = k;
+			break;
+		default:                                     /* bool and the like */
+			memset((char *)dst + i * a->elem_bytes, 0, (size_t)a->elem_bytes);
+			((unsigned char *)dst)[i * a->elem_bytes] = (unsigned char)(r & 1);
+			break;
+		}
+	}
+}
+
+void tir_measure_to_double(int dtype, const void *src, int64_t n, double *dst)
+{
+	for (int64_t i = 0; i < n; i++) {
+		switch (dtype) {
+		case TIR_F32: dst[i] = ((const float *)src)[i]; break;
+		case TIR_F16: dst[i] = f16_to_f32(((const uint16_t *)src)[i]); break;
+		case TIR_BF16: dst[i] = bf16_to_f32(((const uint16_t *)src)[i]); break;
+		case TIR_I8: dst[i] = ((const int8_t *)src)[i]; break;
+		case TIR_I32: dst[i] = ((const int32_t *)src)[i]; break;
+		case TIR_I64: dst[i] = (double)((const int64_t *)src)[i]; break;
+		default: dst[i] = ((const unsigned char *)src)[i * dtype_bytes(dtype)]; break;
+		}
+	}
+}
+
+/* ---- the check ------------------------------------------------------------------ */
+
+static double dtype_tolerance(int dtype)
+{
+	switch (dtype) {
+	case TIR_F32: return 1e-5;
+	case TIR_F16: return 1e-2;
+	case TIR_BF16: return 2e-2;
+	default: return 0;
+	}
+}
+
+double tir_measure_tolerance(const tir_code *c)
+{
+	double tol = 0;
+	for (int i = 0; i < c->nargs; i++)
+		if (!c->args[i].is_scratch && dtype_tolerance(c->args[i].dtype) > tol)
+			tol = dtype_tolerance(c->args[i].dtype);
+	return tol;
+}
+
+/* Matches the code's input arguments with the reference's: same count and
+ * element counts.  Fills idx[] with the code's argument index of each
+ * reference input; returns the number of reference arguments (output last). */
+static int match_args(const tir_workload *w, const tir_code *c, tir_ref_arg *ra,
+		      int *idx, tir_error *err)
+{
+	int n = tir_reference_args(w, ra, TIR_REF_MAX_ARGS, err);
+	if (n < 0)
+		return -1;
+	int k = 0, out = -1;
+	for (int i = 0; i < c->nargs; i++) {
+		if (c->args[i].is_scratch)
+			continue;
+		if (c->args[i].is_output) {
+			out = i;
+			continue;
+		}
+		if (k >= n - 1)
+			return tir_fail(err, "check: the code takes more inputs than the "
+					"%s reference (%d)", tir_workload_op(w), n - 1);
+		if (c->args[i].elems != ra[k].elems)
+			return tir_fail(err, "check: argument %d \"%s\" has %lld elements, "
+					"the reference's \"%s\" %lld", i, c->args[i].name,
+					(long long)c->args[i].elems, ra[k].name,
+					(long long)ra[k].elems);
+		idx[k++] = i;
+	}
+	if (k != n - 1)
+		return tir_fail(err, "check: the code takes %d inputs, the %s reference %d",
+				k, tir_workload_op(w), n - 1);
+	if (out < 0)
+		return tir_fail(err, "check: the code has no output argument");
+	if (c->args[out].elems != ra[n - 1].elems)
+		return tir_fail(err, "check: the output has %lld elements, the "
+				"reference's %lld", (long long)c->args[out].elems,
+				(long long)ra[n - 1].elems);
+	return n;
+}
+
+int tir_measure_reference(const tir_workload *w, const tir_code *c, uint64_t seed,
+			  double **ref, int64_t *n_out, tir_error *err)
+{
+	tir_ref_arg ra[TIR_REF_MAX_ARGS];
+	int idx[TIR_REF_MAX_ARGS];
+	int n = match_args(w, c, ra, idx, err);
+	if (n < 0)
+		return -1;
+	double *in[TIR_REF_MAX_ARGS] = { 0 };
+	for (int k = 0; k < n - 1; k++) {
+		const tir_arg_info *a = &c->args[idx[k]];
+		void *raw = xmalloc((size_t)a->elems * (size_t)a->elem_bytes + 1);
+		tir_measure_fill(c, idx[k], seed, raw);
+		in[k] = xmalloc((size_t)a->elems * sizeof(double) + 1);
+		tir_measure_to_double(a->dtype, raw, a->elems, in[k]);
+		free(raw);
+	}
+	double *out = xmalloc((size_t)ra[n - 1].elems * sizeof(double) + 1);
+	int rc = tir_reference(w, in, out, err);
+	for (int k = 0; k < n - 1; k++)
+		free(in[k]);
+	if (rc) {
+		free(out);
+		return -1;
+	}
+	*ref = out;
+	*n_out = ra[n - 1].elems;
+	return 0;
+}
+
+double tir_measure_compare(const double *ref, const double *out, int64_t n)
+{
+	double maxref = 0, maxdiff = 0;
+	for (int64_t i = 0; i < n; i++) {
+		if (!isfinite(out[i]))
+			return INFINITY;
+		double d = fabs(out[i] - ref[i]);
+		if (d > maxdiff)
+			maxdiff = d;
+		if (fabs(ref[i]) > maxref)
+			maxref = fabs(ref[i]);
+	}
+	return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
+		      const double *output, int64_t out_elems,
+		      double *max_rel_error, tir_error *err)
+{
+	double *ref;
+	int64_t n;
+	if (tir_measure_reference(w, c, seed, &ref, &n, err))
+		return -1;
+	if (n != out_elems) {
+		free(ref);
+		return tir_fail(err, "check: %lld output values, the reference has %lld",
+				(long long)out_elems, (long long)n);
+	}
+	*max_rel_error = tir_measure_compare(ref, output, n);
+	free(ref);
+	return 0;
+}
+
+tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64_t ref_n,
+				     const double *out, int64_t out_n,
+				     double *max_rel_error, char *msg, size_t size)
+{
+	if (out_n != ref_n) {
+		snprintf(msg, size, "%lld output values, the reference has %lld",
+			 (long long)out_n, (long long)ref_n);
+		return TIR_MEASURE_RUN_ERROR;
+	}
+	*max_rel_error = tir_measure_compare(ref, out, ref_n);
+	double tol = tir_measure_tolerance(c);
+	if (!(*max_rel_error <= tol)) {
+		snprintf(msg, size, "wrong result: max relative error %.3g exceeds the "
+			 "tolerance %g", *max_rel_error, tol);
+		return TIR_MEASURE_WRONG_RESULT;
+	}
+	return TIR_MEASURE_OK;
+}
+

@@ -1,0 +1,152 @@
+/*
+ * cuda_runner.h — what the files of the CUDA runner share, private to them
+ * (cuda_driver.c, cuda_run.c, cuda_stream.c, cuda_props.c): the driver's
+ * table and the pieces of one candidate's run that the stream reuses.
+ * measure.h stays the folder's header; nothing here is for the rest of
+ * libtir, and only these files include <cuda.h>.
+ */
+#ifndef TIR_MEASURE_CUDA_RUNNER_H
+#define TIR_MEASURE_CUDA_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "measure.h"
+
+/* ---- cuda_run.c ------------------------------------------------------------------------------ */
+
+/* tir_runner_cuda.run: one candidate in a child of its own (guard.c's
+ * tir_child_measure). */
+int cuda_run(const tir_artifact *a, const tir_code *c, const tir_measure_opts *opts,
+	     tir_measure_result *r);
+
+/* ---- cuda_stream.c: tir_runner_cuda's stream and run_batch ----------------------------------- */
+
+tir_run_stream *cuda_stream_start(int n, const tir_code *first,
+				  const tir_measure_opts *opts, const double *ref,
+				  int64_t ref_n);
+void cuda_stream_put(tir_run_stream *s, int i, const tir_artifact *a,
+		     const tir_code *c);
+int cuda_stream_finish(tir_run_stream *s, tir_measure_result *r);
+int cuda_run_batch(int n, const tir_artifact *const *a, const tir_code *const *c,
+		   const tir_measure_opts *opts, const double *ref, int64_t ref_n,
+		   tir_measure_result *r);
+
+#ifdef HAVE_CUDA
+#include <cuda.h>
+
+/* ---- cuda_driver.c: the driver API, loaded at run time ----------------------------------------- */
+
+typedef struct cu_api {
+	void *lib;
+	CUresult (*Init)(unsigned int);
+	CUresult (*DeviceGet)(CUdevice *, int);
+	CUresult (*DeviceGetCount)(int *);
+	CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+	CUresult (*CtxSetCurrent)(CUcontext);
+	CUresult (*CtxSynchronize)(void);
+	CUresult (*ModuleLoadData)(CUmodule *, const void *);
+	CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+	CUresult (*ModuleUnload)(CUmodule);
+	CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+	CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+	CUresult (*MemFree)(CUdeviceptr);
+	CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+				 unsigned, unsigned, unsigned, CUstream, void **, void **);
+	CUresult (*EventCreate)(CUevent *, unsigned int);
+	CUresult (*EventRecord)(CUevent, CUstream);
+	CUresult (*EventSynchronize)(CUevent);
+	CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+	CUresult (*GetErrorName)(CUresult, const char **);
+	CUresult (*GetErrorString)(CUresult, const char **);
+	CUresult (*StreamCreate)(CUstream *, unsigned int);
+	CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+	CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+	CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+	CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+	CUresult (*GraphExecDestroy)(CUgraphExec);
+	CUresult (*GraphDestroy)(CUgraph);
+	CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+					 const cuuint64_t *, const cuuint64_t *,
+					 const cuuint32_t *, const cuuint32_t *,
+					 CUtensorMapInterleave, CUtensorMapSwizzle,
+					 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+} cu_api;
+
+/* Loads the driver; 0, or -1 with a message in msg. */
+int cu_load(cu_api *cu, char *msg, size_t size);
+
+/* Reports a failed driver call: "cuda: what: NAME (description)", with the
+ * status the error means (TIMEOUT, CRASH for a fault, else RUN_ERROR);
+ * returns -1. */
+int cu_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
+	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A driver call that returns cu_fail(...) from the calling function (which
+ * has `cu` and `rep` in scope) when it fails. */
+#define CU_TRY(call, ...) do { CUresult r_ = (call); \
+	if (r_ != CUDA_SUCCESS) return cu_fail(cu, rep, r_, __VA_ARGS__); } while (0)
+
+/* Loads the driver and makes device's primary context current; its compute
+ * capability (90 for sm_90) in *sm, its L2 size in *l2. */
+int cu_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep);
+
+/* ---- cuda_run.c: one candidate on the device (in a child) --------------------------------------- */
+
+typedef struct cuda_ctx {
+	const tir_artifact *a;
+	const tir_code *c;
+	const tir_measure_opts *o;
+	cu_api cu;
+	CUfunction *fn;
+	CUdeviceptr *dptr;
+	void **params;
+	/* per launch, what it takes: params, or params and its tensor maps
+	 * (launch_params) */
+	void ***lparams;
+	void **tparams;
+	CUtensorMap *tmaps;
+	CUevent start, stop;
+	CUdeviceptr flush;
+	size_t flush_bytes;
+	int flush_round;
+	/* the stream every launch goes to: blocking, so that the synchronous
+	 * copies and memsets of the legacy stream order with it */
+	CUstream stream;
+	/* the timed calls as one CUDA graph of graph_calls launch sequences
+	 * (0: none yet), as the peer's figures are taken */
+	CUgraph graph;
+	CUgraphExec exec;
+	long graph_calls;
+} cuda_ctx;
+
+/* Launches every kernel once, in order; no synchronisation. */
+int cuda_launch_all(cuda_ctx *x, tir_child_report *rep);
+/* x->lparams: per launch, the arguments' device pointers and its tensor
+ * maps, encoded for them. */
+int cuda_launch_params(cuda_ctx *x, tir_child_report *rep);
+/* x->fn[] for every launch of x->c from mod, opted in to the dynamic shared
+ * memory each launch asks for beyond the default 48 KiB. */
+int cuda_get_kernels(cuda_ctx *x, CUmodule mod, tir_child_report *rep);
+/* The events, the stream and the L2-flush buffer (twice l2) of the timing. */
+int cuda_timing_init(cuda_ctx *x, int l2, tir_child_report *rep);
+/* The flush and timed calls of tir_time_repeats (ctx is a cuda_ctx). */
+int cuda_flush(void *ctx, tir_child_report *rep);
+int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep);
+/* Drops the graph of the timed calls (the candidate changes). */
+void cuda_graph_release(cuda_ctx *x);
+/* RUN_ERROR "out of memory for what"; returns -1. */
+int cuda_out_of_memory(tir_child_report *rep, const char *what);
+
+static inline size_t cuda_arg_bytes(const tir_arg_info *a)
+{
+	return (size_t)a->elems * (size_t)a->elem_bytes;
+}
+
+#endif /* HAVE_CUDA */
+
+#endif
