@@ -84,18 +84,19 @@ int64_t lower_ann(const tir_stmt *l, const char *key, int64_t dflt);
  * store to shared buffers allocated at the loop and written by no other
  * child (nor read by a child before it), and load only buffers that no
  * block under the loop writes: its
- * iteration k + S - 1 can run during iteration k of the rest (codegen/cuda.c
- * with cp.async), into copy (k + S - 1) % S of its buffers. */
+ * iteration k + S - 1 can run during iteration k of the rest
+ * (codegen/cuda_pipeline.c with cp.async), into copy (k + S - 1) % S of its
+ * buffers. */
 int lower_pipeline_stages(const tir_lowered *L, const tir_stmt *loop);
 /* Whether s holds a warpgroup MMA (wgmma).  A pipelined loop that does gets
  * S + 1 ring copies: its MMAs are left in flight for one iteration
- * (cuda.c, cu_pipelined_loop), so the copy S - 1 iterations ahead must not
- * overwrite the one they read. */
+ * (cuda_pipeline.c, cu_pipelined_loop), so the copy S - 1 iterations
+ * ahead must not overwrite the one they read. */
 bool lower_holds_wgmma(const tir_stmt *s);
 /* Whether pipelined loop `loop` (lower_pipeline_stages >= 2) fetches its
  * copy stages with the tensor memory accelerator (annotation "tma" = 1):
  * a producer warpgroup of its own issues the copies, ring slots are handed
- * over by mbarriers (cuda.c, cu_tma_loop), the ring has S copies. */
+ * over by mbarriers (cuda_pipeline.c, cu_tma_loop), the ring has S copies. */
 bool lower_tma_loop(const tir_lowered *L, const tir_stmt *loop);
 /* The first such loop in s (a kernel), or NULL.  Its kernel launches one
  * warpgroup more along threadIdx.y (the producer) and holds 2 S mbarriers
@@ -159,8 +160,8 @@ typedef struct cg_ctx {
 	tir_buf *out;
 	char (*bufname)[48];
 	/* by buffer id, NULL for none: buffers laid out in 128-byte swizzled
-	 * atoms (cuda.c: the shared operands of wgmma), whose element offsets
-	 * go through tir_swz128 */
+	 * atoms (cuda_mma.c: the shared operands of wgmma), whose element
+	 * offsets go through tir_swz128 */
 	const bool *swizzled;
 } cg_ctx;
 
