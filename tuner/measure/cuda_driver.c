@@ -13,7 +13,7 @@
  *
  * A faulting kernel (illegal address, misaligned access, trap) is CRASH;
  * other driver errors (no binary for this GPU, too many resources requested)
- * are RUN_ERROR (cu_fail decides); a kernel that never ends is killed by the
+ * are RUN_ERROR (cuda_api_fail decides); a kernel that never ends is killed by the
  * parent's watchdog (TIMEOUT).
  */
 #include <dlfcn.h>
@@ -63,7 +63,7 @@ static const struct { size_t off; const char *names[3]; } cu_syms[] = {
 };
 
 /* Loads the driver; 0, or -1 with a message in msg. */
-int cu_load(cu_api *cu, char *msg, size_t size)
+int cuda_api_load(cu_api *cu, char *msg, size_t size)
 {
 	memset(cu, 0, sizeof *cu);
 	cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -103,8 +103,8 @@ static bool is_fault(CUresult r)
 }
 
 /* Reports a failed driver call: "cuda: what: NAME (description)". */
-int cu_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
-	    const char *fmt, ...)
+int cuda_api_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
+		  const char *fmt, ...)
 {
 	const char *name = NULL, *desc = NULL;
 	if (cu->GetErrorName)
@@ -127,9 +127,9 @@ int cu_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
 
 /* Loads the driver and makes device's primary context current; its compute
  * capability (90 for sm_90) in *sm, its L2 size in *l2. */
-int cu_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep)
+int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep)
 {
-	if (cu_load(cu, rep->msg, sizeof rep->msg)) {
+	if (cuda_api_load(cu, rep->msg, sizeof rep->msg)) {
 		rep->status = TIR_MEASURE_RUN_ERROR;
 		return -1;
 	}

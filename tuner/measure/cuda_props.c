@@ -23,7 +23,7 @@ static void props_child(void *ctx, tir_child_report *rep)
 {
 	props_ctx *x = ctx;
 	cu_api api, *cu = &api;
-	if (cu_load(cu, rep->msg, sizeof rep->msg)) {
+	if (cuda_api_load(cu, rep->msg, sizeof rep->msg)) {
 		rep->status = TIR_MEASURE_RUN_ERROR;
 		return;
 	}
@@ -40,16 +40,16 @@ static void props_child(void *ctx, tir_child_report *rep)
 	CUdevice dev;
 	CUresult r;
 	if ((r = cu->Init(0)) != CUDA_SUCCESS) {
-		cu_fail(cu, rep, r, "cuInit (no usable GPU?)");
+		cuda_api_fail(cu, rep, r, "cuInit (no usable GPU?)");
 		return;
 	}
 	if ((r = cu->DeviceGet(&dev, x->ordinal)) != CUDA_SUCCESS) {
-		cu_fail(cu, rep, r, "no GPU device %d", x->ordinal);
+		cuda_api_fail(cu, rep, r, "no GPU device %d", x->ordinal);
 		return;
 	}
 	for (int i = 0; i < 7; i++)
 		if ((r = cu->DeviceGetAttribute(&p.v[i], attrs[i], dev)) != CUDA_SUCCESS) {
-			cu_fail(cu, rep, r, "cuDeviceGetAttribute(%d)", (int)attrs[i]);
+			cuda_api_fail(cu, rep, r, "cuDeviceGetAttribute(%d)", (int)attrs[i]);
 			return;
 		}
 	memcpy(rep->out, &p, sizeof p);

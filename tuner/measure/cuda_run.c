@@ -235,7 +235,7 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 	cu_api *cu = &x->cu;
 	int sm = 0, l2 = 0;
 	CUmodule mod;
-	if (cu_open(cu, x->o->device, &sm, &l2, rep))
+	if (cuda_api_open(cu, x->o->device, &sm, &l2, rep))
 		return -1;
 	CU_TRY(cu->ModuleLoadData(&mod, x->a->image),
 	       "loading the cubin for sm_%d on a device of sm_%d", x->a->sm, sm);
@@ -265,7 +265,7 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 		CUresult r = cu->MemcpyHtoD(x->dptr[i], host, bytes);
 		free(host);
 		if (r != CUDA_SUCCESS)
-			return cu_fail(cu, rep, r, "copying \"%s\" to the device", a->name);
+			return cuda_api_fail(cu, rep, r, "copying \"%s\" to the device", a->name);
 	}
 
 	if (cuda_launch_params(x, rep))

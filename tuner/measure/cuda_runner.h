@@ -78,22 +78,22 @@ typedef struct cu_api {
 } cu_api;
 
 /* Loads the driver; 0, or -1 with a message in msg. */
-int cu_load(cu_api *cu, char *msg, size_t size);
+int cuda_api_load(cu_api *cu, char *msg, size_t size);
 
 /* Reports a failed driver call: "cuda: what: NAME (description)", with the
  * status the error means (TIMEOUT, CRASH for a fault, else RUN_ERROR);
  * returns -1. */
-int cu_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
-	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int cuda_api_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* A driver call that returns cu_fail(...) from the calling function (which
+/* A driver call that returns cuda_api_fail(...) from the calling function (which
  * has `cu` and `rep` in scope) when it fails. */
 #define CU_TRY(call, ...) do { CUresult r_ = (call); \
-	if (r_ != CUDA_SUCCESS) return cu_fail(cu, rep, r_, __VA_ARGS__); } while (0)
+	if (r_ != CUDA_SUCCESS) return cuda_api_fail(cu, rep, r_, __VA_ARGS__); } while (0)
 
 /* Loads the driver and makes device's primary context current; its compute
  * capability (90 for sm_90) in *sm, its L2 size in *l2. */
-int cu_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep);
+int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep);
 
 /* ---- cuda_run.c: one candidate on the device (in a child) --------------------------------------- */
 

@@ -110,7 +110,7 @@ static int batch_setup(void *ctx, tir_child_report *rep)
 	cu_api *cu = &x->cu;
 	int l2 = 0;
 	x->o = b->o;
-	if (cu_open(cu, b->o->device, &b->sm, &l2, rep))
+	if (cuda_api_open(cu, b->o->device, &b->sm, &l2, rep))
 		return -1;
 	const tir_arg_info *out = b->out_k >= 0 ? b->sh[b->out_k].info : NULL;
 	b->guard = malloc(GUARD_BYTES);
