@@ -106,18 +106,6 @@ bool cu_is_hw(const tir_stmt *l)
 	       (is_block_tag(l->tag) || cu_is_thread_tag(l->tag));
 }
 
-static const char *const hw_index[TIR_NTHREAD_TAGS] = {
-	[TIR_BLOCK_X] = "blockIdx.x", [TIR_BLOCK_Y] = "blockIdx.y",
-	[TIR_BLOCK_Z] = "blockIdx.z", [TIR_THREAD_X] = "threadIdx.x",
-	[TIR_THREAD_Y] = "threadIdx.y", [TIR_THREAD_Z] = "threadIdx.z",
-};
-
-const char *const cu_tag_names[] = {
-#define TIR_THREAD_TAG(id, name) name,
-#include "../thread_tags.def"
-#undef TIR_THREAD_TAG
-};
-
 /* Records the first failure; generation goes on but its result is dropped. */
 void cu_fail(cu_gen *g, const char *fmt, ...)
 {
@@ -139,7 +127,7 @@ static void scan_launch(cu_gen *g, const tir_stmt *s, const tir_stmt *outer)
 			if (outer)
 				cu_fail(g, "cuda: loop \"%s\" bound to %s is nested under a loop "
 				     "that is not bound to blockIdx", s->var->name,
-				     cu_tag_names[s->tag]);
+				     thread_tag_name(s->tag));
 		} else {
 			outer = s;
 		}
@@ -228,8 +216,9 @@ void cu_allocs(cu_gen *g, const tir_stmt *site, int depth)
 }
 
 /* Prints the children of a loop (or a kernel's top statement list) with the
- * barriers they need; returns whether the list writes and reads shared
- * memory (for the WAR barrier at the end of an enclosing loop body). */
+ * barriers they need: before a child that reads shared data an earlier one
+ * wrote, and, in a loop body (loop_body) that both reads and writes shared
+ * memory, at its end (the next iteration overwrites what this one read). */
 void cu_list(cu_gen *g, tir_stmt *const *kids, int n, int depth,
 		    bool loop_body)
 {
@@ -280,11 +269,11 @@ static void cu_hw_loop(cu_gen *g, const tir_stmt *l, int depth)
 	}
 	bool guard = l->extent < g->launch[l->tag];
 	buf_indent(o, depth);
-	buf_printf(o, "{ /* %s: %s */\n", l->var->name, cu_tag_names[l->tag]);
+	buf_printf(o, "{ /* %s: %s */\n", l->var->name, thread_tag_name(l->tag));
 	buf_indent(o, depth + 1);
 	buf_printf(o, "const %s ", g->c.d->idx_type);
 	cg_var(o, l->var);
-	buf_printf(o, " = (%s)%s;\n", g->c.d->idx_type, hw_index[l->tag]);
+	buf_printf(o, " = (%s)%s;\n", g->c.d->idx_type, thread_tag_name(l->tag));
 	int d = depth + 1;
 	if (guard) {
 		buf_indent(o, d);
@@ -392,7 +381,7 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 	bool unrolled = unrolls_fully(l, g->auto_unroll);
 	buf_indent(o, depth);
 	buf_printf(o, "/* %s: %s */\n", l->var->name,
-		   l->loop_kind == LOOP_THREAD ? cu_tag_names[l->tag] :
+		   l->loop_kind == LOOP_THREAD ? thread_tag_name(l->tag) :
 		   l->loop_kind == LOOP_VECTORIZED ? "vectorized (scalar)" :
 		   l->loop_kind == LOOP_UNROLLED ? "unroll" :
 		   l->loop_kind == LOOP_PARALLEL ? "parallel (serial on CUDA)" : "serial");

@@ -74,8 +74,6 @@ bool cu_is_thread_tag(tir_thread_tag t);
 /* Whether l is a loop bound to blockIdx / threadIdx: a hardware index, not a
  * loop (vthread loops are loops). */
 bool cu_is_hw(const tir_stmt *l);
-/* The name of each thread tag (thread_tags.def), by tag. */
-extern const char *const cu_tag_names[];
 /* A barrier at depth, `why` in its comment: the pending warpgroup MMAs
  * flushed first, then __syncthreads(), or a barrier among the consumers
  * once a TMA producer has left.  Fails inside a thread-index guard. */

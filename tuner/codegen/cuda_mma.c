@@ -429,7 +429,7 @@ void cu_intrin(cu_gen *g, const tir_stmt *l, int depth)
 }
 
 /* Which intrinsic each fragment serves and its layout, from every
- * tensorized loop of the program; false if there is none. */
+ * tensorized loop of the program; *any says whether there is one. */
 void cu_scan_fragment(cu_gen *g, const tir_stmt *s, bool *any)
 {
 	const tir_intrin *in = intrin_of_loop(s);

@@ -414,7 +414,7 @@ void cu_tma_prepare(cu_gen *g, const tir_stmt *s, const tir_stmt *l, tir_launch 
 			for (int d = 0; d < n && up->kind == STMT_FOR; d++)
 				if (cu_is_thread_tag(up->tag) && expr_uses_var(x->origin[d], up->var)) {
 					cu_fail(g, "cuda: the box of \"%s\" depends on %s", x->dst->name,
-					     cu_tag_names[up->tag]);
+					     thread_tag_name(up->tag));
 					return;
 				}
 		}
