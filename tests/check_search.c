@@ -526,7 +526,7 @@ static void mutation_legality(const char *json)
 	char *parents[12];
 	for (int k = 0; k < 12; k++) {
 		tir_error err;
-		tir_sched *s = tir_sched_new(w, search_derive(1, 2, (uint64_t)k), &err);
+		tir_sched *s = tir_sched_new(w, tir_derive(1, 2, (uint64_t)k), &err);
 		ck_assert(s);
 		ck_assert_msg(local_sketch(NULL, k % 2, s, &err) == 0, "%s", err.msg);
 		ck_assert_msg(tir_verify(tir_sched_program(s), &t, &err) == 0, "%s", err.msg);

@@ -457,28 +457,34 @@ START_TEST(refuse_wgmma)
 	const sketch_def *d = sketch_named("gpu-wgmma");
 	tir_target sm80;
 	ck_assert(tir_target_parse("cuda:sm_80", &sm80, &err) == 0);
-	/* a valid candidate, refused on 8.0 — for its compute capability where
-	 * its shared memory would fit there (8.0 has less) */
+	/* a valid candidate fetching by cp.async with all its threads (its
+	 * fetch a split of 128 lanes: ,128,"v), refused on 8.0 — for its
+	 * compute capability where its shared memory would fit there (8.0 has
+	 * less) */
 	tir_sched *s = NULL;
+	char *trace = NULL, *q;
 	for (uint64_t seed = 1; seed < 64 && !s; seed++) {
 		s = tir_sched_new(w, seed, &err);
-		if (d->apply(s, &sm90, &err) || tir_verify(tir_sched_program(s), &sm90, &err)) {
-			tir_sched_free(s);
-			s = NULL;
-			continue;
+		bool ok = d->apply(s, &sm90, &err) == 0 && tir_verify(tir_sched_program(s), &sm90, &err) == 0;
+		if (ok) {
+			trace = tir_sched_trace(s);
+			ok = strstr(trace, ",128,\"v") != NULL;
 		}
-		ck_assert(tir_verify(tir_sched_program(s), &sm80, &err) < 0);
-		if (strstr(err.msg, "shared memory")) {
+		if (ok) {
+			ck_assert(tir_verify(tir_sched_program(s), &sm80, &err) < 0);
+			ok = !strstr(err.msg, "shared memory");
+		}
+		if (!ok) {
+			free(trace);
+			trace = NULL;
 			tir_sched_free(s);
 			s = NULL;
 		}
 	}
-	ck_assert_msg(s, "no valid gpu-wgmma candidate within 8.0's shared memory");
+	ck_assert_msg(s, "no valid cp.async gpu-wgmma candidate within 8.0's shared memory");
 	ck_assert_msg(strstr(err.msg, "exactly 9.0"), "%s", err.msg);
 
 	/* two warpgroups' worth of lanes along threadIdx.x */
-	char *trace = tir_sched_trace(s), *q;
-	ck_assert(strstr(trace, ",128,\"v"));
 	while ((q = strstr(trace, ",128,\"v")))
 		memcpy(q, ",256", 4);
 	tir_sched *r = tir_sched_new(w, 1, &err);
@@ -489,14 +495,15 @@ START_TEST(refuse_wgmma)
 	free(trace);
 
 	/* 4 warpgroups (512 threads: 128 registers a thread), each 4 MMAs of
-	 * 64 x 64: 128 accumulators (a draw of that width, redecided) */
+	 * 64 x 64: 128 accumulators (a draw of that width fetching by cp.async,
+	 * redecided) */
 	tir_workload *n32 = parse("{\"op\":\"matmul\",\"M\":1024,\"N\":64,\"K\":64,\"dtype\":\"float16\"}");
 	tir_sched *t = NULL;
 	for (uint64_t seed = 1; seed < 64 && !t; seed++) {
 		t = tir_sched_new(n32, seed, &err);
 		ck_assert_msg(d->apply(t, &sm90, &err) == 0, "%s", err.msg);
 		trace = tir_sched_trace(t);
-		if (!strstr(trace, "wgmma_64x64x16_f16_f32")) {
+		if (!strstr(trace, "wgmma_64x64x16_f16_f32") || !strstr(trace, ",128,\"v")) {
 			free(trace);
 			tir_sched_free(t);
 			t = NULL;

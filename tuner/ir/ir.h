@@ -59,6 +59,19 @@ char *buf_take(tir_buf *b);                      /* the string, malloc'd */
  * (errno) when the write fails (a pipe whose reader is gone). */
 int tir_write_all(int fd, const void *p, size_t n);
 
+/* ---- rand.c: random numbers ------------------------------------------- */
+
+/* The next number of the stream *state (xorshift64*; any state, 0 too). */
+uint64_t tir_rand(uint64_t *state);
+/* The next number of the stream in [0, 1), 53 bits. */
+double tir_rand_unit(uint64_t *state);
+/* splitmix64: advances *state by a constant and returns it mixed, so
+ * consecutive states give independent-looking numbers (seeds, inputs). */
+uint64_t tir_splitmix(uint64_t *state);
+/* A seed derived from a seed and two indices: distinct (a, b) give
+ * independent streams. */
+uint64_t tir_derive(uint64_t seed, uint64_t a, uint64_t b);
+
 /* ---- dtypes (dtypes.def) ------------------------------------------------ */
 
 typedef enum {

@@ -4,7 +4,7 @@
  * tolerance, the comparison and the verdict.
  *
  * The inputs of a candidate are a pure function of (seed, argument index,
- * dtype, element count): tir_measure_fill draws them from splitmix64, so the
+ * dtype, element count): tir_measure_fill draws them from tir_splitmix, so the
  * child that runs the candidate and the parent that computes the reference
  * make the same values without sending them anywhere.
  */
@@ -16,14 +16,6 @@
 #include "measure.h"
 
 /* ---- random inputs ------------------------------------------------------------ */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
 
 static uint32_t f32_bits(float f)
 {
@@ -105,7 +97,7 @@ void tir_measure_fill(const tir_code *c, int index, uint64_t seed, void *dst)
 	}
 	uint64_t s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(index + 1));
 	for (int64_t i = 0; i < a->elems; i++) {
-		uint64_t r = splitmix64(&s);
+		uint64_t r = tir_splitmix(&s);
 		float f = (float)(r >> 40) * 0x1p-23f - 1.0f;   /* [-1, 1) */
 		int64_t k = (int64_t)(r % 17) - 8;               /* [-8, 8] */
 		switch (a->dtype) {

@@ -70,17 +70,12 @@ const tir_program *tir_sched_program(const tir_sched *s) { return s->p; }
 
 uint64_t sched_rand(tir_sched *s)
 {
-	uint64_t x = s->rng;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	s->rng = x;
-	return x;
+	return tir_rand(&s->rng);
 }
 
 double sched_uniform(tir_sched *s)
 {
-	return (double)(sched_rand(s) >> 11) / 9007199254740992.0;
+	return tir_rand_unit(&s->rng);
 }
 
 int sched_new_rv(tir_sched *s, tir_rv_kind k)

@@ -73,7 +73,7 @@ tir_block *sched_block(tir_sched *s, tir_int rv, tir_error *err);
 tir_stmt *sched_loop(tir_sched *s, tir_int rv, tir_error *err);
 /* The value of a literal or integer RV. */
 int sched_value(tir_sched *s, tir_int x, int64_t *v, tir_error *err);
-uint64_t sched_rand(tir_sched *s);                  /* xorshift, seeded */
+uint64_t sched_rand(tir_sched *s);                  /* tir_rand of the schedule's stream */
 /* Each prime factor of extent to one of n levels at random (sample.c): n
  * factors whose product is extent. */
 void sched_draw_factors(tir_sched *s, int64_t extent, int n, int64_t *f);

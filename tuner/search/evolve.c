@@ -409,7 +409,7 @@ static void init_population(search *S, gen *g)
 		made *m = xcalloc((size_t)n, sizeof *m);
 		for (int i = 0; i < n; i++) {
 			m[i].sketch = (k0 + i) % S->space->nsketches;
-			m[i].seed = search_derive(S->o->seed, (uint64_t)S->round, (uint64_t)(k0 + i));
+			m[i].seed = tir_derive(S->o->seed, (uint64_t)S->round, (uint64_t)(k0 + i));
 		}
 		make_all(S, n, m);
 		int i = 0;
@@ -459,8 +459,8 @@ static int score(search *S, const gen *g, tir_error *err)
 /* A parent: the better scored of two drawn at random. */
 static int tournament(search *S, const gen *g)
 {
-	int a = g->idx[search_rand(&S->rng) % (uint64_t)g->n];
-	int b = g->idx[search_rand(&S->rng) % (uint64_t)g->n];
+	int a = g->idx[tir_rand(&S->rng) % (uint64_t)g->n];
+	int b = g->idx[tir_rand(&S->rng) % (uint64_t)g->n];
 	return S->pool[b].score > S->pool[a].score ? b : a;
 }
 
@@ -478,7 +478,7 @@ static void evolve(search *S, const gen *parents, gen *next)
 		for (int c = 0; c < n; c++) {
 			const cand *p = &S->pool[tournament(S, parents)];
 			m[c].parent = p->trace;
-			m[c].seed = search_rand(&S->rng);
+			m[c].seed = tir_rand(&S->rng);
 			m[c].sketch = p->sketch;
 		}
 		make_all(S, n, m);
@@ -535,7 +535,7 @@ static int take_of_sketch(search *S, int *u, int *nu, int g)
 	if (!cnt)
 		return -1;
 	int top = (int)ceil(cnt * SEARCH_TOP_FRACTION);
-	int r = (int)(search_rand(&S->rng) % (uint64_t)top);
+	int r = (int)(tir_rand(&S->rng) % (uint64_t)top);
 	for (int i = 0; i < *nu; i++)
 		if (S->pool[u[i]].sketch + 1 == g && r-- == 0)
 			return take_at(u, nu, i);
@@ -640,7 +640,7 @@ static int pick_batch(search *S, int max, int *batch)
 			tot += p[g];
 		if (!(tot > 0))
 			break;
-		double r = (double)(search_rand(&S->rng) >> 11) * 0x1p-53 * tot;
+		double r = tir_rand_unit(&S->rng) * tot;
 		int g = 0;
 		while (g < groups - 1 && (r -= p[g]) >= 0)
 			g++;
@@ -654,10 +654,10 @@ static int pick_batch(search *S, int max, int *batch)
 	/* the rest of the model's share: at random from the best-scored part */
 	int left = top - k;
 	for (; k < ntop && nu; k++, left--)
-		batch[k] = take_at(c, &nu, (int)(search_rand(&S->rng) % (uint64_t)(left < nu ? left : nu)));
+		batch[k] = take_at(c, &nu, (int)(tir_rand(&S->rng) % (uint64_t)(left < nu ? left : nu)));
 	/* the random share: from all the others */
 	for (; k < take && nu; k++)
-		batch[k] = take_at(c, &nu, (int)(search_rand(&S->rng) % (uint64_t)nu));
+		batch[k] = take_at(c, &nu, (int)(tir_rand(&S->rng) % (uint64_t)nu));
 	free(c);
 	return k;
 }
@@ -847,10 +847,10 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		.batch = o->batch > 0 ? o->batch : SEARCH_BATCH,
 		.population = o->population > 0 ? o->population : SEARCH_POPULATION,
 		.flops = tir_workload_flops(w),
-		.rng = search_derive(o->seed, 0x5EA4C4, 0),
+		.rng = tir_derive(o->seed, 0x5EA4C4, 0),
 		.best = -1,
 	};
-	S.random.rng = search_derive(o->seed, 0xC057, 0);
+	S.random.rng = tir_derive(o->seed, 0xC057, 0);
 	S.model = o->model ? o->model : &search_random_cost_model;
 	S.model_self = o->model ? o->model_self : &S.random;
 	S.measure = o->measure ? o->measure : tir_measure_local;

@@ -18,28 +18,9 @@
 #include "search.h"
 #include "../sched/sched.h"
 
-uint64_t search_rand(uint64_t *rng)
-{
-	uint64_t x = *rng ? *rng : 0x9E3779B97F4A7C15ull;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*rng = x;
-	return x * 0x2545F4914F6CDD1Dull;
-}
-
-uint64_t search_derive(uint64_t seed, uint64_t a, uint64_t b)
-{
-	uint64_t z = seed ^ (a * 0xD1B54A32D192ED03ull) ^ (b * 0x8CB92BA72F3D8DD7ull);
-	z += 0x9E3779B97F4A7C15ull;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t below(uint64_t *rng, uint64_t n)
 {
-	return n ? search_rand(rng) % n : 0;
+	return n ? tir_rand(rng) % n : 0;
 }
 
 /* ---- reading one instruction ------------------------------------------------- */

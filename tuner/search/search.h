@@ -85,10 +85,7 @@ int mutate_count(const char *trace);
  * (sched_replay_valid) and discards it on failure. */
 char *mutate_trace(const char *trace, uint64_t *rng);
 
-/* The generator every part of the search draws from (xorshift64*). */
-uint64_t search_rand(uint64_t *rng);
-/* A seed derived from a seed and two indices (splitmix64 of their mix). */
-uint64_t search_derive(uint64_t seed, uint64_t a, uint64_t b);
+/* Every draw of the search is tir_rand / tir_derive's (ir/rand.c). */
 
 /* ---- tune.c: the default cost model ------------------------------------------ */
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "search.h"
+#include "../ir/ir.h"
 
 /* ---- the random cost model -------------------------------------------------- */
 
@@ -20,7 +21,7 @@ static int random_predict(void *self, const tir_workload *w, const tir_target *t
 {
 	search_random_model *m = self;
 	for (int i = 0; i < n; i++)
-		scores[i] = (double)(search_rand(&m->rng) >> 11) / 9007199254740992.0;
+		scores[i] = tir_rand_unit(&m->rng);
 	return 0;
 }
 

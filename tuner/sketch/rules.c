@@ -207,19 +207,6 @@ int sketch_accum_dtype(const tir_program *p, const sketch_blocks *sb)
 	return b ? (int)b->store->dtype : (int)TIR_F32;
 }
 
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
-uint64_t sketch_derive_seed(uint64_t seed, uint64_t a, uint64_t b)
-{
-	return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ (b * 0xD6E8FEB86659FD93ull));
-}
-
 int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err)
 {
 	int l[TIR_MAX_IO], n;

@@ -96,8 +96,8 @@ int tir_sample_candidates(const tir_workload *w, const tir_target *t, int n,
 	int64_t budget = (int64_t)n * DRAWS_PER_CANDIDATE + 16;
 	tir_error last = { "" };
 	for (uint64_t draw = 0; made < n && (int64_t)draw < budget; draw++) {
-		uint64_t ds = sketch_derive_seed(seed, draw, 0x5e7c4);
-		int id = (int)(sketch_derive_seed(ds, 1, 2) % (uint64_t)ns);
+		uint64_t ds = tir_derive(seed, draw, 0x5e7c4);
+		int id = (int)(tir_derive(ds, 1, 2) % (uint64_t)ns);
 		tir_sched *s = tir_sched_new(w, ds, err);
 		if (!s) {
 			for (int i = 0; i < made; i++)

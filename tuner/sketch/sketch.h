@@ -136,9 +136,6 @@ int sketch_vector_lanes(const tir_target *t, int dtype);
 /* The data type the reduction block accumulates in (its output's). */
 int sketch_accum_dtype(const tir_program *p, const sketch_blocks *sb);
 
-/* A seed derived from a seed and two indices (splitmix64 of their mix). */
-uint64_t sketch_derive_seed(uint64_t seed, uint64_t a, uint64_t b);
-
 /* Runs a primitive call; on failure prefixes the message with `what`. */
 #define SKETCH_TRY(call, what) do { if ((call) < 0) { \
 	tir_error e_ = *err; \
