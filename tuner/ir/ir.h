@@ -313,7 +313,26 @@ typedef struct tir_region {
 	int64_t extent[TIR_MAX_DIMS];
 } tir_region;
 
-typedef enum { REDUCE_NONE, REDUCE_SUM } tir_reduce;
+typedef enum {
+	REDUCE_NONE,               /* a plain block: store[idx] = value */
+#define TIR_REDUCER(id, name, kind) REDUCE_##id,
+#include "reducers.def"
+#undef TIR_REDUCER
+	REDUCE_NKINDS
+} tir_reduce;
+
+/* "sum", "max", "min" ("" for REDUCE_NONE). */
+const char *reduce_name(tir_reduce r);
+/* -1 for an unknown name. */
+int reduce_parse(const char *name);
+/* The expression kind that combines under r: E_ADD, E_MAX, E_MIN. */
+tir_expr_kind reduce_combiner(tir_reduce r);
+/* acc combined with v under r (mk_bin of reduce_combiner). */
+tir_expr *reduce_combine(tir_arena *a, tir_reduce r, tir_expr *acc, tir_expr *v);
+/* The identity of r in dtype t: 0 for SUM; for MAX the lowest value (-inf
+ * for floats), for MIN the highest (+inf), so that combining with it leaves
+ * any value unchanged. */
+tir_expr *reduce_identity(tir_arena *a, tir_reduce r, tir_dtype t);
 
 #define TIR_MAX_ITERS 16
 #define TIR_MAX_ANN 8
@@ -329,8 +348,9 @@ typedef struct tir_block {
 	int niters;
 	tir_iter iters[TIR_MAX_ITERS];
 	tir_expr *predicate;        /* in loop variables; NULL means true */
-	/* the computation: store[idx] = value, or with REDUCE_SUM
-	 * store[idx] = store[idx] + value after init on the first reduction step */
+	/* the computation: store[idx] = value, or with a reducer
+	 * store[idx] = combine(store[idx], value) (reducers.def) after init on
+	 * the first reduction step */
 	tir_buffer *store;
 	tir_expr *store_idx[TIR_MAX_DIMS];
 	tir_expr *value;

@@ -5,6 +5,7 @@
  * their preconditions) but every node lives in the program's arena, so a
  * candidate's whole program is freed at once.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +285,58 @@ int block_add_iter(tir_block *b, tir_var *v, int64_t extent, tir_iter_kind kind,
 	it->kind = kind;
 	it->binding = binding;
 	return 0;
+}
+
+/* ---- reducers (reducers.def) ----------------------------------------------- */
+
+static const char *const reducer_names[REDUCE_NKINDS] = {
+	[REDUCE_NONE] = "",
+#define TIR_REDUCER(id, name, kind) [REDUCE_##id] = name,
+#include "reducers.def"
+#undef TIR_REDUCER
+};
+
+static const tir_expr_kind reducer_kinds[REDUCE_NKINDS] = {
+	[REDUCE_NONE] = E_ADD,
+#define TIR_REDUCER(id, name, kind) [REDUCE_##id] = E_##kind,
+#include "reducers.def"
+#undef TIR_REDUCER
+};
+
+const char *reduce_name(tir_reduce r)
+{
+	return (unsigned)r < REDUCE_NKINDS ? reducer_names[r] : "";
+}
+
+int reduce_parse(const char *name)
+{
+	for (int r = 1; name && r < REDUCE_NKINDS; r++)
+		if (!strcmp(name, reducer_names[r]))
+			return r;
+	return -1;
+}
+
+tir_expr_kind reduce_combiner(tir_reduce r)
+{
+	return reducer_kinds[(unsigned)r < REDUCE_NKINDS ? r : REDUCE_SUM];
+}
+
+tir_expr *reduce_combine(tir_arena *a, tir_reduce r, tir_expr *acc, tir_expr *v)
+{
+	return mk_bin(a, reduce_combiner(r), acc, v);
+}
+
+tir_expr *reduce_identity(tir_arena *a, tir_reduce r, tir_dtype t)
+{
+	bool hi = r == REDUCE_MIN;
+	if (r != REDUCE_MAX && r != REDUCE_MIN)
+		return dtype_is_float(t) ? mk_float(a, 0.0, t) : mk_cast(a, t, mk_int(a, 0));
+	if (dtype_is_float(t))
+		return mk_float(a, hi ? INFINITY : -INFINITY, t);
+	int bits = 8 * dtype_bytes(t);
+	int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+	int64_t top = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+	return mk_cast(a, t, mk_int(a, hi ? top : lo));
 }
 
 bool block_is_reduction(const tir_block *b)
