@@ -197,7 +197,8 @@ START_TEST(compute_location)
 	int pad = tir_get_block(s, "pad", &err);
 	ck_assert_msg(pad >= 0, "%s", err.msg);
 	tir_stmt *cand[64];
-	int n = sched_compute_locations(tir_sched_program(s), s->rv[pad].block, cand, 64, &err);
+	int n = sched_compute_locations(tir_sched_program(s), s->rv[pad].block, TIR_LOC_COMPUTE_AT,
+				    cand, 64, &err);
 	/* the compute block's 7 loops (n k h w c r s), none vectorized */
 	ck_assert_msg(n == 7, "%d candidate locations: %s", n, err.msg);
 	tir_sched_free(s);
@@ -224,7 +225,7 @@ START_TEST(compute_location)
 	/* drawn, it records its decision and replays */
 	s = tir_sched_new(w, 7, &err);
 	pad = tir_get_block(s, "pad", &err);
-	int l = tir_sample_compute_location(s, pad, &err);
+	int l = tir_sample_compute_location(s, pad, TIR_LOC_COMPUTE_AT, &err);
 	ck_assert_msg(l >= 0, "%s", err.msg);
 	ck_assert_msg(tir_compute_at(s, pad, l, &err) == 0, "%s", err.msg);
 	check_replays("sampled location", w, s);
@@ -235,11 +236,40 @@ START_TEST(compute_location)
 	int b = tir_get_block(s, "compute", &err);
 	int wb = tir_cache_write(s, b, 0, "local", &err);
 	ck_assert_msg(wb >= 0, "%s", err.msg);
-	n = sched_compute_locations(tir_sched_program(s), s->rv[wb].block, cand, 64, &err);
+	n = sched_compute_locations(tir_sched_program(s), s->rv[wb].block,
+				    TIR_LOC_REVERSE_COMPUTE_AT, cand, 64, &err);
 	ck_assert_msg(n == 4, "%d write-back locations (n k h w expected)", n);
 	for (int i = 0; i < n; i++)
 		ck_assert(cand[i]->kind == STMT_FOR);
 	tir_sched_free(s);
+	free(ref);
+	tir_workload_free(w);
+
+	/* a write-back whose output a consumer still reads (its epilogue not
+	 * inlined): placed with reverse_compute_at, its locations are the
+	 * producer's loops, not the consumer's; the side is in the trace, which
+	 * replays, and every location runs right */
+	w = parse("mm-bias", "{\"op\":\"matmul\",\"M\":24,\"N\":20,\"K\":12,\"epilogue\":[\"bias\"]}");
+	ref = NULL;
+	for (uint64_t seed = 1; seed <= 6; seed++) {
+		s = tir_sched_new(w, seed, &err);
+		b = tir_get_block(s, "compute", &err);
+		wb = tir_cache_write(s, b, 0, "local", &err);
+		ck_assert_msg(wb >= 0, "%s", err.msg);
+		ck_assert(sched_location_side(tir_sched_program(s), s->rv[wb].block) ==
+			  TIR_LOC_COMPUTE_AT);      /* what a trace without a side means */
+		l = tir_sample_compute_location(s, wb, TIR_LOC_REVERSE_COMPUTE_AT, &err);
+		ck_assert_msg(l >= 0, "seed %llu: %s", (unsigned long long)seed, err.msg);
+		ck_assert_msg(tir_reverse_compute_at(s, wb, l, &err) == 0, "seed %llu: %s",
+			      (unsigned long long)seed, err.msg);
+		char *tr = tir_sched_trace(s);
+		ck_assert_msg(strstr(tr, "\"op\":\"sample_compute_location\",\"in\":[\"b1\"],"
+				     "\"attrs\":[1]"), "the side is not in the trace: %s", tr);
+		free(tr);
+		check_replays("write-back before its consumer", w, s);
+		check_runs("write-back before its consumer", w, s, &ref);
+		tir_sched_free(s);
+	}
 	free(ref);
 	tir_workload_free(w);
 }

@@ -254,13 +254,20 @@ int tir_rfactor(tir_sched *s, int block, int iterator, tir_int factor, tir_error
  * (nothing changes when every extent is a multiple already). */
 int tir_pad_einsum(tir_sched *s, int block, int n, const tir_int *factors,
 		   tir_error *err);
-/* A loop drawn among the places where `block` can be computed: the loops
- * enclosing every consumer of its output (compute_at), or, for a block whose
- * output nothing reads, the loops enclosing every producer of its input that
- * lie outside the producers' reduction loops (reverse_compute_at); outermost
- * first, minus the block's own loops and vectorized loops.  The decision is
- * the index in that list.  Returns the loop's RV or -1. */
-int tir_sample_compute_location(tir_sched *s, int block, tir_error *err);
+/* Which primitive a sampled location is for: compute_at (the loops
+ * enclosing every consumer of the block's output) or reverse_compute_at (the
+ * loops enclosing every producer of what it reads, outside the producers'
+ * reduction loops). */
+typedef enum { TIR_LOC_COMPUTE_AT, TIR_LOC_REVERSE_COMPUTE_AT } tir_loc_side;
+
+/* A loop drawn among the places where `block` can be computed by the
+ * primitive of `side`, outermost first, minus the block's own loops and
+ * vectorized loops.  The decision is the index in that list.  Fails when the
+ * block has no consumer (compute_at) or no producer (reverse_compute_at).
+ * Returns the loop's RV or -1.  (The trace records the side only where it is
+ * not the one older traces implied — compute_at for a block whose output
+ * something reads, else reverse — so those replay unchanged.) */
+int tir_sample_compute_location(tir_sched *s, int block, tir_loc_side side, tir_error *err);
 int tir_sample_perfect_tile(tir_sched *s, int loop, int n, int max_innermost,
 			    int *out_ints, tir_error *err);
 int tir_sample_categorical(tir_sched *s, int n, const int64_t *candidates,

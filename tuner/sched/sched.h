@@ -114,10 +114,13 @@ void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
 
 /* ---- sample_loc.c ---- */
 
-/* The candidate loops of sample_compute_location for block b, outermost
- * first (see tir_sample_compute_location in tir.h): fills out[0..min(n, max)),
- * returns n or -1 with a message. */
-int sched_compute_locations(const tir_program *p, const tir_block *b,
+/* The side a trace without one implies (compute_at when something reads b's
+ * output, else reverse_compute_at). */
+tir_loc_side sched_location_side(const tir_program *p, const tir_block *b);
+/* The candidate loops of sample_compute_location for block b and side,
+ * outermost first (see tir_sample_compute_location in tir.h): fills
+ * out[0..min(n, max)), returns n or -1 with a message. */
+int sched_compute_locations(const tir_program *p, const tir_block *b, tir_loc_side side,
 			    tir_stmt **out, int max, tir_error *err);
 
 /* Each primitive. */

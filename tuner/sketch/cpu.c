@@ -180,7 +180,7 @@ static int pack_vector_operands(tir_sched *s, int b, const tir_var *vec_var, tir
 			continue;
 		int copy, loc;
 		SKETCH_TRY(copy = tir_cache_read(s, b, r, "local", err), "cache_read");
-		SKETCH_TRY(loc = tir_sample_compute_location(s, copy, err), "pack location");
+		SKETCH_TRY(loc = tir_sample_compute_location(s, copy, TIR_LOC_COMPUTE_AT, err), "pack location");
 		SKETCH_TRY(tir_compute_at(s, copy, loc, err), "compute_at the pack");
 	}
 	return 0;
@@ -361,13 +361,15 @@ static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error 
 		else if (wbmode == WB_REGISTER && nS[1])
 			loc = S[1][nS[1] - 1];
 		else
-			SKETCH_TRY(loc = tir_sample_compute_location(s, wb, err), "write-back location");
+			SKETCH_TRY(loc = tir_sample_compute_location(s, wb, TIR_LOC_REVERSE_COMPUTE_AT, err),
+				   "write-back location");
 		SKETCH_TRY(tir_reverse_compute_at(s, wb, loc, err), "reverse_compute_at the write-back");
 	} else {
 		for (int i = 0; i < sb.nconsumers; i++) {
 			int c, loc;
 			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i], err), "get a consumer");
-			SKETCH_TRY(loc = tir_sample_compute_location(s, c, err), "consumer location");
+			SKETCH_TRY(loc = tir_sample_compute_location(s, c, TIR_LOC_REVERSE_COMPUTE_AT, err),
+				   "consumer location");
 			SKETCH_TRY(tir_reverse_compute_at(s, c, loc, err), "reverse_compute_at a consumer");
 		}
 	}

@@ -280,7 +280,7 @@ static int sample_location(tir_sched *s, int copy, int npref, const int *pref,
 	if (!b)
 		return -1;
 	tir_stmt *cand[TIR_MAX_IO * 4];
-	int n = sched_compute_locations(s->p, b, cand, TIR_MAX_IO * 4, err);
+	int n = sched_compute_locations(s->p, b, TIR_LOC_COMPUTE_AT, cand, TIR_MAX_IO * 4, err);
 	if (n < 0)
 		return -1;
 	if (n > TIR_MAX_IO * 4)
