@@ -131,6 +131,39 @@ struct tir_workload {
 	char key[65];
 };
 
+/* The parse of a document, shared with parsers of documents that hold
+ * operators.  Every message starts with op ("conv2d"). */
+struct cJSON;
+typedef struct wl_parse {
+	const char *op;
+	tir_limits lim;
+	tir_error *err;
+	const char *const *extra_keys;   /* keys allowed besides the op's; NULL: none */
+	const char *default_dtype;       /* of "dtype"; NULL: float32 */
+} wl_parse;
+
+const char *wl_json_kind(const struct cJSON *v);   /* "a string", "a number", ... */
+/* An integer / a size (positive, at most max_extent) with the fault named
+ * "<op>: <what> must be ...". */
+int wl_json_int(wl_parse *ps, const struct cJSON *v, const char *what, int64_t *out);
+int wl_json_size(wl_parse *ps, const struct cJSON *v, const char *what, int64_t *out);
+/* Every key of obj is in a, b or ps->extra_keys (b may be NULL), once. */
+int wl_check_keys(wl_parse *ps, const struct cJSON *obj, const char *const *a,
+		  const char *const *b);
+/* The keys of operator w->op in obj: its sizes, dtypes, epilogue, limits. */
+int wl_parse_operator(wl_parse *ps, const struct cJSON *obj, tir_workload *w);
+/* A canonical object: key-value pairs sorted by key (the values are moved
+ * into it). */
+#define WL_MAX_FIELDS 32
+typedef struct wl_kv {
+	const char *key;
+	struct cJSON *val;
+} wl_kv;
+struct cJSON *wl_object(wl_kv *f, int n);
+/* The canonical fields of operator w (at most WL_MAX_FIELDS - 2); returns
+ * their count. */
+int wl_operator_fields(const tir_workload *w, wl_kv *f);
+
 /* ---- expr.c: expressions ------------------------------------------------ */
 
 typedef struct tir_var {
@@ -526,5 +559,41 @@ int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
  * touch: a warp's WMMA fragments (wmma.*) or a warpgroup's wgmma
  * accumulator (wgmma.accumulator). */
 bool scope_is_fragment(tir_scope s);
+
+/* ---- compute.c: operators as compute definitions ----------------------------- */
+
+/* The type of a tensor: dtype and shape. */
+typedef struct tir_tensor_type {
+	tir_dtype dtype;
+	int ndim;
+	int64_t shape[TIR_MAX_DIMS];
+} tir_tensor_type;
+
+/* An operator's operands in argument order (X/A, W/B, then bias and
+ * residual in the order its epilogue lists them) and its output, as
+ * compute.c's top comment lays them out; returns the operand count (at most
+ * TIR_MAX_OPERANDS). */
+#define TIR_MAX_OPERANDS 4
+int compute_signature(const tir_workload *w, tir_tensor_type *ops, tir_tensor_type *out);
+
+/* Operand k's value at index idx (k's rank of index expressions in the
+ * block's iterators), any floating dtype: the compute casts it to the
+ * operand's. */
+typedef tir_expr *(*compute_loader)(void *ctx, int k, tir_expr *const *idx);
+
+/* How an operator is built into a larger program. */
+typedef struct compute_io {
+	const char *block;          /* the compute block's name; its pad and
+	                               epilogue stages are "<block>_pad",
+	                               "<block>_epilogue" */
+	const char *prefix;         /* temporaries: "<prefix>_acc", "<prefix>_pad" */
+	compute_loader load;
+	void *ctx;
+	tir_buffer *out;            /* the output, of compute_signature's type */
+} compute_io;
+
+/* Appends the stages of operator w to the root of p, reading its operands
+ * through io->load and writing io->out (temporaries are BUF_TEMP). */
+void compute_into(tir_program *p, const tir_workload *w, const compute_io *io);
 
 #endif
