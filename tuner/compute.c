@@ -11,8 +11,8 @@
  * There is no per-operator kernel anywhere in libtir: schedules, validation
  * and code generation see only these blocks.
  *
- * The same stages can be built into a larger program (compute_into): the
- * operands are then not parameters
+ * The same stages can be built into a larger program (compute_into: a heavy
+ * node of a graph workload, graph.c): the operands are then not parameters
  * but values the caller supplies at an index (a load of some buffer, or a
  * prologue expression), the output is a buffer the caller made, and the
  * blocks and temporaries are named after the caller's node.  A
@@ -484,6 +484,9 @@ static void build_conv_common(cdef *c, bool transpose)
 
 static void build_conv(cdef *c) { build_conv_common(c, false); }
 static void build_conv_transpose(cdef *c) { build_conv_common(c, true); }
+/* A graph is no compute definition: tir_program_build hands it to graph.c,
+ * and a graph's heavy nodes are never graphs (graph_parse.c). */
+static void build_graph(cdef *c) { (void)c; }
 
 static void (*const builders[])(cdef *) = {
 #define TIR_OP(id, name, build) build_##build,
@@ -535,6 +538,8 @@ tir_program *tir_program_build(const tir_workload *w, tir_error *err)
 		tir_fail(err, "no workload");
 		return NULL;
 	}
+	if (w->graph)
+		return tir_graph_program(w, NULL, NULL, err);
 	tir_program *p = program_new(w);
 	cdef c = { .p = p, .a = &p->arena, .w = w };
 	builders[w->op](&c);

@@ -18,8 +18,10 @@
  * the same operator share one key.  Parsing the canonical form gives the same
  * canonical form.
  *
- * The parse state and the operators' keys are shared (wl_*, ir/ir.h) with
- * parsers of documents that hold operators.
+ * A graph workload ("op": "graph") is parsed by graph_parse.c; its heavy
+ * nodes are operators parsed here (wl_parse_operator, with the node's name
+ * in every message), and their canonical keys are the same
+ * (wl_operator_fields).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -49,6 +51,7 @@ tir_limits tir_limits_default(void)
 		.max_flops = 1e13,
 		.max_json_depth = 8,
 		.max_json_bytes = 1 << 20,
+		.max_nodes = 256,
 	};
 }
 
@@ -68,6 +71,8 @@ static tir_limits limits_fill(const tir_limits *lim)
 		l.max_json_depth = d.max_json_depth;
 	if (l.max_json_bytes == 0)
 		l.max_json_bytes = d.max_json_bytes;
+	if (l.max_nodes <= 0)
+		l.max_nodes = d.max_nodes;
 	return l;
 }
 
@@ -548,6 +553,8 @@ static double prod(const int64_t *v, int n)
 
 double tir_workload_flops(const tir_workload *w)
 {
+	if (w->graph)
+		return w->graph->flops;
 	if (w->op == TIR_OP_MATMUL)
 		return 2.0 * (double)(w->batch ? w->batch : 1) * (double)w->M *
 		       (double)w->N * (double)w->K;
@@ -686,8 +693,13 @@ int wl_operator_fields(const tir_workload *w, wl_kv *f)
 
 static char *canonical_json(const tir_workload *w)
 {
-	kv f[WL_MAX_FIELDS];
-	cJSON *obj = wl_object(f, wl_operator_fields(w, f));
+	cJSON *obj;
+	if (w->graph) {
+		obj = graph_canonical(w->graph);
+	} else {
+		kv f[WL_MAX_FIELDS];
+		obj = wl_object(f, wl_operator_fields(w, f));
+	}
 	char *s = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
 	if (!s) {
@@ -842,7 +854,7 @@ tir_workload *tir_workload_parse(const char *json, size_t len,
 	w->op = op;
 	ps.op = op_names[op];
 
-	if (wl_parse_operator(&ps, doc, w))
+	if (op == TIR_OP_GRAPH ? graph_parse(&ps, doc, w) : wl_parse_operator(&ps, doc, w))
 		goto fail;
 	cJSON_Delete(doc);
 
@@ -857,6 +869,8 @@ fail:
 
 int wl_parse_operator(wl_parse *ps, const cJSON *obj, tir_workload *w)
 {
+	if (w->op == TIR_OP_GRAPH)
+		return tir_fail(ps->err, "%s: a graph cannot be a node of a graph", ps->op);
 	return (w->op == TIR_OP_MATMUL ? parse_matmul(ps, obj, w) : parse_conv(ps, obj, w)) ||
 	       parse_dtypes(ps, obj, w) || parse_epilogue(ps, obj, w) || check_limits(ps, w)
 		? -1 : 0;
@@ -866,6 +880,7 @@ void tir_workload_free(tir_workload *w)
 {
 	if (!w)
 		return;
+	graph_free(w->graph);
 	free(w->canonical);
 	free(w);
 }
