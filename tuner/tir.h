@@ -46,6 +46,7 @@ typedef struct tir_limits {
 	double max_flops;          /* the whole operator */
 	int max_json_depth;        /* nesting of the workload document */
 	size_t max_json_bytes;     /* length of the workload document */
+	int max_nodes;             /* nodes of a graph workload */
 } tir_limits;
 
 tir_limits tir_limits_default(void);
@@ -154,11 +155,46 @@ const tir_record *tir_records_at(const tir_records *r, int i);
 typedef struct tir_program tir_program;
 
 /* The workload's initial program: its compute definition lowered into buffers,
- * loops and blocks, unscheduled. */
+ * loops and blocks, unscheduled (a graph workload's: tir_graph_program(w,
+ * NULL, NULL), below). */
 tir_program *tir_program_build(const tir_workload *w, tir_error *err);
 void tir_program_free(tir_program *p);
 /* TVMScript-like text of the program. */
 char *tir_program_print(const tir_program *p);
+
+/* ---- graph.c: graph workloads ("op": "graph", DESIGN.md "Graph workloads") */
+
+/* A graph's nodes are numbered in the document's order.  A set of nodes (a
+ * part of the graph, or which of them to realize) is a mask of
+ * tir_graph_nodes(w) bytes, non-zero for a member. */
+
+/* The number of nodes; 0 when w is not a graph. */
+int tir_graph_nodes(const tir_workload *w);
+/* A node's name and op ("add", "sum", "reshape", "matmul", ...); NULL out
+ * of range. */
+const char *tir_graph_node_name(const tir_workload *w, int node);
+const char *tir_graph_node_op(const tir_workload *w, int node);
+/* The node called name, or -1. */
+int tir_graph_node_find(const tir_workload *w, const char *name);
+/* 1 when no output of the graph depends on the node: it is parsed and
+ * checked but computed by no program (a fusion plan's "dropped"). */
+int tir_graph_node_dropped(const tir_workload *w, int node);
+
+/* Which nodes of part (NULL: every node) the default rule realizes (graph.c's
+ * top comment): fills realize[0 .. tir_graph_nodes(w)).  Returns -1 with a
+ * message for a part that is not a set of the graph's nodes. */
+int tir_graph_default_realize(const tir_workload *w, const unsigned char *part,
+			      unsigned char *realize, tir_error *err);
+/* One program computing the nodes of part (NULL: the whole graph), each node
+ * of realize (NULL: the default rule) in a block of its own; every other
+ * pointwise or view node inlined into its users.  Reductions, heavy
+ * operators and the part's outputs are realized whatever realize says.
+ * Parameters: what the part reads (the graph's inputs in their order, then
+ * other nodes' values in node order), then what it produces (the graph's
+ * outputs in their order, then values other nodes read, in node order).
+ * tir_program_build(w) is tir_graph_program(w, NULL, NULL). */
+tir_program *tir_graph_program(const tir_workload *w, const unsigned char *part,
+			       const unsigned char *realize, tir_error *err);
 
 /* ---- sched/: schedules and traces --------------------------------------- */
 

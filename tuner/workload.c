@@ -17,6 +17,11 @@
  * no whitespace.  Its SHA-256 is the workload key, so two documents that mean
  * the same operator share one key.  Parsing the canonical form gives the same
  * canonical form.
+ *
+ * A graph workload ("op": "graph") is parsed by graph_parse.c; its heavy
+ * nodes are operators parsed here (wl_parse_operator, with the node's name
+ * in every message), and their canonical keys are the same
+ * (wl_operator_fields).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -46,6 +51,7 @@ tir_limits tir_limits_default(void)
 		.max_flops = 1e13,
 		.max_json_depth = 8,
 		.max_json_bytes = 1 << 20,
+		.max_nodes = 256,
 	};
 }
 
@@ -65,6 +71,8 @@ static tir_limits limits_fill(const tir_limits *lim)
 		l.max_json_depth = d.max_json_depth;
 	if (l.max_json_bytes == 0)
 		l.max_json_bytes = d.max_json_bytes;
+	if (l.max_nodes <= 0)
+		l.max_nodes = d.max_nodes;
 	return l;
 }
 
@@ -101,13 +109,9 @@ const char *tir_workload_op(const tir_workload *w)
 
 /* ---- the parse state --------------------------------------------------------- */
 
-typedef struct parse {
-	const char *op;          /* prefix of messages: the op's name or "workload" */
-	tir_limits lim;
-	tir_error *err;
-} parse;
+typedef wl_parse parse;
 
-static const char *json_kind(const cJSON *v)
+const char *wl_json_kind(const cJSON *v)
 {
 	if (cJSON_IsString(v))
 		return "a string";
@@ -124,11 +128,11 @@ static const char *json_kind(const cJSON *v)
 
 /* An integer value: a JSON number with no fractional part, exactly
  * representable.  Describes the fault as "<op>: <what> must be an integer". */
-static int json_int(parse *ps, const cJSON *v, const char *what, int64_t *out)
+int wl_json_int(parse *ps, const cJSON *v, const char *what, int64_t *out)
 {
 	if (!cJSON_IsNumber(v))
 		return tir_fail(ps->err, "%s: %s must be an integer, got %s",
-				ps->op, what, json_kind(v));
+				ps->op, what, wl_json_kind(v));
 	double d = v->valuedouble;
 	if (!isfinite(d) || d != floor(d))
 		return tir_fail(ps->err, "%s: %s must be an integer, got %g",
@@ -141,9 +145,9 @@ static int json_int(parse *ps, const cJSON *v, const char *what, int64_t *out)
 }
 
 /* A size: a positive integer no larger than max_extent. */
-static int json_size(parse *ps, const cJSON *v, const char *what, int64_t *out)
+int wl_json_size(parse *ps, const cJSON *v, const char *what, int64_t *out)
 {
-	if (json_int(ps, v, what, out))
+	if (wl_json_int(ps, v, what, out))
 		return -1;
 	if (*out <= 0)
 		return tir_fail(ps->err, "%s: %s must be positive, got %lld",
@@ -165,14 +169,14 @@ static int need(parse *ps, const cJSON *obj, const char *key, int64_t *out)
 	const cJSON *v = get(obj, key);
 	if (!v)
 		return tir_fail(ps->err, "%s: missing required key \"%s\"", ps->op, key);
-	return json_size(ps, v, key, out);
+	return wl_json_size(ps, v, key, out);
 }
 
 /* An optional size; *out keeps its default when the key is absent. */
 static int opt_size(parse *ps, const cJSON *obj, const char *key, int64_t *out)
 {
 	const cJSON *v = get(obj, key);
-	return v ? json_size(ps, v, key, out) : 0;
+	return v ? wl_json_size(ps, v, key, out) : 0;
 }
 
 static int opt_string(parse *ps, const cJSON *obj, const char *key,
@@ -183,7 +187,7 @@ static int opt_string(parse *ps, const cJSON *obj, const char *key,
 		return 0;
 	if (!cJSON_IsString(v))
 		return tir_fail(ps->err, "%s: %s must be a string, got %s",
-				ps->op, key, json_kind(v));
+				ps->op, key, wl_json_kind(v));
 	*out = v->valuestring;
 	return 0;
 }
@@ -220,14 +224,14 @@ static int int_list(parse *ps, const cJSON *obj, const char *key, int nd,
 		const cJSON *e;
 		cJSON_ArrayForEach(e, v) {
 			snprintf(what, sizeof what, "%s[%d]", key, i);
-			if (json_int(ps, e, what, &vals[i]))
+			if (wl_json_int(ps, e, what, &vals[i]))
 				return -1;
 			i++;
 		}
 		*count = n;
 	} else {
 		snprintf(what, sizeof what, "%s", key);
-		if (json_int(ps, v, what, &vals[0]))
+		if (wl_json_int(ps, v, what, &vals[0]))
 			return -1;
 		*count = 1;
 	}
@@ -299,13 +303,15 @@ static bool in_list(const char *key, const char *const *list)
 	return false;
 }
 
-/* Every key of the object must be one the op takes, and appear once. */
-static int check_keys(parse *ps, const cJSON *obj, const char *const *a,
-		      const char *const *b)
+/* Every key of the object must be one the op takes (or one of
+ * ps->extra_keys), and appear once. */
+int wl_check_keys(parse *ps, const cJSON *obj, const char *const *a,
+		  const char *const *b)
 {
 	const cJSON *e;
 	cJSON_ArrayForEach(e, obj) {
-		if (!in_list(e->string, a) && !(b && in_list(e->string, b)))
+		if (!in_list(e->string, a) && !(b && in_list(e->string, b)) &&
+		    !(ps->extra_keys && in_list(e->string, ps->extra_keys)))
 			return tir_fail(ps->err, "%s: unknown key \"%s\"", ps->op,
 					e->string);
 		for (const cJSON *f = e->next; f; f = f->next)
@@ -362,7 +368,7 @@ static int conv_nd(tir_op op)
 
 static int parse_dtypes(parse *ps, const cJSON *obj, tir_workload *w)
 {
-	const char *dt = "float32", *odt = NULL;
+	const char *dt = ps->default_dtype ? ps->default_dtype : "float32", *odt = NULL;
 	if (opt_string(ps, obj, "dtype", &dt) || opt_string(ps, obj, "out_dtype", &odt))
 		return -1;
 	int t = dtype_parse(dt);
@@ -392,12 +398,12 @@ static int parse_epilogue(parse *ps, const cJSON *obj, tir_workload *w)
 		return 0;
 	if (!cJSON_IsArray(v))
 		return tir_fail(ps->err, "%s: epilogue must be a list of strings, got %s",
-				ps->op, json_kind(v));
+				ps->op, wl_json_kind(v));
 	const cJSON *e;
 	cJSON_ArrayForEach(e, v) {
 		if (!cJSON_IsString(e))
 			return tir_fail(ps->err, "%s: epilogue entries must be strings, got %s",
-					ps->op, json_kind(e));
+					ps->op, wl_json_kind(e));
 		int k = -1;
 		for (int i = 0; i < TIR_NEPILOGUES; i++)
 			if (!strcmp(e->valuestring, epilogue_names[i]))
@@ -418,7 +424,7 @@ static int parse_epilogue(parse *ps, const cJSON *obj, tir_workload *w)
 
 static int parse_matmul(parse *ps, const cJSON *obj, tir_workload *w)
 {
-	if (check_keys(ps, obj, common_keys, matmul_keys))
+	if (wl_check_keys(ps, obj, common_keys, matmul_keys))
 		return -1;
 	if (need(ps, obj, "M", &w->M) || need(ps, obj, "N", &w->N) ||
 	    need(ps, obj, "K", &w->K) || opt_size(ps, obj, "batch", &w->batch))
@@ -431,8 +437,8 @@ static int parse_matmul(parse *ps, const cJSON *obj, tir_workload *w)
 		if (!strcmp(lay, mm_layout_names[i]))
 			l = i;
 	if (l < 0)
-		return tir_fail(ps->err, "matmul: unknown layout \"%s\" (expected NN, NT "
-				"or TN)", lay);
+		return tir_fail(ps->err, "%s: unknown layout \"%s\" (expected NN, NT "
+				"or TN)", ps->op, lay);
 	w->mm_layout = l;
 	return 0;
 }
@@ -444,7 +450,7 @@ static int parse_conv(parse *ps, const cJSON *obj, tir_workload *w)
 	bool tr = w->op == TIR_OP_CONV2D_TRANSPOSE;
 	const char *keys[24];
 	conv_keys(w->op, nd, keys);
-	if (check_keys(ps, obj, common_keys, keys))
+	if (wl_check_keys(ps, obj, common_keys, keys))
 		return -1;
 	w->nd = nd;
 	if (need(ps, obj, "N", &w->n) || need(ps, obj, "C", &w->c))
@@ -547,6 +553,8 @@ static double prod(const int64_t *v, int n)
 
 double tir_workload_flops(const tir_workload *w)
 {
+	if (w->graph)
+		return w->graph->flops;
 	if (w->op == TIR_OP_MATMUL)
 		return 2.0 * (double)(w->batch ? w->batch : 1) * (double)w->M *
 		       (double)w->N * (double)w->K;
@@ -607,14 +615,20 @@ static int check_limits(parse *ps, const tir_workload *w)
 
 /* ---- canonical form and key ---------------------------------------------------------- */
 
-typedef struct kv {
-	const char *key;
-	cJSON *val;
-} kv;
+typedef wl_kv kv;
 
 static int kv_cmp(const void *a, const void *b)
 {
 	return strcmp(((const kv *)a)->key, ((const kv *)b)->key);
+}
+
+cJSON *wl_object(wl_kv *f, int n)
+{
+	qsort(f, (size_t)n, sizeof f[0], kv_cmp);
+	cJSON *obj = cJSON_CreateObject();
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToObject(obj, f[i].key, f[i].val);
+	return obj;
 }
 
 static cJSON *int_array(const int64_t *v, int n)
@@ -625,9 +639,8 @@ static cJSON *int_array(const int64_t *v, int n)
 	return a;
 }
 
-static char *canonical_json(const tir_workload *w)
+int wl_operator_fields(const tir_workload *w, wl_kv *f)
 {
-	kv f[32];
 	int n = 0;
 #define PUT(k, v) (f[n].key = (k), f[n].val = (v), n++)
 #define NUM(x) cJSON_CreateNumber((double)(x))
@@ -675,10 +688,18 @@ static char *canonical_json(const tir_workload *w)
 	}
 #undef PUT
 #undef NUM
-	qsort(f, n, sizeof f[0], kv_cmp);
-	cJSON *obj = cJSON_CreateObject();
-	for (int i = 0; i < n; i++)
-		cJSON_AddItemToObject(obj, f[i].key, f[i].val);
+	return n;
+}
+
+static char *canonical_json(const tir_workload *w)
+{
+	cJSON *obj;
+	if (w->graph) {
+		obj = graph_canonical(w->graph);
+	} else {
+		kv f[WL_MAX_FIELDS];
+		obj = wl_object(f, wl_operator_fields(w, f));
+	}
 	char *s = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
 	if (!s) {
@@ -803,7 +824,7 @@ tir_workload *tir_workload_parse(const char *json, size_t len,
 		return NULL;
 	}
 	if (!cJSON_IsObject(doc)) {
-		tir_fail(err, "workload: expected a JSON object, got %s", json_kind(doc));
+		tir_fail(err, "workload: expected a JSON object, got %s", wl_json_kind(doc));
 		cJSON_Delete(doc);
 		return NULL;
 	}
@@ -816,24 +837,24 @@ tir_workload *tir_workload_parse(const char *json, size_t len,
 		goto fail;
 	}
 	if (!cJSON_IsString(opv)) {
-		tir_fail(err, "workload: op must be a string, got %s", json_kind(opv));
+		tir_fail(err, "workload: op must be a string, got %s", wl_json_kind(opv));
 		goto fail;
 	}
 	for (int i = 0; i < TIR_NOPS; i++)
 		if (!strcmp(opv->valuestring, op_names[i]))
 			op = i;
 	if (op < 0) {
-		tir_fail(err, "workload: unknown op \"%s\" (expected matmul, conv1d, "
-			 "conv2d, conv3d, conv2d_transpose or depthwise_conv2d)",
-			 opv->valuestring);
+		char ops[160] = "";
+		for (int i = 0; i < TIR_NOPS; i++)
+			snprintf(ops + strlen(ops), sizeof ops - strlen(ops), "%s%s",
+				 i == 0 ? "" : i == TIR_NOPS - 1 ? " or " : ", ", op_names[i]);
+		tir_fail(err, "workload: unknown op \"%s\" (expected %s)", opv->valuestring, ops);
 		goto fail;
 	}
 	w->op = op;
 	ps.op = op_names[op];
 
-	if ((op == TIR_OP_MATMUL ? parse_matmul(&ps, doc, w) : parse_conv(&ps, doc, w)) ||
-	    parse_dtypes(&ps, doc, w) || parse_epilogue(&ps, doc, w) ||
-	    check_limits(&ps, w))
+	if (op == TIR_OP_GRAPH ? graph_parse(&ps, doc, w) : wl_parse_operator(&ps, doc, w))
 		goto fail;
 	cJSON_Delete(doc);
 
@@ -842,14 +863,24 @@ tir_workload *tir_workload_parse(const char *json, size_t len,
 	return w;
 fail:
 	cJSON_Delete(doc);
-	free(w);
+	tir_workload_free(w);
 	return NULL;
+}
+
+int wl_parse_operator(wl_parse *ps, const cJSON *obj, tir_workload *w)
+{
+	if (w->op == TIR_OP_GRAPH)
+		return tir_fail(ps->err, "%s: a graph cannot be a node of a graph", ps->op);
+	return (w->op == TIR_OP_MATMUL ? parse_matmul(ps, obj, w) : parse_conv(ps, obj, w)) ||
+	       parse_dtypes(ps, obj, w) || parse_epilogue(ps, obj, w) || check_limits(ps, w)
+		? -1 : 0;
 }
 
 void tir_workload_free(tir_workload *w)
 {
 	if (!w)
 		return;
+	graph_free(w->graph);
 	free(w->canonical);
 	free(w);
 }

@@ -105,6 +105,8 @@ typedef enum {
 
 typedef enum { TIR_LAYOUT_NN, TIR_LAYOUT_NT, TIR_LAYOUT_TN } tir_mm_layout;
 
+typedef struct tir_graph tir_graph;
+
 /* The parsed workload.  For convolutions the spatial dimensions are stored
  * outermost first in in[]/kernel[]/...: conv1d uses index 0 for W/S; conv2d
  * 0,1 for H,W / R,S; conv3d 0,1,2 for D,H,W / T,R,S. */
@@ -127,9 +129,48 @@ struct tir_workload {
 	int64_t out[3];             /* derived output extents */
 	int64_t groups, multiplier;
 	bool channels_last;
+	/* op graph: the nodes (graph_parse.c), owned; NULL for an operator.
+	 * dtype and out_dtype are then the first input's and the first
+	 * output's, for information */
+	tir_graph *graph;
 	char *canonical;            /* malloc'd */
 	char key[65];
 };
+
+/* The parse of a document, shared by workload.c and graph_parse.c.  Every
+ * message starts with op ("conv2d", "graph: node \"mm\" (matmul)"). */
+struct cJSON;
+typedef struct wl_parse {
+	const char *op;
+	tir_limits lim;
+	tir_error *err;
+	const char *const *extra_keys;   /* keys allowed besides the op's (a node's
+	                                    "name" and "args"); NULL: none */
+	const char *default_dtype;       /* of "dtype"; NULL: float32 */
+} wl_parse;
+
+const char *wl_json_kind(const struct cJSON *v);   /* "a string", "a number", ... */
+/* An integer / a size (positive, at most max_extent) with the fault named
+ * "<op>: <what> must be ...". */
+int wl_json_int(wl_parse *ps, const struct cJSON *v, const char *what, int64_t *out);
+int wl_json_size(wl_parse *ps, const struct cJSON *v, const char *what, int64_t *out);
+/* Every key of obj is in a, b or ps->extra_keys (b may be NULL), once. */
+int wl_check_keys(wl_parse *ps, const struct cJSON *obj, const char *const *a,
+		  const char *const *b);
+/* The keys of operator w->op (not graph) in obj: its sizes, dtypes,
+ * epilogue, limits. */
+int wl_parse_operator(wl_parse *ps, const struct cJSON *obj, tir_workload *w);
+/* A canonical object: key-value pairs sorted by key (the values are moved
+ * into it). */
+#define WL_MAX_FIELDS 32
+typedef struct wl_kv {
+	const char *key;
+	struct cJSON *val;
+} wl_kv;
+struct cJSON *wl_object(wl_kv *f, int n);
+/* The canonical fields of operator w (at most WL_MAX_FIELDS - 2); returns
+ * their count. */
+int wl_operator_fields(const tir_workload *w, wl_kv *f);
 
 /* ---- expr.c: expressions ------------------------------------------------ */
 
@@ -526,5 +567,98 @@ int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
  * touch: a warp's WMMA fragments (wmma.*) or a warpgroup's wgmma
  * accumulator (wgmma.accumulator). */
 bool scope_is_fragment(tir_scope s);
+
+/* ---- graph_parse.c: graph workloads ----------------------------------------- */
+
+typedef enum {
+	GOP_INPUT,                  /* a graph input, not a node */
+#define TIR_GOP(id, name, kind, nargs) GOP_##id,
+#include "../graph_ops.def"
+#undef TIR_GOP
+	GOP_HEAVY,                  /* an operator of ops.def: see heavy->op */
+	GOP_NOPS
+} tir_gop;
+
+typedef enum { GK_INPUT, GK_POINTWISE, GK_REDUCTION, GK_VIEW, GK_HEAVY } tir_gkind;
+
+tir_gkind gop_kind(tir_gop op);
+const char *gop_name(tir_gop op);         /* "add", ...; "input", "heavy" */
+
+#define TIR_GRAPH_MAX_ARGS 4        /* a heavy node: two operands, bias, residual */
+
+/* A value of the graph: an input or a node's result.  A rank-0 value
+ * (ndim 0) is a scalar tensor. */
+typedef struct tir_gvalue {
+	char *name;                 /* malloc'd */
+	tir_gop op;
+	tir_dtype dtype;            /* float32 or float16 (a heavy node: out_dtype) */
+	int ndim;
+	int64_t shape[TIR_MAX_DIMS];
+	int nargs;
+	int arg[TIR_GRAPH_MAX_ARGS];     /* value indices; -1: the number num[i] */
+	double num[TIR_GRAPH_MAX_ARGS];
+	/* reductions: the argument's dims reduced (bit d), and keepdim */
+	unsigned rdims;
+	bool keepdim;
+	int perm[TIR_MAX_DIMS];     /* permute: result dim d is argument dim perm[d] */
+	int sdim;                   /* slice: along argument dim sdim, */
+	int64_t start, step;        /* elements start, start + step, ... (normalised) */
+	int64_t end;                /* clamped, for the canonical form */
+	tir_workload *heavy;        /* GOP_HEAVY: the operator (no canonical, no key) */
+	int uses;                   /* arguments of live nodes that name it */
+	bool live;                  /* an output depends on it */
+	int output;                 /* position in outputs, or -1 */
+} tir_gvalue;
+
+struct tir_graph {
+	int ninputs, nnodes;
+	tir_gvalue *v;              /* inputs (sorted by name), then the nodes in order */
+	int noutputs;
+	int *outputs;               /* value indices, in the document's order */
+	double flops;               /* of the live nodes (tir_workload_flops) */
+};
+
+/* Parses the keys of a graph document into w->graph (freed with the
+ * workload); every fault names the input, node or output. */
+int graph_parse(wl_parse *ps, const struct cJSON *doc, tir_workload *w);
+/* The canonical object of a graph (cJSON_Delete it). */
+struct cJSON *graph_canonical(const tir_graph *g);
+void graph_free(tir_graph *g);
+
+/* ---- compute.c: operators as compute definitions ----------------------------- */
+
+/* The type of a tensor: dtype and shape. */
+typedef struct tir_tensor_type {
+	tir_dtype dtype;
+	int ndim;
+	int64_t shape[TIR_MAX_DIMS];
+} tir_tensor_type;
+
+/* An operator's operands in argument order (X/A, W/B, then bias and
+ * residual in the order its epilogue lists them) and its output, as
+ * compute.c's top comment lays them out; returns the operand count (at most
+ * TIR_MAX_OPERANDS).  w is an operator, not a graph. */
+#define TIR_MAX_OPERANDS 4
+int compute_signature(const tir_workload *w, tir_tensor_type *ops, tir_tensor_type *out);
+
+/* Operand k's value at index idx (k's rank of index expressions in the
+ * block's iterators), any floating dtype: the compute casts it to the
+ * operand's. */
+typedef tir_expr *(*compute_loader)(void *ctx, int k, tir_expr *const *idx);
+
+/* How an operator is built into a larger program. */
+typedef struct compute_io {
+	const char *block;          /* the compute block's name; its pad and
+	                               epilogue stages are "<block>_pad",
+	                               "<block>_epilogue" */
+	const char *prefix;         /* temporaries: "<prefix>_acc", "<prefix>_pad" */
+	compute_loader load;
+	void *ctx;
+	tir_buffer *out;            /* the output, of compute_signature's type */
+} compute_io;
+
+/* Appends the stages of operator w to the root of p, reading its operands
+ * through io->load and writing io->out (temporaries are BUF_TEMP). */
+void compute_into(tir_program *p, const tir_workload *w, const compute_io *io);
 
 #endif
