@@ -712,6 +712,64 @@ START_TEST(reading_what_it_writes)
 }
 END_TEST
 
+/* Indices that are not affine, resolved statically by the nest evaluator:
+ * a reshape (floordiv / floormod of row and inner iterators: offsets per
+ * lane), a floordiv of the row iterator alone (per row), and a permutation
+ * of the reduction iterator (per step). */
+START_TEST(non_affine_indices)
+{
+	hp h = hp_new();
+	enum { R = 4, C = 6 };
+	tir_buffer *X = buf2(&h, "X", TIR_F32, 6, 4, BUF_INPUT);
+	tir_buffer *Y = buf2(&h, "Y", TIR_F32, R, C, BUF_OUTPUT);
+	tir_buffer *S = buf1(&h, "S", TIR_F32, 6, BUF_OUTPUT);
+	tir_var *v[2];
+	int64_t ext[2] = { R, C };
+	tir_block *b = block(&h, "reshape", 2, ext, 0, v);
+	tir_expr *flat = mk_add(h.a, mk_mul(h.a, V(&h, v[0]), I(&h, C)), V(&h, v[1]));
+	b->store = Y;
+	b->store_idx[0] = V(&h, v[0]);
+	b->store_idx[1] = V(&h, v[1]);
+	b->value = mk_add(h.a, ld2(&h, X, mk_floordiv(h.a, flat, I(&h, 4)),
+				   mk_floormod(h.a, flat, I(&h, 4))),
+			  ld2(&h, X, mk_floordiv(h.a, V(&h, v[0]), I(&h, 2)), I(&h, 1)));
+	nest(&h, b);
+	int64_t ext2[2] = { 6, 4 };
+	b = block(&h, "permuted", 2, ext2, 1, v);
+	store1(b, S, V(&h, v[0]));
+	tir_expr *r = V(&h, v[1]);
+	tir_expr *perm = mk_add(h.a, mk_mul(h.a, mk_floordiv(h.a, r, I(&h, 2)), I(&h, 2)),
+				mk_floormod(h.a, mk_add(h.a, mk_floormod(h.a, r, I(&h, 2)), I(&h, 1)), I(&h, 2)));
+	/* a sum of products whose second load moves by a term of the reduction */
+	b->value = mk_mul(h.a, ld2(&h, X, V(&h, v[0]), perm), ld2(&h, X, V(&h, v[0]), r));
+	b->reduce = REDUCE_SUM;
+	b->init = F(&h, 0);
+	nest(&h, b);
+	double x[24], y[R * C], sm[6];
+	for (int i = 0; i < 24; i++)
+		x[i] = i * i - 3;
+	for (int i = 0; i < R * C; i++)
+		y[i] = NAN;
+	double *params[3] = { x, y, sm };
+	int64_t elems[3] = { 24, R * C, 6 };
+	tir_error err = { "" };
+	interp_opts o = { 0 };
+	ck_assert_msg(interp_run(h.p, params, &o, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(o.nest_blocks, 2);
+	ck_assert_msg(run_both(&h, params, elems, &err) == 0, "%s", err.msg);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			ck_assert_double_eq(y[i * C + j], x[i * C + j] + x[(i / 2) * 4 + 1]);
+	for (int i = 0; i < 6; i++) {
+		double want = 0;
+		for (int k = 0; k < 4; k++)
+			want += x[i * 4 + (k / 2 * 2 + (k % 2 + 1) % 2)] * x[i * 4 + k];
+		ck_assert_double_eq(sm[i], want);
+	}
+	hp_free(&h);
+}
+END_TEST
+
 /* ---- scheduled programs mean what the unscheduled one means --------------------------------- */
 
 static const struct { const char *target, *json; } sched_cases[] = {
@@ -783,6 +841,7 @@ static Suite *interp_suite(void)
 	tcase_add_test(tc, math_functions);
 	tcase_add_test(tc, out_of_bounds);
 	tcase_add_test(tc, reading_what_it_writes);
+	tcase_add_test(tc, non_affine_indices);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("schedules");
 	tcase_set_timeout(tc, 600);
