@@ -251,6 +251,105 @@ START_TEST(cpu_batch)
 }
 END_TEST
 
+/* Code of two float32 outputs of n elements: inputs A, B, outputs C, D. */
+static tir_code *two_output_code(const char *source, int64_t n)
+{
+	tir_code *c = make_code(source, 2, n, TIR_F32);
+	c->nargs = 4;
+	c->args = realloc(c->args, 4 * sizeof *c->args);
+	c->args[3] = c->args[2];
+	snprintf(c->args[3].name, sizeof c->args[3].name, "D");
+	return c;
+}
+
+/* The reference of C = A + B, D = A - B (n each), concatenated: C then D. */
+static double *two_output_ref(const tir_code *c, uint64_t seed, int64_t n)
+{
+	float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+	double *ref = malloc(2 * (size_t)n * sizeof *ref);
+	tir_measure_fill(c, 0, seed, x);
+	tir_measure_fill(c, 1, seed, y);
+	for (int64_t i = 0; i < n; i++) {
+		ref[i] = (double)x[i] + (double)y[i];
+		ref[n + i] = (double)x[i] - (double)y[i];
+	}
+	free(x);
+	free(y);
+	return ref;
+}
+
+/* Several outputs: the runner brings back every output, concatenated in
+ * argument order with the size of each, and the check judges each on its
+ * own and names the one at fault (run, run_batch, tir_measure). */
+START_TEST(cpu_two_outputs)
+{
+	static const char *const src =
+		"int tir_entry(void *const *args) {\n"
+		"  const float *a = args[0], *b = args[1]; float *c = args[2], *d = args[3];\n"
+		"  for (int i = 0; i < 1024; i++) { c[i] = a[i] + b[i]; d[i] = a[i] - b[i]%s; }\n"
+		"  return 0; }\n";
+	char good[512], bad[512];
+	snprintf(good, sizeof good, src, "");
+	snprintf(bad, sizeof bad, src, " + 0.5f");
+	tir_code *c[2] = { two_output_code(good, 1024), two_output_code(bad, 1024) };
+	ck_assert_int_eq(tir_code_noutputs(c[0]), 2);
+	ck_assert_int_eq(tir_code_output_elems(c[0]), 2048);
+	ck_assert_int_eq(tir_code_output_bytes(c[0]), 8192);
+	double *ref = two_output_ref(c[0], 42, 1024);
+
+	tir_measure_result r;
+	ck_assert_int_eq(run_cpu(c[0], 20, &r), 0);
+	ck_assert_int_eq(r.out_elems, 2048);
+	ck_assert_int_eq(r.noutputs, 2);
+	ck_assert(r.output_elems[0] == 1024 && r.output_elems[1] == 1024);
+	for (int i = 0; i < 2048; i++)
+		ck_assert(r.output[i] == ref[i]);
+	double e;
+	char msg[512] = "";
+	ck_assert_int_eq(tir_measure_judge(c[0], ref, 2048, r.output, r.out_elems, &e, msg,
+					   sizeof msg), TIR_MEASURE_OK);
+	ck_assert(e == 0);
+	/* D off by 0.5 where |D| is at most 2: an error of 1/4 in D, none in C */
+	r.output[1024 + 7] += 0.5;
+	ck_assert_int_eq(tir_measure_judge(c[0], ref, 2048, r.output, r.out_elems, &e, msg,
+					   sizeof msg), TIR_MEASURE_WRONG_RESULT);
+	ck_assert_msg(strstr(msg, "in output \"D\""), "%s", msg);
+	r.output[1024 + 7] -= 0.5;
+	r.output[3] = NAN;
+	ck_assert_int_eq(tir_measure_judge(c[0], ref, 2048, r.output, r.out_elems, &e, msg,
+					   sizeof msg), TIR_MEASURE_WRONG_RESULT);
+	ck_assert_msg(isinf(e) && strstr(msg, "in output \"C\""), "%s", msg);
+	tir_measure_result_clear(&r);
+
+	tir_target t = cpu_target();
+	tir_error err = { "" };
+	tir_artifact *a[2];
+	for (int i = 0; i < 2; i++) {
+		a[i] = tir_runner_cpu.build(c[i], &t, &err);
+		ck_assert_msg(a[i] != NULL, "%s", err.msg);
+	}
+	tir_measure_opts o = { .seed = 42, .timeout_s = 10, .rounds = 2, .reference = ref };
+	tir_measure_result rb[2];
+	tir_runner_cpu.run_batch(2, (const tir_artifact *const *)a, (const tir_code *const *)c,
+				 &o, ref, 2048, rb);
+	ck_assert_msg(rb[0].status == TIR_MEASURE_OK, "%s", rb[0].msg);
+	ck_assert_int_eq(rb[1].status, TIR_MEASURE_WRONG_RESULT);
+	ck_assert_msg(strstr(rb[1].msg, "in output \"D\""), "%s", rb[1].msg);
+	ck_assert(rb[1].max_rel_error > 0.1 && rb[1].max_rel_error < 1);
+	for (int i = 0; i < 2; i++) {
+		tir_runner_cpu.free(a[i]);
+		/* the whole pipeline, with the reference given */
+		int rc = tir_measure(&tir_runner_cpu, NULL, c[i], &t, &o, &r);
+		ck_assert_int_eq(rc, i == 0 ? 0 : -1);
+		ck_assert_int_eq(r.status, i == 0 ? TIR_MEASURE_OK : TIR_MEASURE_WRONG_RESULT);
+		ck_assert_int_eq(r.noutputs, 2);
+		tir_measure_result_clear(&r);
+		free_code(c[i]);
+	}
+	free(ref);
+}
+END_TEST
+
 START_TEST(cpu_build_error)
 {
 	tir_code *c = make_code("int tir_entry(void *const *args) { return nosuch; }\n",
@@ -829,6 +928,75 @@ START_TEST(cuda_runner)
 }
 END_TEST
 
+/* Two outputs on the GPU: run() copies both back, the stream judges each
+ * and names the one at fault.  Without a GPU, the no-driver path. */
+START_TEST(cuda_two_outputs)
+{
+	static const char *const src =
+		"extern \"C\" __global__ void k_two(const float *a, const float *b, float *c, "
+		"float *d) { int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+		"  if (i < 4096) { c[i] = a[i] + b[i]; d[i] = a[i] - b[i]%s; } }\n";
+	tir_target t;
+	tir_error err;
+	ck_assert(tir_target_parse("cuda:sm_90", &t, &err) == 0);
+	tir_target dev;
+	bool have_gpu = tir_cuda_device_props(0, &dev, &err) == 0;
+	if (have_gpu)
+		t = dev;
+	tir_code *c[2];
+	tir_artifact *a[2];
+	for (int i = 0; i < 2; i++) {
+		char text[512];
+		snprintf(text, sizeof text, src, i ? " + 0.5f" : "");
+		c[i] = two_output_code(text, 4096);
+		c[i]->nlaunches = 1;
+		c[i]->launches = calloc(1, sizeof *c[i]->launches);
+		snprintf(c[i]->launches[0].name, sizeof c[i]->launches[0].name, "k_two");
+		c[i]->launches[0].grid[0] = 32;
+		c[i]->launches[0].block[0] = 128;
+		a[i] = tir_runner_cuda.build(c[i], &t, &err);
+#ifdef HAVE_CUDA
+		ck_assert_msg(a[i] != NULL, "%s", err.msg);
+#else
+		ck_assert(a[i] == NULL);
+#endif
+	}
+	double *ref = two_output_ref(c[0], 3, 4096);
+	tir_measure_opts o = { .seed = 3, .timeout_s = 30, .repeats = 2 };
+	tir_measure_result r = { 0 }, rb[2];
+	if (a[0]) {
+		int rc = tir_runner_cuda.run(a[0], c[0], &o, &r);
+		if (!have_gpu) {
+			ck_assert_int_eq(rc, -1);
+			ck_assert_int_eq(r.status, TIR_MEASURE_RUN_ERROR);
+		} else {
+			ck_assert_msg(rc == 0, "%s", r.msg);
+			ck_assert(r.out_elems == 8192 && r.noutputs == 2 &&
+				  r.output_elems[0] == 4096 && r.output_elems[1] == 4096);
+			for (int i = 0; i < 8192; i++)
+				ck_assert(r.output[i] == ref[i]);
+		}
+		tir_measure_result_clear(&r);
+		tir_runner_cuda.run_batch(2, (const tir_artifact *const *)a,
+					  (const tir_code *const *)c, &o, ref, 8192, rb);
+		if (!have_gpu) {
+			ck_assert(rb[0].status == TIR_MEASURE_RUN_ERROR &&
+				  rb[1].status == TIR_MEASURE_RUN_ERROR);
+		} else {
+			ck_assert_msg(rb[0].status == TIR_MEASURE_OK, "%s", rb[0].msg);
+			ck_assert(rb[0].max_rel_error == 0);
+			ck_assert_int_eq(rb[1].status, TIR_MEASURE_WRONG_RESULT);
+			ck_assert_msg(strstr(rb[1].msg, "in output \"D\""), "%s", rb[1].msg);
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		tir_runner_cuda.free(a[i]);
+		free_code(c[i]);
+	}
+	free(ref);
+}
+END_TEST
+
 #ifdef HAVE_CUDA
 /* One batch through run_batch, every failure the issue plants among
  * correct candidates.  Without a GPU every candidate is a run_error naming
@@ -946,6 +1114,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, cpu_nonzero_return);
 	tcase_add_test(tc, cpu_build_error);
 	tcase_add_test(tc, cpu_batch);
+	tcase_add_test(tc, cpu_two_outputs);
 	tcase_add_test(tc, cpu_explicit_key);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("check");
@@ -970,6 +1139,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, cuda_batch);
 #endif
 	tcase_add_test(tc, cuda_runner);
+	tcase_add_test(tc, cuda_two_outputs);
 	suite_add_tcase(s, tc);
 	return s;
 }

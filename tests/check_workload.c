@@ -1,7 +1,9 @@
 /*
  * check_workload.c — workload parsing, canonical form and key, limits, the
- * messages of rejected documents, target strings, and the reference
- * implementation on hand-computed cases.
+ * messages of rejected documents, target strings, and both references on
+ * hand-computed cases: measurement's (the unscheduled program interpreted,
+ * tir_reference) and the hand-written one (tests/reference.c), which must
+ * take the same arguments and agree.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include "ir/ir.h"
 #include "measure/measure.h"
 #include "testutil.h"
+#include "reference.h"
 
 static tir_workload *parse_ok(const char *json)
 {
@@ -455,7 +458,7 @@ START_TEST(targets)
 }
 END_TEST
 
-/* ---- the reference implementation ------------------------------------------------------- */
+/* ---- the references ---------------------------------------------------------------------- */
 
 typedef struct ref_case {
 	tir_workload *w;
@@ -464,21 +467,47 @@ typedef struct ref_case {
 	double *buf[TIR_REF_MAX_ARGS];
 } ref_case;
 
+/* The program's arguments (tir_reference_args), checked against the
+ * hand-written reference's: the same shapes, dtypes and roles, in order
+ * (the names may differ: the program's residual is the hand-written
+ * "add"). */
 static void ref_open(ref_case *rc, const char *json)
 {
 	tir_error err = { "" };
 	rc->w = parse_ok(json);
 	rc->nargs = tir_reference_args(rc->w, rc->args, TIR_REF_MAX_ARGS, &err);
 	ck_assert_msg(rc->nargs > 0, "%s", err.msg);
-	for (int i = 0; i < rc->nargs; i++)
+	tir_ref_arg hand[TIR_REF_MAX_ARGS];
+	ck_assert_int_eq(ref_hand_args(rc->w, hand, TIR_REF_MAX_ARGS, &err), rc->nargs);
+	for (int i = 0; i < rc->nargs; i++) {
+		const tir_ref_arg *a = &rc->args[i], *h = &hand[i];
+		ck_assert_msg(a->ndim == h->ndim && a->elems == h->elems && a->dtype == h->dtype &&
+			      a->is_output == h->is_output && !memcmp(a->shape, h->shape,
+								      sizeof(int64_t) * (size_t)a->ndim),
+			      "%s: argument %d: %s vs %s", json, i, a->name, h->name);
 		rc->buf[i] = calloc((size_t)rc->args[i].elems, sizeof(double));
+	}
 }
 
+/* Both references on rc's inputs; they must agree (to rounding: the
+ * hand-written one sums the taps of a window in another order), and the
+ * interpreter's output is left in rc->buf for the caller's checks. */
 static void ref_run(ref_case *rc)
 {
 	tir_error err = { "" };
-	ck_assert_msg(tir_reference(rc->w, rc->buf, rc->buf[rc->nargs - 1], &err) == 0,
-		      "%s", err.msg);
+	int n = rc->nargs, o = n - 1;
+	ck_assert(rc->args[o].is_output);
+	double *hand = calloc((size_t)rc->args[o].elems, sizeof(double));
+	ck_assert_msg(ref_hand(rc->w, rc->buf, hand, &err) == 0, "%s", err.msg);
+	ck_assert_msg(tir_reference(rc->w, rc->buf, &err) == 0, "%s", err.msg);
+	double d = 0, m = 0;
+	for (int64_t i = 0; i < rc->args[o].elems; i++) {
+		d = fmax(d, fabs(hand[i] - rc->buf[o][i]));
+		m = fmax(m, fabs(hand[i]));
+	}
+	ck_assert_msg(d <= 1e-12 * fmax(m, 1), "%s: the references differ by %g",
+		      tir_workload_canonical(rc->w), d);
+	free(hand);
 }
 
 static void ref_close(ref_case *rc)
@@ -679,7 +708,7 @@ START_TEST(reference_epilogues)
 	ck_assert_int_eq(rc.nargs, 5);
 	ck_assert_str_eq(rc.args[2].name, "bias");
 	ck_assert_int_eq(rc.args[2].elems, 2);
-	ck_assert_str_eq(rc.args[3].name, "add");
+	ck_assert_str_eq(rc.args[3].name, "residual");
 	ck_assert_int_eq(rc.args[3].elems, 4);
 	ck_assert_str_eq(rc.args[4].name, "C");
 	double a[4] = { 1, 0, 0, 1 }, b[4] = { 1, -5, 2, 3 }, bias[2] = { 10, 1 };

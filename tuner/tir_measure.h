@@ -34,9 +34,9 @@ extern "C" {
  *
  *   1. fill the inputs with deterministic random values from opts->seed
  *      (tir_measure_fill: float in [-1, 1], integers in [-8, 8], float16 /
- *      bfloat16 stored as the bits of the rounded float), the output with
+ *      bfloat16 stored as the bits of the rounded float), the outputs with
  *      all-ones bytes (NaN for floats) so unwritten elements show;
- *   2. call the candidate once and copy its output back to the parent;
+ *   2. call the candidate once and copy its outputs back to the parent;
  *   3. time it: a warm-up call, then `repeats` repeats, each of enough calls
  *      to last at least min_repeat_us (one call is timed to choose the count),
  *      with the caches flushed before every repeat; report the median.
@@ -60,6 +60,7 @@ extern "C" {
  * CUDA in the calling process; see tir_cuda_device_props. */
 
 #define TIR_MEASURE_MAX_REPEATS 64
+#define TIR_MEASURE_MAX_OUTPUTS 16
 
 typedef struct tir_measure_opts {
 	uint64_t seed;             /* random inputs */
@@ -92,8 +93,13 @@ typedef struct tir_measure_result {
 	double latency_us;
 	int nrepeats;
 	double repeat_us[TIR_MEASURE_MAX_REPEATS];   /* per call, each repeat */
-	int64_t out_elems;
+	/* The outputs, as doubles: every output argument of the code
+	 * concatenated in argument order (most codes have one), and the size
+	 * of each part (the first TIR_MEASURE_MAX_OUTPUTS of them). */
+	int64_t out_elems;         /* in all */
 	double *output;            /* malloc'd (tir_measure_result_clear), or NULL */
+	int noutputs;
+	int64_t output_elems[TIR_MEASURE_MAX_OUTPUTS];
 	double max_rel_error;      /* filled by tir_measure_check; -1 before */
 	double run_s;              /* run_batch: wall seconds in the measuring
 				    * process: loading, checking and timing */
@@ -116,7 +122,7 @@ typedef struct tir_runner {
 	tir_artifact *(*build)(const tir_code *c, const tir_target *t,
 			       tir_error *err);
 	/* Runs a built candidate (see above) and fills *r (status, message,
-	 * times, output).  Returns 0 when status is OK, else -1. */
+	 * times, outputs).  Returns 0 when status is OK, else -1. */
 	int (*run)(const tir_artifact *a, const tir_code *c,
 		   const tir_measure_opts *o, tir_measure_result *r);
 	/* Removes the artifact and whatever it left on disk; NULL is fine. */

@@ -660,5 +660,27 @@ typedef struct compute_io {
 /* Appends the stages of operator w to the root of p, reading its operands
  * through io->load and writing io->out (temporaries are BUF_TEMP). */
 void compute_into(tir_program *p, const tir_workload *w, const compute_io *io);
+/* ---- interp.c: a program run, in double precision -------------------------- */
+
+/* How interp_run runs a program, and what it did. */
+typedef struct interp_opts {
+	int threads;               /* 0: one per core */
+	bool tree;                 /* every block by the tree evaluator (tests) */
+	/* filled in: the top-level statements each evaluator ran */
+	int nest_blocks, tree_blocks;
+} interp_opts;
+
+/* Runs p as docs/ir-semantics.md defines it, in double precision (interp.c
+ * says how each dtype's values are treated).  params[i] holds parameter i
+ * (p->bufs[i], i < p->nparams) as doubles, row-major in its shape: inputs
+ * are read, outputs written (and read where the program reads them: a
+ * reduction without init starts from what they hold).  Every other buffer
+ * is allocated here, whole, and freed.  Threads are started and joined
+ * inside; the result does not depend on their number.  Returns 0, or -1
+ * with a message naming the block and the access at fault (an index outside
+ * its buffer, a buffer inlined away) or the allocation that failed.  o may
+ * be NULL. */
+int interp_run(const tir_program *p, double *const *params, interp_opts *o,
+	       tir_error *err);
 
 #endif

@@ -19,11 +19,12 @@
  *      timing only the ones that matched; the batch then waits only for the
  *      runs still queued when the last compile ends.  Otherwise (CPU) each
  *      candidate runs after every build, timed in a child of its own
- *      (guard.c's guard), and its output is compared here.
+ *      (guard.c's guard), and its outputs are compared here.
  *
- * The reference (the slow double-precision computation, tir_measure_reference)
- * is computed once per (workload, seed): with a measure_local context it is
- * kept there across batches, without one it is computed once per batch.
+ * The reference (the unscheduled program interpreted in double precision,
+ * tir_measure_reference: seconds for the largest workloads) is computed
+ * once per (workload, seed): with a measure_local context it is kept there
+ * across batches, without one it is computed once per batch.
  *
  * Statuses: a trace that does not replay or validate, or code that does not
  * generate or compile, is build_error; the runner decides crash, timeout and

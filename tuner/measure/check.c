@@ -1,7 +1,8 @@
 /*
- * check.c — the random inputs of a candidate and the check of its output
- * against the reference (reference.c): fill, the conversions to double, the
- * tolerance, the comparison and the verdict.
+ * check.c — the random inputs of a candidate and the check of its outputs
+ * against the reference (reference.c: the unscheduled program,
+ * interpreted): fill, the conversions to double, the tolerance, the
+ * comparison and the verdict, output by output.
  *
  * The inputs of a candidate are a pure function of (seed, argument index,
  * dtype, element count): tir_measure_fill draws them from tir_splitmix, so the
@@ -163,42 +164,41 @@ double tir_measure_tolerance(const tir_code *c)
 	return tol;
 }
 
-/* Matches the code's input arguments with the reference's: same count and
- * element counts.  Fills idx[] with the code's argument index of each
- * reference input; returns the number of reference arguments (output last). */
+/* Matches the code's arguments but scratch, in order, with the program's
+ * parameters (tir_reference_args): the same count, and for each the same
+ * element count, dtype and role.  Fills ra[] and idx[] (the code's index of
+ * each); returns the count. */
 static int match_args(const tir_workload *w, const tir_code *c, tir_ref_arg *ra,
 		      int *idx, tir_error *err)
 {
 	int n = tir_reference_args(w, ra, TIR_REF_MAX_ARGS, err);
 	if (n < 0)
 		return -1;
-	int k = 0, out = -1;
+	int k = 0;
 	for (int i = 0; i < c->nargs; i++) {
-		if (c->args[i].is_scratch)
+		const tir_arg_info *a = &c->args[i];
+		if (a->is_scratch)
 			continue;
-		if (c->args[i].is_output) {
-			out = i;
-			continue;
-		}
-		if (k >= n - 1)
-			return tir_fail(err, "check: the code takes more inputs than the "
-					"%s reference (%d)", tir_workload_op(w), n - 1);
-		if (c->args[i].elems != ra[k].elems)
+		if (k == n)
+			return tir_fail(err, "check: the code takes more arguments than the "
+					"program of %s (%d)", tir_workload_op(w), n);
+		if (a->elems != ra[k].elems)
 			return tir_fail(err, "check: argument %d \"%s\" has %lld elements, "
-					"the reference's \"%s\" %lld", i, c->args[i].name,
-					(long long)c->args[i].elems, ra[k].name,
-					(long long)ra[k].elems);
+					"the program's \"%s\" %lld", i, a->name,
+					(long long)a->elems, ra[k].name, (long long)ra[k].elems);
+		if (a->dtype != ra[k].dtype)
+			return tir_fail(err, "check: argument %d \"%s\" is %s, the program's "
+					"\"%s\" %s", i, a->name, dtype_name(a->dtype), ra[k].name,
+					dtype_name(ra[k].dtype));
+		if (!a->is_output != !ra[k].is_output)
+			return tir_fail(err, "check: argument %d \"%s\" is %s, the program's "
+					"\"%s\" is not", i, a->name,
+					a->is_output ? "an output" : "an input", ra[k].name);
 		idx[k++] = i;
 	}
-	if (k != n - 1)
-		return tir_fail(err, "check: the code takes %d inputs, the %s reference %d",
-				k, tir_workload_op(w), n - 1);
-	if (out < 0)
-		return tir_fail(err, "check: the code has no output argument");
-	if (c->args[out].elems != ra[n - 1].elems)
-		return tir_fail(err, "check: the output has %lld elements, the "
-				"reference's %lld", (long long)c->args[out].elems,
-				(long long)ra[n - 1].elems);
+	if (k != n)
+		return tir_fail(err, "check: the code takes %d arguments, the program of %s %d",
+				k, tir_workload_op(w), n);
 	return n;
 }
 
@@ -210,25 +210,40 @@ int tir_measure_reference(const tir_workload *w, const tir_code *c, uint64_t see
 	int n = match_args(w, c, ra, idx, err);
 	if (n < 0)
 		return -1;
-	double *in[TIR_REF_MAX_ARGS] = { 0 };
-	for (int k = 0; k < n - 1; k++) {
+	double *arg[TIR_REF_MAX_ARGS] = { 0 };
+	int64_t total = 0;
+	for (int k = 0; k < n; k++) {
 		const tir_arg_info *a = &c->args[idx[k]];
 		void *raw = xmalloc((size_t)a->elems * (size_t)a->elem_bytes + 1);
-		tir_measure_fill(c, idx[k], seed, raw);
-		in[k] = xmalloc((size_t)a->elems * sizeof(double) + 1);
-		tir_measure_to_double(a->dtype, raw, a->elems, in[k]);
+		tir_measure_fill(c, idx[k], seed, raw);   /* outputs: all-ones, as a candidate's */
+		arg[k] = xmalloc((size_t)a->elems * sizeof(double) + 1);
+		tir_measure_to_double(a->dtype, raw, a->elems, arg[k]);
 		free(raw);
+		if (ra[k].is_output)
+			total += ra[k].elems;
 	}
-	double *out = xmalloc((size_t)ra[n - 1].elems * sizeof(double) + 1);
-	int rc = tir_reference(w, in, out, err);
-	for (int k = 0; k < n - 1; k++)
-		free(in[k]);
+	int rc = tir_reference(w, arg, err);
+	double *out = rc ? NULL : xmalloc((size_t)total * sizeof(double) + 1);
+	int64_t at = 0;
+	for (int k = 0; k < n && out; k++) {
+		if (!ra[k].is_output)
+			continue;
+		for (int64_t i = 0; i < ra[k].elems && rc == 0; i++)
+			if (!isfinite(arg[k][i]))
+				rc = tir_fail(err, "reference: output \"%s\" is %g at element %lld: "
+					      "no candidate can match it", ra[k].name, arg[k][i],
+					      (long long)i);
+		memcpy(out + at, arg[k], (size_t)ra[k].elems * sizeof(double));
+		at += ra[k].elems;
+	}
+	for (int k = 0; k < n; k++)
+		free(arg[k]);
 	if (rc) {
 		free(out);
 		return -1;
 	}
 	*ref = out;
-	*n_out = ra[n - 1].elems;
+	*n_out = total;
 	return 0;
 }
 
@@ -247,6 +262,34 @@ double tir_measure_compare(const double *ref, const double *out, int64_t n)
 	return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
 }
 
+/* The largest error of out against ref (n values), output by output when
+ * c's outputs make up n values (else as one), and the output it is in
+ * (NULL when c has none). */
+static double compare_outputs(const tir_code *c, const double *ref, const double *out,
+			      int64_t n, const char **worst)
+{
+	*worst = NULL;
+	for (int i = 0; i < c->nargs && !*worst; i++)
+		if (c->args[i].is_output)
+			*worst = c->args[i].name;
+	if (tir_code_output_elems(c) != n)
+		return tir_measure_compare(ref, out, n);
+	double e = 0;
+	int64_t at = 0;
+	for (int i = 0; i < c->nargs; i++) {
+		const tir_arg_info *a = &c->args[i];
+		if (!a->is_output)
+			continue;
+		double ei = tir_measure_compare(ref + at, out + at, a->elems);
+		if (ei > e) {
+			e = ei;
+			*worst = a->name;
+		}
+		at += a->elems;
+	}
+	return e;
+}
+
 int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
 		      const double *output, int64_t out_elems,
 		      double *max_rel_error, tir_error *err)
@@ -260,7 +303,8 @@ int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
 		return tir_fail(err, "check: %lld output values, the reference has %lld",
 				(long long)out_elems, (long long)n);
 	}
-	*max_rel_error = tir_measure_compare(ref, output, n);
+	const char *worst;
+	*max_rel_error = compare_outputs(c, ref, output, n, &worst);
 	free(ref);
 	return 0;
 }
@@ -274,13 +318,13 @@ tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64
 			 (long long)out_n, (long long)ref_n);
 		return TIR_MEASURE_RUN_ERROR;
 	}
-	*max_rel_error = tir_measure_compare(ref, out, ref_n);
+	const char *worst;
+	*max_rel_error = compare_outputs(c, ref, out, ref_n, &worst);
 	double tol = tir_measure_tolerance(c);
 	if (!(*max_rel_error <= tol)) {
-		snprintf(msg, size, "wrong result: max relative error %.3g exceeds the "
-			 "tolerance %g", *max_rel_error, tol);
+		snprintf(msg, size, "wrong result: max relative error %.3g in output \"%s\" "
+			 "exceeds the tolerance %g", *max_rel_error, worst ? worst : "?", tol);
 		return TIR_MEASURE_WRONG_RESULT;
 	}
 	return TIR_MEASURE_OK;
 }
-

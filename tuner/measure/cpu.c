@@ -12,7 +12,7 @@
  *
  * Run (one candidate, run()): in a child (guard.c's guard) the shared
  * object is dlopen'd, the arguments allocated (64-byte aligned) and filled,
- * the entry point called once and its output copied to the report, then
+ * the entry point called once and its outputs copied to the report, then
  * timed with tir_time_repeats; the caches are flushed between repeats by
  * writing a buffer of twice the last-level cache (32 to 128 MiB).  Nothing
  * of the candidate ever runs in the caller.
@@ -20,8 +20,8 @@
  * Run a batch (run_batch(), the search's path): two passes of guarded
  * children (tir_child_batch), each child loading many candidates of one
  * workload:
- *   1. check: each candidate runs on arguments filled afresh, its output is
- *      judged against the reference in the child, and one call is timed;
+ *   1. check: each candidate runs on arguments filled afresh, its outputs
+ *      are judged against the reference in the child, and one call is timed;
  *   2. time, in rounds interleaved across the batch: round after round,
  *      every candidate that passed gets one repeat (the caches flushed,
  *      then enough calls to last min_repeat_us), `rounds` rounds each
@@ -401,13 +401,9 @@ static void cpu_child(void *ctx, tir_child_report *rep)
 		report(rep, TIR_MEASURE_RUN_ERROR, "candidate returned %d", rc);
 		return;
 	}
-	int o = tir_code_output(c);
-	if (o >= 0) {
-		size_t bytes = (size_t)c->args[o].elems * (size_t)c->args[o].elem_bytes;
-		if (bytes <= rep->out_bytes) {
-			memcpy(rep->out, x->args[o], bytes);
-			rep->output_ready = 1;
-		}
+	if (tir_code_output_bytes(c) <= rep->out_bytes) {
+		tir_code_outputs_pack(c, x->args, rep->out);
+		rep->output_ready = 1;
 	}
 	if (!x->o->no_timing) {
 		x->flush_bytes = flush_size();
@@ -485,7 +481,8 @@ typedef struct cpu_batch {
 	guarded *g;
 	entry_fn *entry;           /* per candidate, once loaded */
 	bool *warm;                /* timing pass: warmed up in this child */
-	double *out_d;
+	unsigned char *out_raw;    /* the outputs as stored (tir_code_outputs_pack) */
+	double *out_d;             /* and as doubles */
 	unsigned char *flush;
 	size_t flush_bytes;
 	int flush_round;
@@ -499,9 +496,9 @@ static int batch_args(cpu_batch *b, tir_child_report *rep)
 	b->g = calloc((size_t)c->nargs + 1, sizeof *b->g);
 	b->entry = calloc((size_t)b->n + 1, sizeof *b->entry);
 	b->warm = calloc((size_t)b->n + 1, sizeof *b->warm);
-	int o = tir_code_output(c);
-	b->out_d = malloc((size_t)(o >= 0 ? c->args[o].elems : 0) * sizeof(double) + 1);
-	if (!b->args || !b->g || !b->entry || !b->warm || !b->out_d) {
+	b->out_raw = malloc(tir_code_output_bytes(c) + 1);
+	b->out_d = malloc((size_t)tir_code_output_elems(c) * sizeof(double) + 1);
+	if (!b->args || !b->g || !b->entry || !b->warm || !b->out_raw || !b->out_d) {
 		report(rep, TIR_MEASURE_RUN_ERROR, "out of memory");
 		return -1;
 	}
@@ -549,7 +546,7 @@ static int check_setup(void *ctx, tir_child_report *rep)
 }
 
 /* The checking pass, item i: candidate i on freshly filled arguments (an
- * earlier candidate may have left anything in them), its output judged
+ * earlier candidate may have left anything in them), its outputs judged
  * against the reference, then one call timed for the timing pass to plan
  * with (rep->median_us). */
 static int check_item(void *ctx, int i, tir_child_report *rep, double *max_rel_error)
@@ -563,10 +560,9 @@ static int check_item(void *ctx, int i, tir_child_report *rep, double *max_rel_e
 		tir_measure_fill(c, k, b->o->seed, b->args[k]);
 	if (call(f, b->args, rep))
 		return 0;
-	int o = tir_code_output(c);
-	int64_t n = o >= 0 ? c->args[o].elems : 0;
-	if (o >= 0)
-		tir_measure_to_double(c->args[o].dtype, b->args[o], n, b->out_d);
+	int64_t n = tir_code_output_elems(c);
+	tir_code_outputs_pack(c, b->args, b->out_raw);
+	tir_code_outputs_unpack(c, b->out_raw, b->out_d);
 	tir_measure_status st = tir_measure_judge(c, b->ref, b->ref_n, b->out_d, n,
 						  max_rel_error, rep->msg, sizeof rep->msg);
 	if (st != TIR_MEASURE_OK) {

@@ -13,7 +13,7 @@
  * shared memory where a launch needs it), a device buffer per argument
  * (inputs from tir_measure_fill, the output all-ones, scratch zeroed), then
  * the launches in order, each kernel taking every argument's device pointer
- * in tir_code.args order.  The output is copied back, then timed with
+ * in tir_code.args order.  The outputs are copied back, then timed with
  * events: repeats of whole launch sequences captured as one CUDA graph (at
  * most GRAPH_MAX_CALLS sequences, replayed as often as the repeat needs:
  * device time per call, as the peer's figures in bench/ are taken), on a
@@ -270,18 +270,22 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 
 	if (cuda_launch_params(x, rep))
 		return -1;
-	/* One run, for the output. */
+	/* One run, for the outputs: copied back concatenated in argument order
+	 * (tir_code_outputs_pack's layout). */
 	if (cuda_launch_all(x, rep))
 		return -1;
 	CU_TRY(cu->CtxSynchronize(), "running the kernels");
-	int o = tir_code_output(c);
-	if (o >= 0) {
-		size_t bytes = cuda_arg_bytes(&c->args[o]);
-		if (bytes <= rep->out_bytes) {
-			CU_TRY(cu->MemcpyDtoH(rep->out, x->dptr[o], bytes),
-			       "copying the output back");
-			rep->output_ready = 1;
+	if (tir_code_output_bytes(c) <= rep->out_bytes) {
+		unsigned char *at = rep->out;
+		for (int i = 0; i < c->nargs; i++) {
+			if (!c->args[i].is_output)
+				continue;
+			size_t bytes = cuda_arg_bytes(&c->args[i]);
+			CU_TRY(cu->MemcpyDtoH(at, x->dptr[i], bytes), "copying the output \"%s\" back",
+			       c->args[i].name);
+			at += bytes;
 		}
+		rep->output_ready = 1;
 	}
 	if (x->o->no_timing)
 		return 0;

@@ -4,7 +4,7 @@
  *
  * One child (tir_child_stream) measures the candidates one after another as
  * they are put, paying once for what run() pays per candidate — cuInit and
- * the context, the device buffers of the inputs and the output (the parent
+ * the context, the device buffers of the inputs and the outputs (the parent
  * fills the inputs once before forking; candidates of one workload share
  * them, tir_code_same_args checks it, and one that does not runs alone
  * with run() at finish), the events and the L2-flush buffer.  The child is forked
@@ -12,7 +12,7 @@
  * tables into a MAP_SHARED area mapped at start (one that does not fit
  * runs alone too).  Per
  * candidate: cuModuleLoadData, its kernels, scratch buffers of its own,
- * the output set to all-ones, one run, the output compared with the
+ * the outputs set to all-ones, one run, the outputs compared with the
  * reference in the child (the parent computed it before forking), timing
  * only when it matched (a candidate whose first timed call is over 10x the
  * best this child measured is reported from that call: opts.slow_us),
@@ -74,14 +74,15 @@ typedef struct cuda_batch {
 	int64_t ref_n;
 	shared_arg *sh;            /* the non-scratch arguments, in order */
 	int nshared;
-	int out_k;                 /* the output in sh[], or -1 */
+	size_t out_bytes;          /* the outputs among them: bytes, elements */
+	int64_t out_elems;
 	/* the child's */
 	cuda_ctx x;                /* the current candidate, for cuda_launch_all and timing */
 	int sm;
 	CUmodule mod;              /* the current candidate's cubin, or NULL */
 	CUdeviceptr *scratch;      /* per argument of the current candidate, or 0 */
-	unsigned char *out_raw;    /* the output as stored */
-	double *out_d;             /* and as double */
+	unsigned char *out_raw;    /* the outputs as stored, in argument order */
+	double *out_d;             /* and as doubles */
 	unsigned char *guard, *pattern;   /* a guard read back; what it must hold */
 	unsigned char *readback;   /* an input read back */
 	size_t readback_bytes;
@@ -112,13 +113,12 @@ static int batch_setup(void *ctx, tir_child_report *rep)
 	x->o = b->o;
 	if (cuda_api_open(cu, b->o->device, &b->sm, &l2, rep))
 		return -1;
-	const tir_arg_info *out = b->out_k >= 0 ? b->sh[b->out_k].info : NULL;
 	b->guard = malloc(GUARD_BYTES);
 	b->pattern = malloc(GUARD_BYTES);
-	b->out_raw = malloc((out ? cuda_arg_bytes(out) : 0) + 1);
-	b->out_d = malloc((size_t)(out ? out->elems : 0) * sizeof(double) + 1);
+	b->out_raw = malloc(b->out_bytes + 1);
+	b->out_d = malloc((size_t)b->out_elems * sizeof(double) + 1);
 	if (!b->guard || !b->pattern || !b->out_raw || !b->out_d)
-		return cuda_out_of_memory(rep, "the output");
+		return cuda_out_of_memory(rep, "the outputs");
 	memset(b->pattern, GUARD_BYTE, GUARD_BYTES);
 	for (int k = 0; k < b->nshared; k++) {
 		shared_arg *s = &b->sh[k];
@@ -152,14 +152,15 @@ static int bind_args(cuda_batch *b, const tir_code *c, tir_child_report *rep)
 	return 0;
 }
 
-/* Before a run for the output: the output all-ones bytes (unwritten
+/* Before a run for the outputs: the outputs all-ones bytes (unwritten
  * elements show as NaN), scratch zeroed. */
 static int clear_outputs(cuda_batch *b, const tir_code *c, tir_child_report *rep)
 {
 	const cu_api *cu = &b->x.cu;
-	if (b->out_k >= 0)
-		CU_TRY(cu->MemsetD8(b->sh[b->out_k].base + GUARD_BYTES, 0xff,
-				    b->sh[b->out_k].bytes), "clearing the output");
+	for (int k = 0; k < b->nshared; k++)
+		if (b->sh[k].info->is_output)
+			CU_TRY(cu->MemsetD8(b->sh[k].base + GUARD_BYTES, 0xff, b->sh[k].bytes),
+			       "clearing the output \"%s\"", b->sh[k].info->name);
 	for (int i = 0; i < c->nargs; i++)
 		if (b->scratch[i])
 			CU_TRY(cu->MemsetD8(b->scratch[i] + GUARD_BYTES, 0,
@@ -233,7 +234,7 @@ static int restore_inputs(cuda_batch *b, tir_child_report *rep)
 }
 
 /* Runs the current candidate once on the shared inputs and judges its
- * output against the reference.  Returns the verdict (rep->msg says why
+ * outputs against the reference.  Returns the verdict (rep->msg says why
  * when not OK), or -1 with rep set when the driver failed or the candidate
  * wrote out of bounds. */
 static int check_once(cuda_batch *b, const tir_code *c, tir_child_report *rep,
@@ -246,16 +247,18 @@ static int check_once(cuda_batch *b, const tir_code *c, tir_child_report *rep,
 	CU_TRY(cu->CtxSynchronize(), "running the kernels");
 	if (check_guards(b, c, rep))
 		return -1;
-	int64_t n = 0;
-	if (b->out_k >= 0) {
-		const shared_arg *s = &b->sh[b->out_k];
-		CU_TRY(cu->MemcpyDtoH(b->out_raw, s->base + GUARD_BYTES, s->bytes),
-		       "copying the output back");
-		n = s->info->elems;
-		tir_measure_to_double(s->info->dtype, b->out_raw, n, b->out_d);
+	unsigned char *at = b->out_raw;
+	for (int k = 0; k < b->nshared; k++) {
+		const shared_arg *s = &b->sh[k];
+		if (!s->info->is_output)
+			continue;
+		CU_TRY(cu->MemcpyDtoH(at, s->base + GUARD_BYTES, s->bytes),
+		       "copying the output \"%s\" back", s->info->name);
+		at += s->bytes;
 	}
-	return (int)tir_measure_judge(c, b->ref, b->ref_n, b->out_d, n, max_rel_error,
-				      rep->msg, sizeof rep->msg);
+	tir_code_outputs_unpack(c, b->out_raw, b->out_d);
+	return (int)tir_measure_judge(c, b->ref, b->ref_n, b->out_d, b->out_elems,
+				      max_rel_error, rep->msg, sizeof rep->msg);
 }
 
 /* check_once, and for a wrong result a second look: the inputs are shared,
@@ -447,7 +450,7 @@ tir_run_stream *cuda_stream_start(int n, const tir_code *first,
 
 	cuda_batch *b = &s->b;
 	*b = (cuda_batch){ .slots = s->slots, .data = s->data, .o = &s->o, .ref = ref,
-			   .ref_n = ref_n, .out_k = -1 };
+			   .ref_n = ref_n };
 	b->sh = xcalloc((size_t)first->nargs + 1, sizeof *b->sh);
 	for (int i = 0; i < first->nargs; i++) {
 		const tir_arg_info *ai = &first->args[i];
@@ -457,7 +460,8 @@ tir_run_stream *cuda_stream_start(int n, const tir_code *first,
 		sa->info = ai;
 		sa->bytes = cuda_arg_bytes(ai);
 		if (ai->is_output) {
-			b->out_k = b->nshared;
+			b->out_bytes += sa->bytes;
+			b->out_elems += ai->elems;
 		} else {
 			void *host = xmalloc(sa->bytes + 1);
 			tir_measure_fill(first, i, s->o.seed, host);

@@ -206,13 +206,11 @@ int tir_child_measure(const tir_code *c, double timeout_s,
 		      void (*fn)(void *ctx, tir_child_report *rep), void *ctx,
 		      tir_measure_result *r)
 {
-	int oi = tir_code_output(c);
-	size_t out_bytes = oi < 0 ? 0
-		: (size_t)c->args[oi].elems * (size_t)c->args[oi].elem_bytes;
+	size_t out_bytes = tir_code_output_bytes(c);
 	tir_child_report *rep = tir_child_report_new(out_bytes);
 	if (!rep) {
 		r->status = TIR_MEASURE_RUN_ERROR;
-		snprintf(r->msg, sizeof r->msg, "cannot map %zu bytes for the output",
+		snprintf(r->msg, sizeof r->msg, "cannot map %zu bytes for the outputs",
 			 out_bytes);
 		return -1;
 	}
@@ -226,7 +224,6 @@ int tir_child_measure(const tir_code *c, double timeout_s,
 void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 		       tir_measure_result *r)
 {
-	int o = tir_code_output(c);
 	r->nrepeats = rep->nrepeats;
 	if (r->nrepeats < 0 || r->nrepeats > TIR_MEASURE_MAX_REPEATS)
 		r->nrepeats = 0;
@@ -236,14 +233,16 @@ void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 	free(r->output);
 	r->output = NULL;
 	r->out_elems = 0;
-	if (o < 0 || !rep->output_ready)
+	r->noutputs = 0;
+	if (!rep->output_ready || tir_code_noutputs(c) == 0 ||
+	    tir_code_output_bytes(c) > rep->out_bytes)
 		return;
-	const tir_arg_info *a = &c->args[o];
-	if ((size_t)a->elems * (size_t)a->elem_bytes > rep->out_bytes)
-		return;
-	r->out_elems = a->elems;
-	r->output = xmalloc((size_t)a->elems * sizeof(double) + 1);
-	tir_measure_to_double(a->dtype, rep->out, a->elems, r->output);
+	r->out_elems = tir_code_output_elems(c);
+	r->output = xmalloc((size_t)r->out_elems * sizeof(double) + 1);
+	tir_code_outputs_unpack(c, rep->out, r->output);
+	for (int i = 0; i < c->nargs; i++)
+		if (c->args[i].is_output && r->noutputs < TIR_MEASURE_MAX_OUTPUTS)
+			r->output_elems[r->noutputs++] = c->args[i].elems;
 }
 
 /* ---- the batch guard ------------------------------------------------------------------ */

@@ -9,16 +9,32 @@
  * ../tir_measure.h; the statuses, the clock, tir_cuda_device_props and
  * tir_measure_local are in ../tir.h.
  *
- * Design.  A candidate is trusted only after its output matches an independent
- * computation of the same operator on the same random inputs.  The reference
- * here is written straight from the operator's definition (DESIGN.md and the
- * conventions below), in double precision, without the IR: a bug in compute
- * definitions, schedules or code generators cannot hide in both.  It is slow
- * and simple on purpose.
+ * Design.  A candidate is trusted only after its output matches an
+ * independent computation of the same workload on the same random inputs.
+ * The reference is the workload's unscheduled program — its compute
+ * definition's blocks before any schedule — run by the IR's interpreter in
+ * double precision (reference.c, ../ir/interp.c).  The interpreter is
+ * written from the IR's semantics (docs/ir-semantics.md), not from the code
+ * generators, and the unscheduled program shares nothing with a candidate
+ * but its compute definition: a bug in a schedule primitive or a code
+ * generator cannot hide in both, and every workload a compute definition
+ * builds, a graph of many blocks and outputs included, has a reference.
+ * What it cannot see is a compute definition that means the wrong thing:
+ * the tests check those against a hand-written reference of every
+ * single-operator workload (tests/reference.c, written from the
+ * conventions below, without the IR).
  *
- * Argument convention, shared with the IR (compute.c) and the code
- * generators: the operator's inputs first, then the epilogue operands in the
- * order the epilogues are listed, then the output.  Memory layouts, row-major:
+ * Several outputs.  The reference's arguments are the program's parameters,
+ * in order; a program may have several outputs.  A reference, and the
+ * output a runner brings back, is then every output concatenated in
+ * argument order, each as doubles; the sizes of the parts are the code's
+ * output arguments' (tir_code_output_elems and the rest, runner.c), and
+ * each part is compared with its reference on its own (tir_measure_judge).
+ *
+ * Argument convention of the single-operator workloads, shared with the IR
+ * (compute.c) and the code generators: the operator's inputs first, then
+ * the epilogue operands in the order the epilogues are listed, then the
+ * output.  Memory layouts, row-major:
  *
  *   matmul   NN: A[M,K] B[K,N]   NT: A[M,K] B[N,K]   TN: A[K,M] B[K,N]
  *            with batch > 0 every buffer has a leading [batch] dimension;
@@ -50,30 +66,32 @@
 #include "../tir.h"
 #include "../tir_measure.h"
 
-/* ---- reference.c ------------------------------------------------------------ */
+/* ---- reference.c: the reference ---------------------------------------------- */
 
-#define TIR_REF_MAX_ARGS 8
+#define TIR_REF_MAX_ARGS 64
+#define TIR_REF_MAX_DIMS 8
 
-/* One argument of an operator, in the convention above. */
+/* One argument of a workload's program: one of its parameters. */
 typedef struct tir_ref_arg {
-	char name[16];        /* "A", "B", "X", "W", "bias", "add", then "C" / "Y" */
+	char name[32];             /* the buffer's: "A", "X", "bias", "residual", "Y" */
+	int dtype;                 /* a tir_dtype */
 	int ndim;
-	int64_t shape[6];
+	int64_t shape[TIR_REF_MAX_DIMS];
 	int64_t elems;
-	bool is_output;       /* the last argument only */
+	bool is_output;
 } tir_ref_arg;
 
-/* Describes the operator's arguments: fills args[0..n-1] (inputs, epilogue
- * operands, output) and returns n, or -1 with a message when max is too
- * small. */
+/* The arguments of w's unscheduled program, its parameters in order: fills
+ * args[0..n-1] and returns n, or -1 with a message when max is too small
+ * or the program cannot be built. */
 int tir_reference_args(const tir_workload *w, tir_ref_arg *args, int max,
 		       tir_error *err);
 
-/* Computes the output of w in double precision.  inputs[] holds every
- * argument but the output, in the order of tir_reference_args; output has the
- * output's element count.  Returns 0, or -1 with a message. */
-int tir_reference(const tir_workload *w, double *const *inputs, double *output,
-		  tir_error *err);
+/* Runs w's unscheduled program in double precision (ir/interp.c): args[i]
+ * holds argument i of tir_reference_args, its elements row-major; inputs
+ * are read, outputs written.  Returns 0, or -1 with a message ("reference:
+ * ..."). */
+int tir_reference(const tir_workload *w, double *const *args, tir_error *err);
 
 /* ---- runner.c: the runner interface (its contract: ../tir_measure.h) ---------- */
 
@@ -101,8 +119,18 @@ tir_measure_opts tir_measure_opts_default(const tir_measure_opts *o);
  * only.  Scratch buffers may differ: each candidate gets its own. */
 bool tir_code_same_args(const tir_code *first, const tir_code *c);
 
-/* Index of c's output argument, or -1. */
-int tir_code_output(const tir_code *c);
+/* c's output arguments: how many; their elements and bytes in all. */
+int tir_code_noutputs(const tir_code *c);
+int64_t tir_code_output_elems(const tir_code *c);
+size_t tir_code_output_bytes(const tir_code *c);
+
+/* Copies c's outputs as stored, args[i] being argument i, to raw: every
+ * output concatenated in argument order (tir_code_output_bytes(c) bytes). */
+void tir_code_outputs_pack(const tir_code *c, void *const *args, void *raw);
+
+/* Converts outputs packed so (each in its dtype) to doubles, concatenated in
+ * the same order: tir_code_output_elems(c) values. */
+void tir_code_outputs_unpack(const tir_code *c, const void *raw, double *dst);
 
 /* ---- check.c: the random inputs and the check against the reference ----------- */
 
@@ -118,36 +146,45 @@ void tir_measure_to_double(int dtype, const void *src, int64_t n, double *dst);
 
 /* The check against the reference.  Recreates the inputs of seed, converts
  * them to double (as stored: float16 / bfloat16 already rounded), computes
- * tir_reference and compares output (out_elems values) with it:
+ * the reference and compares output (out_elems values: every output
+ * concatenated in argument order) with it, output by output:
  *
- *   max_rel_error = max_i |out_i - ref_i| / max(max_i |ref_i|, 1e-30)
+ *   max_rel_error = max over outputs of
+ *                   max_i |out_i - ref_i| / max(max_i |ref_i|, 1e-30)
  *
  * a normwise relative error — an element-wise one is meaningless where the
  * reference is near zero, which random inputs make common.  A NaN or
  * infinite output element makes it +infinity.  Returns 0 with *max_rel_error
  * set, or -1 with a message when the code's arguments do not match the
- * workload's (tir_reference_args). */
+ * program's (tir_reference_args: count, elements, dtypes, which are
+ * outputs) or the reference cannot be computed. */
 int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
 		      const double *output, int64_t out_elems,
 		      double *max_rel_error, tir_error *err);
 
 /* The two halves of tir_measure_check, so that a search computes the
- * (slow, naive) reference once per workload and seed: the reference output
- * (malloc'd, *n values), and the error of one output against it. */
+ * reference once per workload and seed: the reference output (malloc'd,
+ * *n values: every output of the program concatenated in argument order),
+ * and the error of one array against another.  The inputs are filled by
+ * c's argument indices (tir_measure_fill), the outputs start as the
+ * candidates' do (all-ones bytes).  A reference that is not finite (a NaN:
+ * a square root of a negative input, say) is an error: no candidate could
+ * match it. */
 int tir_measure_reference(const tir_workload *w, const tir_code *c, uint64_t seed,
 			  double **ref, int64_t *n, tir_error *err);
 double tir_measure_compare(const double *ref, const double *out, int64_t n);
 
 /* The largest max_rel_error accepted for code with these arguments: the
- * loosest over the dtypes of its inputs and output of float32 1e-5,
+ * loosest over the dtypes of its inputs and outputs of float32 1e-5,
  * float16 1e-2, bfloat16 2e-2; 0 (exact) when every one is an integer. */
 double tir_measure_tolerance(const tir_code *c);
 
 /* The verdict on an output of c (out_n values) against the reference (ref_n
- * values): RUN_ERROR when the counts differ, WRONG_RESULT when the error
- * (tir_measure_compare, stored in *max_rel_error) exceeds
- * tir_measure_tolerance(c), else OK.  When not OK, msg (size bytes) says
- * why; it is left alone when OK. */
+ * values): RUN_ERROR when the counts differ; else each output of c (its
+ * part of both, in argument order) is compared on its own
+ * (tir_measure_compare), *max_rel_error is the largest, and WRONG_RESULT
+ * when it exceeds tir_measure_tolerance(c), naming the output, else OK.
+ * When not OK, msg (size bytes) says why; it is left alone when OK. */
 tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64_t ref_n,
 				     const double *out, int64_t out_n,
 				     double *max_rel_error, char *msg, size_t size);
@@ -156,7 +193,9 @@ tir_measure_status tir_measure_judge(const tir_code *c, const double *ref, int64
 
 /* The child reports through a tir_child_report in shared memory
  * (tir_child_report_new: MAP_SHARED, so it survives the child), followed by
- * out_bytes bytes for the raw output. */
+ * out_bytes bytes for the raw outputs: every output as stored, concatenated
+ * in argument order (tir_code_outputs_pack; the parts' sizes are the
+ * code's output arguments'). */
 typedef struct tir_child_report {
 	int status;                /* a tir_measure_status the child decided */
 	char msg[512];
@@ -180,12 +219,12 @@ void tir_child_report_free(tir_child_report *rep);
 int tir_child_run(double timeout_s, void (*fn)(void *ctx, tir_child_report *rep),
 		  void *ctx, tir_child_report *rep, tir_measure_result *r);
 
-/* Converts the child's raw output (dtype of the output argument of c) into
- * r->output and copies its times into r. */
+/* Converts the child's raw outputs (tir_code_outputs_unpack) into r->output,
+ * with their count and sizes, and copies its times into r. */
 void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 		       tir_measure_result *r);
 
-/* The whole guarded run of one candidate: a report sized for c's output,
+/* The whole guarded run of one candidate: a report sized for c's outputs,
  * fn in a child (tir_child_run), the output and times collected into r.
  * Returns 0 when the child ended with status OK. */
 int tir_child_measure(const tir_code *c, double timeout_s,

@@ -17,12 +17,55 @@
 
 /* ---- argument lists ---------------------------------------------------------- */
 
-int tir_code_output(const tir_code *c)
+int tir_code_noutputs(const tir_code *c)
 {
+	int n = 0;
+	for (int i = 0; i < c->nargs; i++)
+		n += c->args[i].is_output != 0;
+	return n;
+}
+
+int64_t tir_code_output_elems(const tir_code *c)
+{
+	int64_t n = 0;
 	for (int i = 0; i < c->nargs; i++)
 		if (c->args[i].is_output)
-			return i;
-	return -1;
+			n += c->args[i].elems;
+	return n;
+}
+
+size_t tir_code_output_bytes(const tir_code *c)
+{
+	size_t n = 0;
+	for (int i = 0; i < c->nargs; i++)
+		if (c->args[i].is_output)
+			n += (size_t)c->args[i].elems * (size_t)c->args[i].elem_bytes;
+	return n;
+}
+
+void tir_code_outputs_pack(const tir_code *c, void *const *args, void *raw)
+{
+	unsigned char *at = raw;
+	for (int i = 0; i < c->nargs; i++) {
+		if (!c->args[i].is_output)
+			continue;
+		size_t bytes = (size_t)c->args[i].elems * (size_t)c->args[i].elem_bytes;
+		memcpy(at, args[i], bytes);
+		at += bytes;
+	}
+}
+
+void tir_code_outputs_unpack(const tir_code *c, const void *raw, double *dst)
+{
+	const unsigned char *at = raw;
+	for (int i = 0; i < c->nargs; i++) {
+		const tir_arg_info *a = &c->args[i];
+		if (!a->is_output)
+			continue;
+		tir_measure_to_double(a->dtype, at, a->elems, dst);
+		at += (size_t)a->elems * (size_t)a->elem_bytes;
+		dst += a->elems;
+	}
 }
 
 bool tir_code_same_args(const tir_code *first, const tir_code *c)
