@@ -962,7 +962,7 @@ static const bad bad_cases[] = {
 	{ "MM", setup_none, ap_rf_divide, "factor 3 does not divide the extent 16" },
 	{ "MM", setup_none, ap_rf_spatial, "is not a reduction" },
 	{ "MM", setup_none, ap_rf_many, "factor 128: at most 64 partial sums" },
-	{ "MM", setup_decomposed, ap_rf_decomposed, "is not a summing reduction with its init" },
+	{ "MM", setup_decomposed, ap_rf_decomposed, "is not a reduction with its init" },
 	{ "MM", setup_none, ap_read_index, "read index 3 is out of range" },
 	{ "MM", setup_none, ap_read_self, "is its own output \"C\"" },
 	{ "MM", setup_none, ap_read_scope, "unknown storage scope \"texture\"" },
