@@ -808,7 +808,7 @@ END_TEST
  * their CUDA compiled by NVRTC for sm_90 and run where there is a GPU.  Odd
  * shapes (K prime, K = 1, M = 1), 16-bit types (stored as bits in C,
  * converted on store), NaN values (skipped: fmax), every value NaN (the
- * identity, -inf / +inf, is the result). */
+ * identity, -inf / +inf, is the result), integers (INT32_MIN / _MAX). */
 
 static const tr_spec reduce_specs[] = {
 	{ REDUCE_MAX, TIR_F32, TIR_F32, 5, 7, 0, false },
@@ -824,17 +824,23 @@ static const tr_spec reduce_specs[] = {
 	{ REDUCE_MIN, TIR_F16, TIR_F16, 2, 5, 1, false },
 	{ REDUCE_MAX, TIR_F32, TIR_F32, 4, 6, 0, true },
 	{ REDUCE_SUM, TIR_F32, TIR_F32, 4, 9, 0, false },
+	{ REDUCE_MAX, TIR_I32, TIR_I32, 3, 7, 0, false },
+	{ REDUCE_MIN, TIR_I8, TIR_I32, 2, 5, 0, false },
 };
 #define NREDUCE ((int)(sizeof reduce_specs / sizeof reduce_specs[0]))
 
 /* The identity of s's reducer as each backend prints it. */
 static const char *c_identity(const tr_spec *s)
 {
+	if (s->out == TIR_I32)
+		return s->r == REDUCE_MAX ? "-2147483648LL" : s->r == REDUCE_MIN ? "2147483647" : "0";
 	return s->r == REDUCE_MAX ? "-INFINITY" : s->r == REDUCE_MIN ? "INFINITY" : "0.0f";
 }
 
 static const char *cuda_identity(const tr_spec *s)
 {
+	if (s->out == TIR_I32)
+		return c_identity(s);
 	return s->r == REDUCE_MAX ? "__int_as_float(0xff800000)"
 	     : s->r == REDUCE_MIN ? "__int_as_float(0x7f800000)" : "0.0f";
 }
@@ -849,7 +855,8 @@ START_TEST(test_reduce_unscheduled)
 	ck_assert_msg(strstr(c, c_identity(rs)), "%s: no %s in\n%s", tr_name(rs), c_identity(rs), c);
 	ck_assert(!strstr(c, "inff"));
 	if (rs->r != REDUCE_SUM)
-		ck_assert_msg(strstr(c, rs->r == REDUCE_MAX ? "tir_maxf(" : "tir_minf("), "%s", c);
+		ck_assert_msg(strstr(c, rs->out == TIR_I32 ? (rs->r == REDUCE_MAX ? "tir_maxi(" : "tir_mini(")
+					: rs->r == REDUCE_MAX ? "tir_maxf(" : "tir_minf("), "%s", c);
 	if (rs->r != REDUCE_SUM && rs->out == TIR_F32 && !rs->plus_one && !rs->nan_every)
 		ck_assert_msg(strstr(c, "), R[") || strstr(c, "], R["), "the accumulator second:\n%s", c);
 	if (rs->r != REDUCE_SUM && rs->out == TIR_F16)

@@ -920,6 +920,21 @@ START_TEST(pad_einsum_refuses)
 }
 END_TEST
 
+/* An integer sum's init is a cast of 0, a constant too: an int8 matmul
+ * pads (it was refused as "an init that is not a constant"). */
+START_TEST(pad_einsum_int8)
+{
+	fix f = make("{\"op\":\"matmul\",\"M\":5,\"N\":6,\"K\":7,\"dtype\":\"int8\"}");
+	int c = block(&f, "compute");
+	ck_assert(block_ptr(&f, c)->init->kind == E_CAST);
+	tir_int fac[3] = { TIR_LIT(8), TIR_LIT(8), TIR_LIT(8) };
+	OK(tir_pad_einsum(f.s, c, 3, fac, E));
+	ck_assert_int_eq(block_ptr(&f, c)->iters[2].extent, 8);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
 /* ---- decompose_reduction ----------------------------------------------------- */
 
 START_TEST(decompose_outer)
@@ -1259,6 +1274,7 @@ Suite *make_sched2_suite(void)
 	tcase_add_loop_test(tr, reduce_decompose, 0, NRED);
 	tcase_add_loop_test(tr, reduce_pad_einsum, 0, 7);
 	tcase_add_loop_test(tr, pad_einsum_refuses, 0, 3);
+	tcase_add_test(tr, pad_einsum_int8);
 	suite_add_tcase(s, tr);
 	TCase *tb = tcase_create("illegal");
 	tcase_add_loop_test(tb, illegal, 0, N_BAD);

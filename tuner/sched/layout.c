@@ -655,11 +655,20 @@ static pad_val pad_eval(tir_arena *a, const tir_block *b, const tir_var *var,
 
 /* Whether b's value e contributes nothing at a point past the old extent
  * of padded iterator var: the reducer's identity; for a max or a min a NaN
- * too, which they skip (fmax, docs/ir-semantics.md); or a choice between
- * two such values whatever the condition. */
+ * too, which they skip (fmax, docs/ir-semantics.md), or the padded input
+ * itself, widened (T.Cast("int32", A[i, k]) of int8 A): its pad value, the
+ * lowest (highest) int8, is no more (less) than any value it has; or a
+ * choice between two such values whatever the condition. */
 static bool pads_to_identity(tir_arena *a, const tir_block *b, const tir_var *var,
 			     const tir_expr *e)
 {
+	if (b->reduce == REDUCE_MAX || b->reduce == REDUCE_MIN) {
+		const tir_expr *x = e->kind == E_CAST ? e->a : e;
+		bool widens = x == e || (dtype_is_float(x->dtype) == dtype_is_float(e->dtype) &&
+					 dtype_bytes(x->dtype) <= dtype_bytes(e->dtype));
+		if (x->kind == E_LOAD && x->buf != b->store && expr_uses_var(x, var) && widens)
+			return true;
+	}
 	pad_val v = pad_eval(a, b, var, e);
 	if (v.known) {
 		double id = 0;
@@ -782,7 +791,8 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 	if (!pc.ok || !block_plain_access(b, b->store->ndim, b->store_idx, store_dims))
 		return tir_fail(err, "block \"%s\" is not an einsum: it accesses \"%s\" at other than one iterator per dimension",
 				b->name, pc.ok ? b->store->name : pc.bad->name);
-	if (b->init && b->init->kind != E_INT && b->init->kind != E_FLOAT)
+	double init;
+	if (b->init && !const_value(b->init, &init))   /* an integer one is a cast */
 		return tir_fail(err, "block \"%s\" has an init that is not a constant", b->name);
 	if (check_pad_meaning(a, b, ext, err))
 		return -1;
