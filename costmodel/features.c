@@ -561,6 +561,8 @@ static void block_features(tir_block *b, void *ctx)
 	kinds_of(b->predicate, kinds);
 	if (b->reduce == REDUCE_SUM)
 		kinds[K_ADD]++;
+	else if (b->reduce == REDUCE_MAX || b->reduce == REDUCE_MIN)
+		kinds[K_MINMAX]++;      /* the combine is a max / min */
 	for (int i = 0; i < K_N; i++)
 		c->kinds[i] += li.instances * kinds[i];
 	if (li.vectorized)

@@ -36,9 +36,11 @@
 #include "tir.h"
 #include "ir/ir.h"
 #include "codegen/codegen.h"
+#include "sched/sched.h"
 #include "measure/measure.h"
 #include "testutil.h"
 #include "schedules.h"
+#include "reducers.h"
 
 #ifndef TIR_SYSTEM_CC
 #define TIR_SYSTEM_CC "cc"
@@ -802,6 +804,171 @@ START_TEST(test_lower_compaction)
 }
 END_TEST
 
+/* ---- reducers: max and min ------------------------------------------------------
+ * Row maxima and minima of A[M, K] built by hand (tests/reducers.h), run as C
+ * on the CPU and compared with a plain C loop over the same inputs, exactly;
+ * their CUDA compiled by NVRTC for sm_90 and run where there is a GPU.  Odd
+ * shapes (K prime, K = 1, M = 1), 16-bit types (stored as bits in C,
+ * converted on store), NaN values (skipped: fmax), every value NaN (the
+ * identity, -inf / +inf, is the result), integers (INT32_MIN / _MAX). */
+
+static const tr_spec reduce_specs[] = {
+	{ REDUCE_MAX, TIR_F32, TIR_F32, 5, 7, 0, false },
+	{ REDUCE_MIN, TIR_F32, TIR_F32, 5, 7, 0, false },
+	{ REDUCE_MAX, TIR_F32, TIR_F32, 1, 13, 0, false },
+	{ REDUCE_MIN, TIR_F32, TIR_F32, 6, 1, 0, false },
+	{ REDUCE_MAX, TIR_F32, TIR_F32, 1, 1, 0, false },
+	{ REDUCE_MAX, TIR_F16, TIR_F16, 3, 11, 0, false },
+	{ REDUCE_MIN, TIR_F16, TIR_F16, 1, 1, 0, false },
+	{ REDUCE_MAX, TIR_F16, TIR_F32, 4, 31, 0, false },
+	{ REDUCE_MIN, TIR_BF16, TIR_BF16, 3, 17, 0, false },
+	{ REDUCE_MAX, TIR_F32, TIR_F32, 3, 10, 3, false },
+	{ REDUCE_MIN, TIR_F16, TIR_F16, 2, 5, 1, false },
+	{ REDUCE_MAX, TIR_F32, TIR_F32, 4, 6, 0, true },
+	{ REDUCE_SUM, TIR_F32, TIR_F32, 4, 9, 0, false },
+	{ REDUCE_MAX, TIR_I32, TIR_I32, 3, 7, 0, false },
+	{ REDUCE_MIN, TIR_I8, TIR_I32, 2, 5, 0, false },
+};
+#define NREDUCE ((int)(sizeof reduce_specs / sizeof reduce_specs[0]))
+
+/* The identity of s's reducer as each backend prints it. */
+static const char *c_identity(const tr_spec *s)
+{
+	if (s->out == TIR_I32)
+		return s->r == REDUCE_MAX ? "-2147483648LL" : s->r == REDUCE_MIN ? "2147483647" : "0";
+	return s->r == REDUCE_MAX ? "-INFINITY" : s->r == REDUCE_MIN ? "INFINITY" : "0.0f";
+}
+
+static const char *cuda_identity(const tr_spec *s)
+{
+	if (s->out == TIR_I32)
+		return c_identity(s);
+	return s->r == REDUCE_MAX ? "__int_as_float(0xff800000)"
+	     : s->r == REDUCE_MIN ? "__int_as_float(0x7f800000)" : "0.0f";
+}
+
+/* Unscheduled: the init stores the identity, the update combines with
+ * tir_maxf / tir_minf, the accumulator second. */
+START_TEST(test_reduce_unscheduled)
+{
+	const tr_spec *rs = &reduce_specs[_i];
+	tir_program *p = tr_program(rs);
+	char *c = tr_c_source(p);
+	ck_assert_msg(strstr(c, c_identity(rs)), "%s: no %s in\n%s", tr_name(rs), c_identity(rs), c);
+	ck_assert(!strstr(c, "inff"));
+	if (rs->r != REDUCE_SUM)
+		ck_assert_msg(strstr(c, rs->out == TIR_I32 ? (rs->r == REDUCE_MAX ? "tir_maxi(" : "tir_mini(")
+					: rs->r == REDUCE_MAX ? "tir_maxf(" : "tir_minf("), "%s", c);
+	if (rs->r != REDUCE_SUM && rs->out == TIR_F32 && !rs->plus_one && !rs->nan_every)
+		ck_assert_msg(strstr(c, "), R[") || strstr(c, "], R["), "the accumulator second:\n%s", c);
+	if (rs->r != REDUCE_SUM && rs->out == TIR_F16)
+		ck_assert_msg(strstr(c, "tir_f32_to_f16(tir_m"), "%s", c);
+	free(c);
+	tr_run(p, rs, "cpu", "unscheduled");
+	char *cu = tr_cuda_source(p, tr_name(rs));
+	ck_assert_msg(strstr(cu, cuda_identity(rs)), "%s: no %s in\n%s", tr_name(rs),
+		      cuda_identity(rs), cu);
+	free(cu);
+	tr_run(p, rs, "cuda:sm_90", "unscheduled");
+	tir_program_free(p);
+}
+END_TEST
+
+#define ROK(call) do { tir_error e_ = { "" }; int rc_ = (call); \
+	ck_assert_msg(rc_ >= 0, "%s: %s: %s", tr_name(rs), #call, e_.msg); } while (0)
+
+/* CPU schedules: (0) split k by 4 (a predicate where 4 does not divide
+ * K), the k tiles outside i, the init decomposed out of them, i parallel;
+ * (1) K padded to a multiple of 4 (with the identity) and rfactored into 4
+ * partials (each starting at the identity; with K = 1 three of them see
+ * only padding), the partials' loop parallel, then combined by
+ * R_rf_max / _min. */
+START_TEST(test_reduce_scheduled_cpu)
+{
+	const tr_spec *rs = &reduce_specs[_i / 2];
+	int which = _i % 2;
+	tir_sched *s = tr_sched(rs);
+	int b, l[4], k[2];
+	ROK(b = tir_get_block(s, "reduce", &e_));
+	ck_assert_int_eq(tir_get_loops(s, b, l, 4, NULL), 2);
+	if (which == 0) {
+		tir_int f[2] = { TIR_LIT(0), TIR_LIT(4) };
+		ROK(tir_split(s, l[1], 2, f, k, &e_));
+		int order[3] = { k[0], l[0], k[1] };
+		ROK(tir_reorder(s, 3, order, &e_));
+		int init;
+		ROK(init = tir_decompose_reduction(s, b, k[0], &e_));
+		ROK(tir_parallel(s, l[0], &e_));
+		const tir_block *ib = s->rv[init].block;
+		ck_assert(ib->reduce == REDUCE_NONE && reduce_is_identity(rs->r, ib->value));
+	} else {
+		tir_int pf[2] = { TIR_LIT(1), TIR_LIT(4) };
+		ROK(tir_pad_einsum(s, b, 2, pf, &e_));
+		int sum;
+		ROK(sum = tir_rfactor(s, b, 1, TIR_LIT(4), &e_));
+		int rl[3];
+		ck_assert_int_eq(tir_get_loops(s, b, rl, 3, NULL), 3);
+		ROK(tir_parallel(s, rl[0], &e_));
+		tir_block *rf = s->rv[b].block, *comb = s->rv[sum].block;
+		ck_assert(reduce_is_identity(rs->r, rf->init));
+		ck_assert_int_eq(comb->reduce, rs->r);
+		ck_assert(reduce_is_identity(rs->r, comb->init));
+		ck_assert_str_eq(comb->name, rs->r == REDUCE_MAX ? "R_rf_max"
+					    : rs->r == REDUCE_MIN ? "R_rf_min" : "R_rf_sum");
+	}
+	tr_check_replay(s, rs);
+	tr_run(tir_sched_program(s), rs, "cpu", which ? "padded, rfactor" : "split, decomposed");
+	char *cu = tr_cuda_source(tir_sched_program(s), tr_name(rs));
+	free(cu);
+	tir_sched_free(s);
+}
+END_TEST
+
+/* CUDA cross-thread reduction: i bound to blockIdx.x, k split by T threads
+ * bound to threadIdx.x outside the rest of k, the block annotated: partials
+ * start at the identity, threads past K (predicate false) keep it, warp
+ * shuffles (T = 32), shuffles and a shared array between warps (64), a
+ * shared-memory tree (48) combine with tir_maxf / tir_minf.  Runs on the CPU
+ * (thread loops serial there) and on a GPU where there is one. */
+static const int xthreads[] = { 32, 64, 48, 128 };
+
+START_TEST(test_reduce_cross_thread)
+{
+	static const tr_spec specs[] = {
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 3, 13, 0, false },
+		{ REDUCE_MIN, TIR_F32, TIR_F32, 2, 97, 0, false },
+		{ REDUCE_MAX, TIR_F16, TIR_F16, 1, 211, 0, false },
+		{ REDUCE_MIN, TIR_BF16, TIR_F32, 4, 1, 0, false },
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 2, 100, 7, false },
+		{ REDUCE_SUM, TIR_F32, TIR_F32, 2, 77, 0, false },
+	};
+	const tr_spec *rs = &specs[_i / 4];
+	int threads = xthreads[_i % 4];
+	tir_sched *s = tr_sched(rs);
+	int b, l[2], k[2];
+	ROK(b = tir_get_block(s, "reduce", &e_));
+	ck_assert_int_eq(tir_get_loops(s, b, l, 2, NULL), 2);
+	tir_int f[2] = { TIR_LIT(0), TIR_LIT(threads) };
+	ROK(tir_split(s, l[1], 2, f, k, &e_));
+	int order[3] = { l[0], k[1], k[0] };
+	ROK(tir_reorder(s, 3, order, &e_));
+	ROK(tir_bind(s, l[0], "blockIdx.x", &e_));
+	ROK(tir_bind(s, k[1], "threadIdx.x", &e_));
+	ROK(tir_annotate(s, b, "cross_thread_reduction", 1, &e_));
+	tr_check_replay(s, rs);
+	const tir_program *p = tir_sched_program(s);
+	char *cu = tr_cuda_source(p, tr_name(rs));
+	ck_assert_msg(strstr(cu, "tir_xacc = ") && strstr(cu, cuda_identity(rs)), "%s", cu);
+	if (rs->r != REDUCE_SUM)
+		ck_assert_msg(strstr(cu, threads % 32 ? "tir_xred[threadIdx.x] = tir_m"
+					 : "tir_xacc = tir_m"), "%s", cu);
+	free(cu);
+	tr_run(p, rs, "cpu", "cross-thread");
+	tr_run(p, rs, "cuda:sm_90", "cross-thread");
+	tir_sched_free(s);
+}
+END_TEST
+
 static Suite *codegen_suite(void)
 {
 	Suite *s = suite_create("codegen");
@@ -825,6 +992,12 @@ static Suite *codegen_suite(void)
 	tcase_add_loop_test(tc, test_generic_schedules, 0, 2 * NWORKLOADS);
 	tcase_add_loop_test(tc, test_scheduled_cuda, 0, 4);
 	tcase_add_loop_test(tc, test_cuda_guarded_vector_fetch, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reducers");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test_reduce_unscheduled, 0, NREDUCE);
+	tcase_add_loop_test(tc, test_reduce_scheduled_cpu, 0, 2 * NREDUCE);
+	tcase_add_loop_test(tc, test_reduce_cross_thread, 0, 6 * 4);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,6 +11,7 @@
 #include "tir.h"
 #include "ir/ir.h"
 #include "testutil.h"
+#include "reducers.h"
 
 static tir_workload *parse(const char *json)
 {
@@ -464,6 +465,43 @@ START_TEST(intervals)
 }
 END_TEST
 
+/* The reducers: names, identities, and how a reduction block prints — a
+ * sum as it always did, a max or min as TVMScript writes one. */
+START_TEST(reducers)
+{
+	ck_assert_str_eq(reduce_name(REDUCE_MAX), "max");
+	ck_assert_int_eq(reduce_parse("min"), REDUCE_MIN);
+	ck_assert_int_eq(reduce_parse("mean"), -1);
+	tir_arena a = { 0 };
+	ck_assert(reduce_is_identity(REDUCE_MAX, reduce_identity(&a, REDUCE_MAX, TIR_F16)));
+	ck_assert(reduce_is_identity(REDUCE_MIN, reduce_identity(&a, REDUCE_MIN, TIR_I32)));
+	ck_assert(reduce_is_identity(REDUCE_MAX, reduce_identity(&a, REDUCE_MAX, TIR_I8)));
+	ck_assert(reduce_is_identity(REDUCE_SUM, mk_float(&a, 0.0, TIR_F32)));
+	ck_assert(!reduce_is_identity(REDUCE_MAX, mk_float(&a, 0.0, TIR_F32)));
+	ck_assert(!reduce_is_identity(REDUCE_MIN, reduce_identity(&a, REDUCE_MAX, TIR_F32)));
+	ck_assert(!reduce_is_identity(REDUCE_MAX, mk_cast(&a, TIR_I32, mk_int(&a, -128))));
+	char *t = tir_expr_print(reduce_identity(&a, REDUCE_MIN, TIR_I32));
+	ck_assert_str_eq(t, "T.Cast(\"int32\", 2147483647)");
+	free(t);
+	arena_free(&a);
+	static const char *const want[] = {
+		"R[vi] = R[vi] + A[vi, vk]",
+		"R[vi] = T.max(R[vi], A[vi, vk])",
+		"R[vi] = T.min(R[vi], A[vi, vk])",
+	};
+	static const char *const init[] = { "T.float32(0.0)", "T.float32(-inf)", "T.float32(inf)" };
+	for (int r = REDUCE_SUM; r <= REDUCE_MIN; r++) {
+		tr_spec spec = { (tir_reduce)r, TIR_F32, TIR_F32, 3, 5, 0, false };
+		tir_program *p = tr_program(&spec);
+		char *txt = tir_program_print(p);
+		ck_assert_msg(strstr(txt, want[r - REDUCE_SUM]), "no \"%s\" in\n%s", want[r - REDUCE_SUM], txt);
+		ck_assert_msg(strstr(txt, init[r - REDUCE_SUM]), "no \"%s\" in\n%s", init[r - REDUCE_SUM], txt);
+		free(txt);
+		tir_program_free(p);
+	}
+}
+END_TEST
+
 static Suite *make_ir_suite(void)
 {
 	Suite *s = suite_create("ir");
@@ -477,6 +515,7 @@ static Suite *make_ir_suite(void)
 	tcase_add_test(tc, simplify_split_and_fuse);
 	tcase_add_test(tc, simplify_common_factor);
 	tcase_add_test(tc, intervals);
+	tcase_add_test(tc, reducers);
 	tcase_add_test(tc, buffers_and_writes);
 	suite_add_tcase(s, tc);
 	return s;

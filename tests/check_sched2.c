@@ -12,6 +12,12 @@
  * NaN and an access out of bounds fails), and the trace (replaying it on a
  * fresh schedule prints the same program).  Illegal schedules must fail with
  * a message and leave the program unchanged.
+ *
+ * Reducers: hand-built row maxima, minima and sums (tests/reducers.h)
+ * through rfactor, decompose_reduction and pad_einsum — each partial, init
+ * and pad value the reducer's identity — and pad_einsum's refusal of a
+ * body that is not the identity where its inputs are padded
+ * (R[i] += A[i, k] + 1).
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +28,7 @@
 #include "sched/sched.h"
 #include "measure/measure.h"
 #include "testutil.h"
+#include "reducers.h"
 
 /* ---- fixtures ------------------------------------------------------------- */
 
@@ -150,8 +157,9 @@ static double eval(interp *it, const tir_expr *e)
 	case E_DIV: return dtype_is_float(e->dtype) ? a / b : trunc(a / b);
 	case E_FLOORDIV: return fdivf(a, b);
 	case E_FLOORMOD: return a - fdivf(a, b) * b;
-	case E_MIN: return a < b ? a : b;
-	case E_MAX: return a > b ? a : b;
+	/* docs/ir-semantics.md: C's fmax / fmin */
+	case E_MIN: return fmin(a, b);
+	case E_MAX: return fmax(a, b);
 	case E_LT: return a < b;
 	case E_LE: return a <= b;
 	case E_EQ: return a == b;
@@ -191,7 +199,8 @@ static void run_block(interp *it, const tir_block *b)
 	}
 	if (b->init && first)
 		*m = eval(it, b->init);
-	*m = *m + eval(it, b->value);
+	double v = eval(it, b->value);
+	*m = b->reduce == REDUCE_MAX ? fmax(*m, v) : b->reduce == REDUCE_MIN ? fmin(*m, v) : *m + v;
 }
 
 static void run_stmt(interp *it, const tir_stmt *s)
@@ -706,6 +715,226 @@ START_TEST(rfactor_matmul)
 }
 END_TEST
 
+/* ---- reducers ------------------------------------------------------------------
+ * Hand-built row reductions (tests/reducers.h): the meaning checked by the
+ * interpreter against the unscheduled program, the trace by replay, and the
+ * C code against a plain loop. */
+
+static void check_same_spec(tir_sched *s, const tr_spec *spec)
+{
+	tir_program *ref = tr_program(spec);
+	int64_t n1, n2;
+	char f1[256], f2[256];
+	double *a = run(ref, &n1, f1), *b = run(tir_sched_program(s), &n2, f2);
+	ck_assert_msg(!f1[0], "reference: %s", f1);
+	ck_assert_msg(!f2[0], "scheduled: %s", f2);
+	ck_assert_int_eq(n1, n2);
+	for (int64_t i = 0; i < n1; i++)
+		ck_assert_msg(a[i] == b[i] || fabs(a[i] - b[i]) <= 1e-9 * (1 + fabs(a[i])),
+			      "%s: output %lld: %g, expected %g", tr_name(spec), (long long)i, b[i], a[i]);
+	free(a);
+	free(b);
+	tir_program_free(ref);
+}
+
+static void check_all_spec(tir_sched *s, const tr_spec *spec)
+{
+	check_same_spec(s, spec);
+	tr_check_replay(s, spec);
+	tr_run(tir_sched_program(s), spec, "cpu", "scheduled");
+}
+
+#define ROK(call) do { tir_error e_ = { "" }; int rc_ = (call); \
+	ck_assert_msg(rc_ >= 0, "%s: %s: %s", tr_name(spec), #call, e_.msg); } while (0)
+
+static const tr_spec red_specs[] = {
+	{ REDUCE_MAX, TIR_F32, TIR_F32, 3, 12, 0, false },
+	{ REDUCE_MIN, TIR_F32, TIR_F32, 3, 12, 0, false },
+	{ REDUCE_MAX, TIR_F16, TIR_F16, 1, 12, 0, false },
+	{ REDUCE_MIN, TIR_BF16, TIR_F32, 2, 12, 4, false },
+	{ REDUCE_SUM, TIR_F32, TIR_F32, 3, 12, 0, false },
+};
+#define NRED (int)(sizeof red_specs / sizeof *red_specs)
+
+/* rfactor into 4 and 3 partials: each partial starts at the identity, the
+ * combining block reduces by the same reducer from the block's init. */
+START_TEST(reduce_rfactor)
+{
+	const tr_spec *spec = &red_specs[_i / 2];
+	int64_t parts = _i % 2 ? 3 : 4;
+	tir_sched *s = tr_sched(spec);
+	int b, comb;
+	ROK(b = tir_get_block(s, "reduce", &e_));
+	ROK(comb = tir_rfactor(s, b, 1, TIR_LIT(parts), &e_));
+	const tir_block *rf = s->rv[b].block, *c = s->rv[comb].block;
+	ck_assert_str_eq(rf->store->name, "R_rf");
+	ck_assert_int_eq(rf->store->shape[0], parts);
+	ck_assert_int_eq(rf->reduce, spec->r);
+	ck_assert(reduce_is_identity(spec->r, rf->init));
+	char want[32];
+	snprintf(want, sizeof want, "R_rf_%s", reduce_name(spec->r));
+	ck_assert_str_eq(c->name, want);
+	ck_assert_int_eq(c->reduce, spec->r);
+	ck_assert(reduce_is_identity(spec->r, c->init));
+	ck_assert_str_eq(c->store->name, "R");
+	char *txt = tir_program_print(tir_sched_program(s));
+	if (spec->r != REDUCE_SUM) {
+		char form[64];
+		snprintf(form, sizeof form, "R[v0] = T.%s(R[v0], R_rf[vpart, v0])", reduce_name(spec->r));
+		ck_assert_msg(strstr(txt, form), "no \"%s\" in\n%s", form, txt);
+	}
+	free(txt);
+	check_all_spec(s, spec);
+	tir_sched_free(s);
+}
+END_TEST
+
+/* A sum whose init is not its identity (R = 5 + sum): the partials start
+ * at 0, the output at 5 — once, not once a partial. */
+START_TEST(reduce_rfactor_init)
+{
+	const tr_spec sp = { REDUCE_SUM, TIR_F32, TIR_F32, 3, 8, 0, false }, *spec = &sp;
+	tir_sched *s = tr_sched(spec);
+	tir_program *p = s->p;
+	tir_block *b0 = program_find_block(p, "reduce");
+	b0->init = mk_float(&p->arena, 5.0, TIR_F32);
+	tir_program *ref = tr_program(spec);
+	program_find_block(ref, "reduce")->init = mk_float(&ref->arena, 5.0, TIR_F32);
+	int b, comb;
+	ROK(b = tir_get_block(s, "reduce", &e_));
+	ROK(comb = tir_rfactor(s, b, 1, TIR_LIT(4), &e_));
+	ck_assert(reduce_is_identity(REDUCE_SUM, s->rv[b].block->init));
+	ck_assert(s->rv[comb].block->init->kind == E_FLOAT && s->rv[comb].block->init->fval == 5.0);
+	int64_t n1, n2;
+	char f1[256], f2[256];
+	double *x = run(ref, &n1, f1), *y = run(p, &n2, f2);
+	ck_assert(!f1[0] && !f2[0] && n1 == n2);
+	for (int64_t i = 0; i < n1; i++)
+		ck_assert_msg(x[i] == y[i], "R[%lld] = %g, expected %g", (long long)i, y[i], x[i]);
+	free(x);
+	free(y);
+	tir_program_free(ref);
+	tir_sched_free(s);
+}
+END_TEST
+
+/* decompose_reduction: the init block stores the identity (-inf, +inf). */
+START_TEST(reduce_decompose)
+{
+	const tr_spec *spec = &red_specs[_i];
+	tir_sched *s = tr_sched(spec);
+	int b, l[2], k[2], ib;
+	ROK(b = tir_get_block(s, "reduce", &e_));
+	ck_assert_int_eq(tir_get_loops(s, b, l, 2, NULL), 2);
+	tir_int f[2] = { TIR_LIT(0), TIR_LIT(5) };
+	ROK(tir_split(s, l[1], 2, f, k, &e_));
+	ROK(ib = tir_decompose_reduction(s, b, k[0], &e_));
+	const tir_block *init = s->rv[ib].block;
+	ck_assert_str_eq(init->name, "reduce_init");
+	ck_assert(init->reduce == REDUCE_NONE && reduce_is_identity(spec->r, init->value));
+	ck_assert_ptr_null(s->rv[b].block->init);
+	check_all_spec(s, spec);
+	tir_sched_free(s);
+}
+END_TEST
+
+/* pad_einsum of K (7 to 8, 1 to 4): a max's input padded with -inf, a min's
+ * with +inf, a sum's with 0; then rfactor into 4 (with K = 1, three
+ * partials see padding only and keep the identity). */
+START_TEST(reduce_pad_einsum)
+{
+	static const tr_spec specs[] = {
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 3, 7, 0, false },
+		{ REDUCE_MIN, TIR_F32, TIR_F32, 3, 7, 0, false },
+		{ REDUCE_MAX, TIR_F16, TIR_F16, 2, 1, 0, false },
+		{ REDUCE_MIN, TIR_F16, TIR_F32, 1, 1, 0, false },
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 3, 7, 0, true },    /* -inf + 1 is -inf */
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 2, 7, 3, false },   /* NaN or -inf: skipped */
+		{ REDUCE_SUM, TIR_F32, TIR_F32, 3, 7, 0, false },
+	};
+	const tr_spec *spec = &specs[_i];
+	tir_sched *s = tr_sched(spec);
+	int b;
+	ROK(b = tir_get_block(s, "reduce", &e_));
+	tir_int f[2] = { TIR_LIT(1), TIR_LIT(4) };
+	ROK(tir_pad_einsum(s, b, 2, f, &e_));
+	const tir_block *pad = program_find_block(s->p, "A_pad");
+	ck_assert(pad && pad->value->kind == E_SELECT);
+	ck_assert_msg(spec->r == REDUCE_SUM ? pad->value->b->fval == 0
+					    : reduce_is_identity(spec->r, pad->value->b),
+		      "%s: the pad value", tr_name(spec));
+	ck_assert_int_eq(s->rv[b].block->iters[1].extent, spec->K == 1 ? 4 : 8);
+	check_all_spec(s, spec);
+	ROK(tir_rfactor(s, b, 1, TIR_LIT(4), &e_));
+	check_all_spec(s, spec);
+	tir_sched_free(s);
+}
+END_TEST
+
+/* The defect: R[i] += A[i, k] + 1 padded from K = 30 to 32 would add 1 for
+ * each of the two padded steps (47 where 45 is right, with A = 0.5): refused,
+ * naming the block, the program unchanged.  So is a max whose body is not
+ * -inf where its inputs are -inf (-A), and a padded iterator over a
+ * dimension larger than its extent (it would read past the domain). */
+START_TEST(pad_einsum_refuses)
+{
+	static const struct {
+		tr_spec spec;
+		bool neg, wide;
+		const char *want;
+	} cases[] = {
+		{ { REDUCE_SUM, TIR_F32, TIR_F32, 4, 30, 0, true }, false, false,
+		  "pad_einsum: block \"reduce\" cannot pad reduction iterator \"vk\" from 30 to 32: "
+		  "where its inputs are padded (with 0) the value is 1, not the sum's identity 0" },
+		{ { REDUCE_MAX, TIR_F32, TIR_F32, 4, 30, 0, false }, true, false,
+		  "block \"reduce\" cannot pad reduction iterator \"vk\" from 30 to 32: where its "
+		  "inputs are padded (with the lowest value) the value is inf, not the max's identity -inf" },
+		{ { REDUCE_SUM, TIR_F32, TIR_F32, 4, 30, 0, false }, false, true,
+		  "block \"reduce\" indexes dimension 1 of \"A\" (extent 33) with iterator \"vk\" of "
+		  "extent 30: padding it would read elements outside its domain" },
+	};
+	const tr_spec *spec = &cases[_i].spec;
+	tir_sched *s = tr_sched(spec);
+	tir_block *rb = program_find_block(s->p, "reduce");
+	if (cases[_i].neg)
+		rb->value = mk_sub(&s->p->arena, mk_float(&s->p->arena, 0.0, TIR_F32), rb->value);
+	if (cases[_i].wide)
+		s->p->bufs[0]->shape[1] = 33;
+	char *before = tir_program_print(tir_sched_program(s));
+	tir_error err = { "" };
+	int b = tir_get_block(s, "reduce", &err);
+	tir_int f[2] = { TIR_LIT(1), TIR_LIT(32) };
+	ck_assert_int_eq(tir_pad_einsum(s, b, 2, f, &err), -1);
+	ck_assert_msg(strstr(err.msg, cases[_i].want), "message \"%s\", expected \"%s\"", err.msg,
+		      cases[_i].want);
+	char *after = tir_program_print(tir_sched_program(s));
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	/* a product with a padded factor pads: 0 * x is 0 */
+	if (_i == 0) {
+		rb->value = mk_mul(&s->p->arena, rb->value->a, mk_float(&s->p->arena, 2.0, TIR_F32));
+		ck_assert_msg(tir_pad_einsum(s, b, 2, f, &err) >= 0, "%s", err.msg);
+	}
+	tir_sched_free(s);
+}
+END_TEST
+
+/* An integer sum's init is a cast of 0, a constant too: an int8 matmul
+ * pads (it was refused as "an init that is not a constant"). */
+START_TEST(pad_einsum_int8)
+{
+	fix f = make("{\"op\":\"matmul\",\"M\":5,\"N\":6,\"K\":7,\"dtype\":\"int8\"}");
+	int c = block(&f, "compute");
+	ck_assert(block_ptr(&f, c)->init->kind == E_CAST);
+	tir_int fac[3] = { TIR_LIT(8), TIR_LIT(8), TIR_LIT(8) };
+	OK(tir_pad_einsum(f.s, c, 3, fac, E));
+	ck_assert_int_eq(block_ptr(&f, c)->iters[2].extent, 8);
+	check_all(&f);
+	done(&f);
+}
+END_TEST
+
 /* ---- decompose_reduction ----------------------------------------------------- */
 
 START_TEST(decompose_outer)
@@ -962,7 +1191,7 @@ static const bad bad_cases[] = {
 	{ "MM", setup_none, ap_rf_divide, "factor 3 does not divide the extent 16" },
 	{ "MM", setup_none, ap_rf_spatial, "is not a reduction" },
 	{ "MM", setup_none, ap_rf_many, "factor 128: at most 64 partial sums" },
-	{ "MM", setup_decomposed, ap_rf_decomposed, "is not a summing reduction with its init" },
+	{ "MM", setup_decomposed, ap_rf_decomposed, "is not a reduction with its init" },
 	{ "MM", setup_none, ap_read_index, "read index 3 is out of range" },
 	{ "MM", setup_none, ap_read_self, "is its own output \"C\"" },
 	{ "MM", setup_none, ap_read_scope, "unknown storage scope \"texture\"" },
@@ -1038,6 +1267,15 @@ Suite *make_sched2_suite(void)
 	tcase_add_test(tc, decompose_tiled);
 	tcase_add_test(tc, decompose_inner);
 	suite_add_tcase(s, tc);
+	TCase *tr = tcase_create("reducers");
+	tcase_set_timeout(tr, 600);
+	tcase_add_loop_test(tr, reduce_rfactor, 0, 2 * NRED);
+	tcase_add_test(tr, reduce_rfactor_init);
+	tcase_add_loop_test(tr, reduce_decompose, 0, NRED);
+	tcase_add_loop_test(tr, reduce_pad_einsum, 0, 7);
+	tcase_add_loop_test(tr, pad_einsum_refuses, 0, 3);
+	tcase_add_test(tr, pad_einsum_int8);
+	suite_add_tcase(s, tr);
 	TCase *tb = tcase_create("illegal");
 	tcase_add_loop_test(tb, illegal, 0, N_BAD);
 	suite_add_tcase(s, tb);

@@ -7,6 +7,8 @@
  * NVRTC compiles.
  *
  * Kept small: a few shapes per operator, one candidate per sketch each.
+ * Also hand-built row maxima and minima (tests/reducers.h): every CPU
+ * sketch gives valid candidates whose C code matches a plain loop.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,9 @@
 #include "codegen/codegen.h"
 #include "measure/measure.h"
 #include "sketch/sketch.h"
+#include "sched/sched.h"
 #include "testutil.h"
+#include "reducers.h"
 
 static const char *const odd[][2] = {
 	{ "mm-prime", "{\"op\":\"matmul\",\"M\":37,\"N\":29,\"K\":13}" },
@@ -304,6 +308,39 @@ START_TEST(cuda_candidates)
 }
 END_TEST
 
+/* Every CPU sketch on a row max / min: 3 candidates each, valid, replayed,
+ * and their C code (tiles, parallel rows, vectorized) right. */
+START_TEST(max_min_sketches)
+{
+	static const tr_spec specs[] = {
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 37, 29, 0, false },
+		{ REDUCE_MIN, TIR_F16, TIR_F16, 37, 64, 0, false },
+		{ REDUCE_MAX, TIR_BF16, TIR_F32, 1, 97, 3, false },
+	};
+	const tr_spec *spec = &specs[_i];
+	tir_program *p0 = tr_program(spec);
+	int nd = 0;
+	for (int i = 0; i < sketch_cpu_ndefs; i++) {
+		const sketch_def *d = &sketch_cpu_defs[i];
+		if (d->applies && !d->applies(p0, &cpu))
+			continue;
+		nd++;
+		for (int c = 0; c < 3; c++) {
+			tir_sched *s = tr_sched(spec);
+			s->rng = tir_derive(1 + (uint64_t)c, 0xc9, (uint64_t)i);
+			tir_error err = { "" };
+			ck_assert_msg(d->apply(s, &cpu, &err) == 0, "%s: %s: %s", tr_name(spec), d->name,
+				      err.msg);
+			tr_check_replay(s, spec);
+			tr_run(tir_sched_program(s), spec, "cpu", d->name);
+			tir_sched_free(s);
+		}
+	}
+	ck_assert_msg(nd > 0, "%s: no CPU sketch applies", tr_name(spec));
+	tir_program_free(p0);
+}
+END_TEST
+
 static Suite *make_sketch_suite(void)
 {
 	Suite *s = suite_create("sketch");
@@ -313,6 +350,7 @@ static Suite *make_sketch_suite(void)
 	tcase_add_test(tc, compute_location);
 	tcase_add_loop_test(tc, odd_shapes, 0, N_ODD);
 	tcase_add_loop_test(tc, suite_workloads, 0, N_SUITE);
+	tcase_add_loop_test(tc, max_min_sketches, 0, 3);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("cuda");
 	tcase_add_checked_fixture(tc, setup, NULL);

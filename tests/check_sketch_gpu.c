@@ -20,6 +20,10 @@
  *
  * Also: threading validation accepts a reduction loop bound to threadIdx
  * only in the annotated cross-thread pattern, never one bound to blockIdx.
+ * And hand-built row maxima and minima (tests/reducers.h): the sketches
+ * that apply (never a tensor-core one), split-K (rfactor) and cross-thread
+ * candidates among them, valid, replayed, compiled by NVRTC, run on the
+ * CPU (and on a GPU where there is one) against a plain loop.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,7 @@
 #include "codegen/codegen.h"
 #include "measure/measure.h"
 #include "testutil.h"
+#include "reducers.h"
 
 #define NCAND 16
 #define MAX_DRAWS 8              /* draws per candidate before giving up */
@@ -409,12 +414,75 @@ START_TEST(xthread_validation)
 }
 END_TEST
 
+/* Every GPU sketch that applies to a row max / min, 6 candidates each
+ * (distinct seeds; a draw that fails validation is redrawn): no tensor-core
+ * sketch among them; each valid, replayed to the same program, compiled by
+ * NVRTC and run on the CPU and, where there is one, the GPU.  Shapes: one
+ * long row (cross-thread), rows of a prime length, many short rows (split-K
+ * into parts with a partial of its own). */
+START_TEST(max_min_sketches)
+{
+	static const tr_spec specs[] = {
+		{ REDUCE_MAX, TIR_F32, TIR_F32, 1, 4096, 0, false },
+		{ REDUCE_MIN, TIR_F16, TIR_F16, 6, 211, 0, false },
+		{ REDUCE_MAX, TIR_F16, TIR_F32, 64, 128, 0, false },
+		{ REDUCE_MIN, TIR_F32, TIR_F32, 3, 1024, 5, false },
+	};
+	const tr_spec *spec = &specs[_i];
+	tir_program *p0 = tr_program(spec);
+	int nd = 0, nx = 0, nrf = 0;
+	for (int i = 0; i < sketch_gpu_ndefs; i++) {
+		const sketch_def *d = &sketch_gpu_defs[i];
+		if (d->applies && !d->applies(p0, &sm90))
+			continue;
+		ck_assert_msg(strcmp(d->name, "gpu-tensorcore") && strcmp(d->name, "gpu-wgmma"),
+			      "%s: %s applies", tr_name(spec), d->name);
+		nd++;
+		uint64_t seed = 1;
+		for (int c = 0; c < 6; c++) {
+			tir_sched *s = NULL;
+			tir_error err = { "" };
+			for (int k = 0; k < MAX_DRAWS && !s; k++) {
+				s = tr_sched(spec);
+				s->rng = tir_derive(seed++, 0x4ed, (uint64_t)i);
+				if (d->apply(s, &sm90, &err) || tir_verify(tir_sched_program(s), &sm90, &err)) {
+					tir_sched_free(s);
+					s = NULL;
+				}
+			}
+			ck_assert_msg(s, "%s: %s: no valid candidate in %d draws: %s", tr_name(spec),
+				      d->name, MAX_DRAWS, err.msg);
+			const tir_program *p = tir_sched_program(s);
+			nx += strcmp(d->name, "gpu-cross-thread") == 0;
+			nrf += program_find_block(p, spec->r == REDUCE_MAX ? "R_rf_max" : "R_rf_min") != NULL;
+			tr_check_replay(s, spec);
+			char *src = tr_cuda_source(p, tr_name(spec));
+			free(src);
+			tr_run(p, spec, "cpu", d->name);
+			tr_run(p, spec, "cuda:sm_90", d->name);
+			tir_sched_free(s);
+		}
+	}
+	ck_assert_msg(nd >= 2, "%s: %d GPU sketches apply", tr_name(spec), nd);
+	if (spec->M == 1)
+		ck_assert_msg(nx > 0, "%s: no cross-thread candidate", tr_name(spec));
+	if (spec->M == 64)
+		ck_assert_msg(nrf > 0, "%s: no split-K candidate", tr_name(spec));
+	tir_program_free(p0);
+}
+END_TEST
+
 static Suite *make_sketch_gpu_suite(void)
 {
 	Suite *s = suite_create("sketch_gpu");
 	TCase *tc = tcase_create("xthread");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, xthread_validation);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reducers");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, max_min_sketches, 0, 4);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("odd");
 	tcase_add_checked_fixture(tc, setup, NULL);

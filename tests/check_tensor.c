@@ -423,6 +423,41 @@ START_TEST(refuse_init_wrong_extent_wrong_dtype)
 }
 END_TEST
 
+/* A max or min of products is no MMA: tensorize refuses it by name, and
+ * neither tensor-core sketch applies to it (a sum of the same products:
+ * both do). */
+START_TEST(refuse_max_min)
+{
+	static const tir_reduce rs[] = { REDUCE_MAX, REDUCE_MIN };
+	for (int r = 0; r < 2; r++) {
+		tir_workload *w;
+		int b, l[3];
+		tir_error err = { "" };
+		tir_sched *s = fragments(MM16, &w, &b, l);
+		tir_block *blk = s->rv[b].block;
+		blk->reduce = rs[r];
+		blk->init = reduce_identity(&s->p->arena, rs[r], blk->store->dtype);
+		ck_assert(tir_decompose_reduction(s, b, l[0], &err) >= 0);
+		ck_assert(tir_tensorize(s, l[0], "wmma_mma_16x16x16_f16_f32", &err) < 0);
+		ck_assert_msg(strstr(err.msg, "an MMA sums, and it is a reduction by ") &&
+			      strstr(err.msg, reduce_name(rs[r])), "%s", err.msg);
+		tir_sched_free(s);
+		tir_workload_free(w);
+
+		w = parse("{\"op\":\"matmul\",\"M\":128,\"N\":128,\"K\":64,\"dtype\":\"float16\"}");
+		tir_program *p = tir_program_build(w, &err);
+		ck_assert(sketch_tensorcore_applies(p, &sm90) && sketch_wgmma_applies(p, &sm90));
+		tir_block *c = program_find_block(p, "compute");
+		c->reduce = rs[r];
+		c->init = reduce_identity(&p->arena, rs[r], c->store->dtype);
+		ck_assert(!sketch_tensorcore_applies(p, &sm90));
+		ck_assert(!sketch_wgmma_applies(p, &sm90));
+		tir_program_free(p);
+		tir_workload_free(w);
+	}
+}
+END_TEST
+
 /* A tensorized product where nothing else is: the CPU target refuses it, the
  * GPU one for want of a warp, and the untensorized fragment copies. */
 /* Sets the decision of the k-th instruction of kind `op` in trace t (in
@@ -616,6 +651,7 @@ int main(void)
 	tcase_add_loop_test(tc, wgmma_candidates, 0, NPRODUCTS);
 	tcase_add_test(tc, int8_row_major_b_not_tensorized);
 	tcase_add_test(tc, refuse_init_wrong_extent_wrong_dtype);
+	tcase_add_test(tc, refuse_max_min);
 	tcase_add_test(tc, refuse_target_warp_fragments);
 	tcase_add_test(tc, refuse_wgmma);
 	tcase_add_loop_test(tc, tma_candidates, 0, (int)(sizeof tma_products / sizeof *tma_products));

@@ -16,6 +16,7 @@
 #include "tir.h"
 #include "ir/ir.h"
 #include "testutil.h"
+#include "reducers.h"
 
 static tir_target t_cpu, t_cuda;
 
@@ -476,6 +477,29 @@ START_TEST(test_reduction_bound_to_thread)
 }
 END_TEST
 
+/* A row max and a row min (tests/reducers.h) in the cross-thread pattern:
+ * rows over blockIdx.x, the reduction over threadIdx.x, annotated — valid
+ * for every reducer, as for a sum; unannotated, refused alike. */
+START_TEST(test_cross_thread_max_min)
+{
+	static const tir_reduce rs[] = { REDUCE_MAX, REDUCE_MIN, REDUCE_SUM };
+	for (int r = 0; r < 3; r++) {
+		tr_spec spec = { rs[r], TIR_F32, TIR_F32, 4, 64, 0, false };
+		prog g = { NULL, tr_program(&spec), NULL };
+		g.a = &g.p->arena;
+		tir_block *c = blk(&g, "reduce");
+		bind(loop(c, 0), TIR_BLOCK_X);
+		bind(loop(c, 1), TIR_THREAD_X);
+		ok(&g, &t_cpu);
+		bad(&g, &t_cuda, "reduction iterator vk of block \"reduce\" bound to threadIdx.x "
+		    "loop k without the \"cross_thread_reduction\" annotation");
+		c->ann[c->nann++] = (tir_ann){ "cross_thread_reduction", 1 };
+		ok(&g, &t_cuda);
+		tir_program_free(g.p);
+	}
+}
+END_TEST
+
 START_TEST(test_reduction_bound_to_block)
 {
 	prog g = build(MM64);
@@ -821,6 +845,7 @@ static Suite *make_verify_suite(void)
 	tcase_add_test(tc, test_vectorized_too_wide);
 	tcase_add_test(tc, test_local_across_threads);
 	tcase_add_test(tc, test_reduction_race);
+	tcase_add_test(tc, test_cross_thread_max_min);
 	tcase_add_test(tc, test_gpu_schedule);
 	suite_add_tcase(s, tc);
 	return s;

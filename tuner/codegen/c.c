@@ -20,6 +20,7 @@
  * The printer (cg_*) is parameterised by a dialect table so that CUDA C uses
  * the same expression and block printing with its own types and conversions.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,19 +53,55 @@ void cg_name_buffers(cg_ctx *c)
 
 static void int_lit(tir_buf *o, int64_t v)
 {
-	if (v >= -2147483647 && v <= 2147483647)
+	if (v == INT64_MIN)                 /* 9223372036854775808LL is no literal */
+		buf_puts(o, "(-9223372036854775807LL - 1)");
+	else if (v >= -2147483647 && v <= 2147483647)
 		buf_printf(o, "%lld", (long long)v);
 	else
 		buf_printf(o, "%lldLL", (long long)v);
 }
 
-static void float_lit(tir_buf *o, double v)
+/* A float literal.  An infinity or a NaN (a MAX / MIN reduction's identity
+ * is one) has no literal of its own in C or CUDA C ("-inff" is not one):
+ * the dialect names an expression for it. */
+static void float_lit(cg_ctx *c, double v)
 {
+	tir_buf *o = c->out;
+	if (isnan(v)) {
+		buf_puts(o, c->d->nan);
+		return;
+	}
+	if (isinf(v)) {
+		buf_puts(o, v > 0 ? c->d->inf : c->d->ninf);
+		return;
+	}
 	char s[64];
 	snprintf(s, sizeof s, "%.9g", v);
-	if (!strpbrk(s, ".eEn"))            /* "3" → "3.0f"; inf / nan never occur */
+	if (!strpbrk(s, ".eEn"))            /* "3" → "3.0f" */
 		strcat(s, ".0");
 	buf_printf(o, "%sf", s);
+}
+
+/* The prelude's function for T.max / T.min in dtype t: a > b ? a : b and
+ * a < b ? a : b (docs/ir-semantics.md: with b not NaN, C's fmax / fmin). */
+static const char *minmax_fn(tir_expr_kind k, tir_dtype t)
+{
+	bool fl = dtype_is_float(t);
+	if (k == E_MIN)
+		return fl ? "tir_minf" : "tir_mini";
+	return fl ? "tir_maxf" : "tir_maxi";
+}
+
+const char *cg_combine_fn(tir_reduce r, tir_dtype t)
+{
+	if (r != REDUCE_MAX && r != REDUCE_MIN)
+		return NULL;
+	return minmax_fn(reduce_combiner(r), t);
+}
+
+void cg_identity(cg_ctx *c, tir_reduce r, tir_dtype t)
+{
+	cg_expr(c, reduce_identity(&c->L->arena, r, t));
 }
 
 static bool nonneg(cg_ctx *c, const tir_expr *e)
@@ -131,12 +168,12 @@ void cg_expr(cg_ctx *c, const tir_expr *e)
 	switch (e->kind) {
 	case E_INT:
 		if (fl)
-			float_lit(o, (double)e->ival);
+			float_lit(c, (double)e->ival);
 		else
 			int_lit(o, e->ival);
 		return;
 	case E_FLOAT:
-		float_lit(o, e->fval);
+		float_lit(c, e->fval);
 		return;
 	case E_VAR:
 		cg_var(o, e->var);
@@ -164,8 +201,7 @@ void cg_expr(cg_ctx *c, const tir_expr *e)
 			call2(c, e->kind == E_FLOORDIV ? "tir_floordiv" : "tir_floormod",
 			      e->a, e->b);
 		return;
-	case E_MIN: call2(c, fl ? "tir_minf" : "tir_mini", e->a, e->b); return;
-	case E_MAX: call2(c, fl ? "tir_maxf" : "tir_maxi", e->a, e->b); return;
+	case E_MIN: case E_MAX: call2(c, minmax_fn(e->kind, e->dtype), e->a, e->b); return;
 	case E_LT: binop(c, e, "<"); return;
 	case E_LE: binop(c, e, "<="); return;
 	case E_EQ: binop(c, e, "=="); return;
@@ -225,19 +261,27 @@ void cg_block_iters(cg_ctx *c, const tir_block *b, int depth)
 	}
 }
 
-/* store[off] = value (converted to the storage type).  A copy from a
+/* store[off] = value (converted to the storage type), or with reducer r
+ * store[off] = combine(store[off], value): `store + value` for SUM,
+ * tir_maxf(value, store) / tir_minf(value, store) for MAX / MIN.  The
+ * accumulator is the second operand on purpose: a > b ? a : b ignores a NaN
+ * in a, so a NaN value never enters the accumulator, which (started from a
+ * non-NaN init, the identity) stays what C's fmax / fmin would give in any
+ * order of the values (docs/ir-semantics.md).  A copy from a
  * buffer of the same storage type moves the stored bits: converting them
  * to the value type and back is the identity (but for a signalling NaN's
  * payload) and costs two conversions an element, and the conversion's NaN
  * branch, if-converted in a vectorized loop, is what gcc 12 -O3 with
  * 512-bit vectors miscompiled in a bfloat16 copy (tests/check_tensor.c). */
 static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr *v,
-		  bool accumulate, int depth)
+		  tir_reduce r, int depth)
 {
 	tir_buf *o = c->out;
 	const char *name = c->bufname[b->store->id];
 	const char *scvt = c->d->store_cvt[b->store->dtype];
 	const char *lcvt = c->d->load_cvt[b->store->dtype];
+	const char *fn = cg_combine_fn(r, b->store->dtype);
+	bool accumulate = r != REDUCE_NONE;
 	buf_indent(o, depth);
 	buf_printf(o, "%s[%s] = ", name, off);
 	if (scvt && !accumulate && v->kind == E_LOAD && v->buf->dtype == b->store->dtype) {
@@ -247,14 +291,23 @@ static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr
 	}
 	if (scvt)
 		buf_printf(o, "%s(", scvt);
+	if (fn) {
+		buf_printf(o, "%s(", fn);
+		cg_expr(c, v);
+		buf_puts(o, ", ");
+	}
 	if (accumulate) {
 		if (lcvt)
 			buf_printf(o, "%s(%s[%s])", lcvt, name, off);
 		else
 			buf_printf(o, "%s[%s]", name, off);
-		buf_puts(o, " + ");
 	}
-	cg_expr(c, v);
+	if (fn)
+		buf_puts(o, ")");
+	else if (accumulate)
+		buf_puts(o, " + ");
+	if (!fn)
+		cg_expr(c, v);
 	if (scvt)
 		buf_puts(o, ")");
 	buf_puts(o, ";\n");
@@ -367,7 +420,7 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth)
 	cg_index(c, b->store, lower_offset(c->L, b->store, b->store->ndim, b->store_idx));
 	c->out = save;
 	if (b->reduce == REDUCE_NONE) {
-		store(c, b, off.s, b->value, false, d);
+		store(c, b, off.s, b->value, REDUCE_NONE, d);
 	} else {
 		if (b->init) {
 			buf_indent(o, d);
@@ -381,13 +434,13 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth)
 			}
 			if (nred) {
 				buf_puts(o, ")\n");
-				store(c, b, off.s, b->init, false, d + 1);
+				store(c, b, off.s, b->init, REDUCE_NONE, d + 1);
 			} else {
 				buf_puts(o, "/* no reduction iterator: init every step */\n");
-				store(c, b, off.s, b->init, false, d);
+				store(c, b, off.s, b->init, REDUCE_NONE, d);
 			}
 		}
-		store(c, b, off.s, b->value, true, d);
+		store(c, b, off.s, b->value, b->reduce, d);
 	}
 	free(off.s);
 	if (b->predicate) {
@@ -424,6 +477,8 @@ static const cg_dialect c_dialect = {
 	.load_cvt = { [TIR_F16] = "tir_f16_to_f32", [TIR_BF16] = "tir_bf16_to_f32" },
 	.store_cvt = { [TIR_F16] = "tir_f32_to_f16", [TIR_BF16] = "tir_f32_to_bf16" },
 	.round = { [TIR_F16] = "tir_round_f16", [TIR_BF16] = "tir_round_bf16" },
+	/* math.h's, which the prelude includes: float constant expressions */
+	.inf = "INFINITY", .ninf = "-INFINITY", .nan = "NAN",
 };
 
 static const char c_prelude[] =

@@ -150,6 +150,9 @@ typedef struct cg_dialect {
 	const char *load_cvt[TIR_NDTYPES];    /* storage -> value, or NULL */
 	const char *store_cvt[TIR_NDTYPES];   /* value -> storage, or NULL */
 	const char *round[TIR_NDTYPES];       /* value rounded to the dtype, or NULL */
+	/* float expressions of +infinity, -infinity and a quiet NaN, which have
+	 * no literal (a MAX / MIN reduction's identity is an infinity) */
+	const char *inf, *ninf, *nan;
 } cg_dialect;
 
 /* The state of one generation: what is printed where, and the C names of
@@ -174,6 +177,14 @@ void cg_expr(cg_ctx *c, const tir_expr *e);
 /* The index of the element at offset off (lower_offset) of buffer b: off
  * itself, or its place in b's swizzled layout. */
 void cg_index(cg_ctx *c, const tir_buffer *b, const tir_expr *off);
+/* The prelude function that combines a value v with an accumulator acc
+ * under reducer r in dtype t, printed fn(v, acc) — the accumulator second
+ * (see store() in c.c: a NaN value is ignored, never kept) — or NULL for
+ * SUM, printed acc + v. */
+const char *cg_combine_fn(tir_reduce r, tir_dtype t);
+/* Prints the identity of reducer r in dtype t (reduce_identity): 0, or the
+ * dialect's infinity, or the lowest / highest integer. */
+void cg_identity(cg_ctx *c, tir_reduce r, tir_dtype t);
 /* Declares b's iterators as constants bound to the loop variables. */
 void cg_block_iters(cg_ctx *c, const tir_block *b, int depth);
 /* A whole block instance: iterators, predicate, init and store. */

@@ -60,6 +60,10 @@ static const cg_dialect cuda_dialect_int = {
 	.load_cvt = { [TIR_F16] = "__half2float", [TIR_BF16] = "__bfloat162float" },
 	.store_cvt = { [TIR_F16] = "__float2half", [TIR_BF16] = "__float2bfloat16" },
 	.round = { [TIR_F16] = "tir_round_f16", [TIR_BF16] = "tir_round_bf16" },
+	/* NVRTC has no math.h (INFINITY) and the prelude includes no
+	 * math_constants.h (CUDART_INF_F, defined as this): the bits */
+	.inf = "__int_as_float(0x7f800000)", .ninf = "__int_as_float(0xff800000)",
+	.nan = "__int_as_float(0x7fffffff)",
 };
 
 static const char cuda_prelude[] =

@@ -27,7 +27,7 @@ typedef struct cu_gen {
 	int *argbuf;                        /* buffer id of each kernel argument */
 	/* scratch for the barrier analysis, by buffer id */
 	bool *rd, *wr;
-	/* the block being emitted as a cross-thread partial sum, if any */
+	/* the block being emitted as a cross-thread partial result, if any */
 	const tir_block *xblock;
 	/* "auto_unroll_max_step" of the innermost annotated enclosing loop: loops
 	 * under it whose body copies, fully unrolled, are at most this many get
@@ -127,7 +127,7 @@ bool cu_async_scalar(cu_gen *g, const tir_block *b, int depth);
 const tir_block *cu_xthread_block(const tir_stmt *l);
 /* Thread loop l as the cross-thread reduction of its block b. */
 void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth);
-/* One instance of g->xblock: its value added to this thread's partial sum. */
+/* One instance of g->xblock: its value combined into this thread's partial. */
 void cu_xthread_step(cu_gen *g, const tir_block *b, int depth);
 
 /* ---- cuda_pipeline.c: software pipelining, cp.async and TMA -------------------- */

@@ -4,13 +4,21 @@
  * Cross-thread reduction: a loop bound to threadIdx.x that feeds a reduction
  * iterator of a block annotated "cross_thread_reduction" (the only block
  * under it; verify/threading.c admits nothing else) becomes a per-thread
- * partial sum in a register over the loops under it, then a tree across the
- * threads (warp shuffles, and a small static shared array between warps when
- * the extent is a multiple of 32; a shared-memory tree otherwise), then one
- * thread writes store = (init if some thread ran the block's first reduction
- * step, else store) + sum, if any thread ran the block at all (its predicate
- * may be false everywhere).  Every thread reaches the barriers: the loop is
- * never guarded.
+ * partial result in a register over the loops under it, then a tree across
+ * the threads (warp shuffles, and a small static shared array between warps
+ * when the extent is a multiple of 32; a shared-memory tree otherwise), then
+ * one thread writes store = combine(init if some thread ran the block's
+ * first reduction step, else store, partial), if any thread ran the block
+ * at all (its predicate may be false everywhere).  Every thread reaches the
+ * barriers: the loop is never guarded.
+ *
+ * The block's reducer combines (reducers.def): a sum adds, a max or a min
+ * takes tir_maxf / tir_minf (cg_combine_fn), the incoming value first and
+ * the accumulator second.  A thread's partial starts at the reducer's
+ * identity (0, -inf, +inf), and so does what a lane holds that has nothing
+ * (a thread whose steps all fall outside the predicate, the slots past the
+ * last warp), so they change no result.  A sum prints as it always did:
+ * tir_xacc += ..., (T)0.
  *
  * cu_hw_loop (cuda.c) hands a thread loop to cu_xthread_loop when
  * cu_xthread_block finds its block; cu_stmt prints that block, while
@@ -68,13 +76,14 @@ static bool has_thread_loop(const tir_stmt *s)
 	return false;
 }
 
-/* One instance of the cross-thread block: its value added to this thread's
- * partial sum. */
+/* One instance of the cross-thread block: its value combined into this
+ * thread's partial result. */
 void cu_xthread_step(cu_gen *g, const tir_block *b, int depth)
 {
 	tir_buf *o = g->c.out;
 	buf_indent(o, depth);
-	buf_printf(o, "{ /* block %s: this thread's partial sum */\n", b->name);
+	buf_printf(o, "{ /* block %s: this thread's partial %s */\n", b->name,
+		   b->reduce == REDUCE_SUM ? "sum" : reduce_name(b->reduce));
 	cg_block_iters(&g->c, b, depth + 1);
 	int d = depth + 1;
 	buf_indent(o, d);
@@ -101,15 +110,40 @@ void cu_xthread_step(cu_gen *g, const tir_block *b, int depth)
 		buf_puts(o, "tir_xfirst = 1;\n");
 	}
 	buf_indent(o, d);
-	buf_puts(o, "tir_xacc = tir_xacc + (");
-	cg_expr(&g->c, b->value);
-	buf_puts(o, ");\n");
+	const char *fn = cg_combine_fn(b->reduce, b->store->dtype);
+	if (fn) {
+		buf_printf(o, "tir_xacc = %s((", fn);
+		cg_expr(&g->c, b->value);
+		buf_puts(o, "), tir_xacc);\n");
+	} else {
+		buf_puts(o, "tir_xacc = tir_xacc + (");
+		cg_expr(&g->c, b->value);
+		buf_puts(o, ");\n");
+	}
 	if (b->predicate) {
 		buf_indent(o, d - 1);
 		buf_puts(o, "}\n");
 	}
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
+}
+
+/* The identity of b's reducer as a value of type vt: (vt)0 for a sum. */
+static void identity(cu_gen *g, const tir_block *b, const char *vt)
+{
+	if (b->reduce == REDUCE_SUM)
+		buf_printf(g->c.out, "(%s)0", vt);
+	else
+		cg_identity(&g->c, b->reduce, b->store->dtype);
+}
+
+/* acc = combine(acc, v): `acc += v;` for a sum, else acc = fn(v, acc). */
+static void combine(cu_gen *g, const char *fn, const char *acc, const char *v)
+{
+	if (fn)
+		buf_printf(g->c.out, "%s = %s(%s, %s);\n", acc, fn, v, acc);
+	else
+		buf_printf(g->c.out, "%s += %s;\n", acc, v);
 }
 
 /* The thread loop l of a cross-thread reduction of block b (see the top). */
@@ -127,8 +161,8 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 		cu_fail(g, "cuda: cross-thread reduction of block \"%s\": loop \"%s\" must be "
 		     "bound to threadIdx.x over the whole launch (%lld threads), unguarded",
 		     b->name, l->var->name, (long long)g->launch[TIR_THREAD_X]);
-	if (b->reduce != REDUCE_SUM || b->store->scope == TIR_SCOPE_LOCAL)
-		cu_fail(g, "cuda: cross-thread reduction of block \"%s\": needs a sum into a "
+	if (b->reduce == REDUCE_NONE || b->store->scope == TIR_SCOPE_LOCAL)
+		cu_fail(g, "cuda: cross-thread reduction of block \"%s\": needs a reduction into a "
 		     "global or shared buffer", b->name);
 	tir_expr *off = lower_offset(L, b->store, b->store->ndim, b->store_idx);
 	off = lower_simplify(L, lower_bind(L, b, off));
@@ -151,8 +185,11 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 	buf_printf(o, "const %s ", g->c.d->idx_type);
 	cg_var(o, l->var);
 	buf_printf(o, " = (%s)threadIdx.x;\n", g->c.d->idx_type);
+	const char *fn = cg_combine_fn(b->reduce, b->store->dtype);
 	buf_indent(o, d);
-	buf_printf(o, "%s tir_xacc = (%s)0;\n", vt, vt);
+	buf_printf(o, "%s tir_xacc = ", vt);
+	identity(g, b, vt);
+	buf_puts(o, ";\n");
 	buf_indent(o, d);
 	buf_puts(o, "int tir_xany = 0, tir_xfirst = 0;\n");
 	cu_allocs(g, l, d);
@@ -161,7 +198,7 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 	cu_list(g, l->kids, l->nkids, d, false);
 	g->xblock = save;
 
-	/* the sum over the threads, in thread 0 */
+	/* the combination over the threads, in thread 0 */
 	buf_indent(o, d);
 	buf_puts(o, "{ /* across the threads */\n");
 	int e = d + 1;
@@ -170,7 +207,7 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 		buf_indent(o, e);
 		buf_puts(o, "for (int tir_o = 16; tir_o > 0; tir_o >>= 1)\n");
 		buf_indent(o, e + 1);
-		buf_puts(o, "tir_xacc += __shfl_down_sync(0xffffffffu, tir_xacc, tir_o);\n");
+		combine(g, fn, "tir_xacc", "__shfl_down_sync(0xffffffffu, tir_xacc, tir_o)");
 		if (warps > 1) {
 			buf_indent(o, e);
 			buf_printf(o, "__shared__ %s tir_xred[%lld];\n", vt, (long long)warps);
@@ -181,14 +218,16 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 			buf_indent(o, e);
 			buf_puts(o, "__syncthreads();\n");
 			buf_indent(o, e);
-			buf_printf(o, "tir_xacc = threadIdx.x < %lld ? tir_xred[threadIdx.x] : (%s)0;\n",
-				   (long long)warps, vt);
+			buf_printf(o, "tir_xacc = threadIdx.x < %lld ? tir_xred[threadIdx.x] : ",
+				   (long long)warps);
+			identity(g, b, vt);
+			buf_puts(o, ";\n");
 			buf_indent(o, e);
 			buf_puts(o, "if (threadIdx.x < 32)\n");
 			buf_indent(o, e + 1);
 			buf_puts(o, "for (int tir_o = 16; tir_o > 0; tir_o >>= 1)\n");
 			buf_indent(o, e + 2);
-			buf_puts(o, "tir_xacc += __shfl_down_sync(0xffffffffu, tir_xacc, tir_o);\n");
+			combine(g, fn, "tir_xacc", "__shfl_down_sync(0xffffffffu, tir_xacc, tir_o)");
 		}
 	} else {
 		int64_t p2 = 1;
@@ -205,7 +244,7 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 		buf_indent(o, e + 1);
 		buf_printf(o, "if (threadIdx.x < tir_s && threadIdx.x + tir_s < %lld)\n", (long long)x);
 		buf_indent(o, e + 2);
-		buf_puts(o, "tir_xred[threadIdx.x] += tir_xred[threadIdx.x + tir_s];\n");
+		combine(g, fn, "tir_xred[threadIdx.x]", "tir_xred[threadIdx.x + tir_s]");
 		buf_indent(o, e + 1);
 		buf_puts(o, "__syncthreads();\n");
 		buf_indent(o, e);
@@ -230,6 +269,8 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 	buf_puts(o, "] = ");
 	if (scvt)
 		buf_printf(o, "%s(", scvt);
+	if (fn)
+		buf_printf(o, "%s(tir_xacc, ", fn);
 	buf_puts(o, "(");
 	if (init) {
 		buf_puts(o, "tir_xfirst ? (");
@@ -243,7 +284,7 @@ void cu_xthread_loop(cu_gen *g, const tir_stmt *l, const tir_block *b, int depth
 	buf_puts(o, "]");
 	if (lcvt)
 		buf_puts(o, ")");
-	buf_puts(o, ") + tir_xacc");
+	buf_puts(o, fn ? "))" : ") + tir_xacc");
 	if (scvt)
 		buf_puts(o, ")");
 	buf_puts(o, ";\n");

@@ -89,8 +89,9 @@ static inline double op_floormod(double a, double b)
 	return b == 0 ? 0 : a - floor(a / b) * b;
 }
 
-static inline double op_min(double a, double b) { return a < b ? a : b; }
-static inline double op_max(double a, double b) { return a > b ? a : b; }
+/* fmin / fmax: a NaN operand gives the other (docs/ir-semantics.md) */
+static inline double op_min(double a, double b) { return fmin(a, b); }
+static inline double op_max(double a, double b) { return fmax(a, b); }
 
 /* A binary operation of exprs.def (dtype t: the operation's, for E_DIV). */
 static inline double op_bin(tir_expr_kind k, tir_dtype t, double a, double b)

@@ -225,6 +225,9 @@ static int match_mma(mctx *c, tir_intrin_match *m)
 	const tir_block *b = c->b;
 	const tir_expr *v = b->value;
 	int d[3];
+	/* an MMA sums products: a max or min reduction is refused by name */
+	if (b->reduce == REDUCE_MAX || b->reduce == REDUCE_MIN)
+		return mismatch(c, "an MMA sums, and it is a reduction by ", reduce_name(b->reduce));
 	if (b->reduce != REDUCE_SUM)
 		return mismatch(c, "it is not a sum", NULL);
 	if (b->init)

@@ -374,6 +374,10 @@ tir_expr *reduce_combine(tir_arena *a, tir_reduce r, tir_expr *acc, tir_expr *v)
  * for floats), for MIN the highest (+inf), so that combining with it leaves
  * any value unchanged. */
 tir_expr *reduce_identity(tir_arena *a, tir_reduce r, tir_dtype t);
+/* Whether e is a constant (E_FLOAT, E_INT, or an E_INT cast to an integer
+ * dtype) equal to the identity of r in e's dtype: 0.0, -inf, the lowest
+ * int32, ... */
+bool reduce_is_identity(tir_reduce r, const tir_expr *e);
 
 #define TIR_MAX_ITERS 16
 #define TIR_MAX_ANN 8

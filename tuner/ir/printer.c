@@ -220,6 +220,13 @@ static void print_block(tir_buf *b, tir_arena *a, const tir_block *blk, int dept
 		print_store(b, blk);
 		buf_puts(b, " + ");
 		operand(b, blk->value, 5, true);
+	} else if (blk->reduce != REDUCE_NONE) {
+		/* C[i] = T.max(C[i], value), as TVMScript writes a max reduction */
+		buf_printf(b, "T.%s(", reduce_name(blk->reduce));
+		print_store(b, blk);
+		buf_puts(b, ", ");
+		print_expr(b, blk->value);
+		buf_puts(b, ")");
 	} else {
 		print_expr(b, blk->value);
 	}

@@ -326,6 +326,17 @@ tir_expr *reduce_combine(tir_arena *a, tir_reduce r, tir_expr *acc, tir_expr *v)
 	return mk_bin(a, reduce_combiner(r), acc, v);
 }
 
+/* The identity of r in integer dtype t. */
+static int64_t int_identity(tir_reduce r, tir_dtype t)
+{
+	if (r != REDUCE_MAX && r != REDUCE_MIN)
+		return 0;
+	int bits = 8 * dtype_bytes(t);
+	int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+	int64_t top = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+	return r == REDUCE_MIN ? top : lo;
+}
+
 tir_expr *reduce_identity(tir_arena *a, tir_reduce r, tir_dtype t)
 {
 	bool hi = r == REDUCE_MIN;
@@ -333,10 +344,23 @@ tir_expr *reduce_identity(tir_arena *a, tir_reduce r, tir_dtype t)
 		return dtype_is_float(t) ? mk_float(a, 0.0, t) : mk_cast(a, t, mk_int(a, 0));
 	if (dtype_is_float(t))
 		return mk_float(a, hi ? INFINITY : -INFINITY, t);
-	int bits = 8 * dtype_bytes(t);
-	int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
-	int64_t top = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-	return mk_cast(a, t, mk_int(a, hi ? top : lo));
+	return mk_cast(a, t, mk_int(a, int_identity(r, t)));
+}
+
+bool reduce_is_identity(tir_reduce r, const tir_expr *e)
+{
+	if (!e || r == REDUCE_NONE)
+		return false;
+	if (e->kind == E_FLOAT)
+		return e->fval == (r == REDUCE_SUM ? 0.0 : r == REDUCE_MIN ? INFINITY : -INFINITY);
+	tir_dtype t = e->dtype;
+	if (e->kind == E_CAST && e->a->kind == E_INT && !dtype_is_float(t) && t != TIR_BOOL)
+		e = e->a;
+	else if (e->kind != E_INT || t == TIR_BOOL)
+		return false;
+	if (dtype_is_float(t))
+		return r == REDUCE_SUM && e->ival == 0;
+	return e->ival == int_identity(r, t);
 }
 
 bool block_is_reduction(const tir_block *b)

@@ -22,6 +22,8 @@
  * All three want a fresh nest: one loop per iterator, bound one to one, with
  * nothing else inside (what the compute definition builds).
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "sched.h"
@@ -497,13 +499,259 @@ static void check_plain(tir_expr *load, void *ctx)
 	}
 }
 
+/* The value inputs are padded with for a block reducing by r: the
+ * identity of a max or min (-inf, +inf, the lowest or highest integer),
+ * zero otherwise (a sum; a block that does not reduce). */
+static tir_expr *pad_value(tir_arena *a, tir_reduce r, tir_dtype t)
+{
+	if (r == REDUCE_MAX || r == REDUCE_MIN)
+		return reduce_identity(a, r, t);
+	return dtype_is_float(t) ? mk_float(a, 0.0, t) : mk_cast(a, t, mk_int(a, 0));
+}
+
+/* The value of a constant expression: E_FLOAT, E_INT, E_INT cast. */
+static bool const_value(const tir_expr *e, double *v)
+{
+	if (e->kind == E_CAST && e->a->kind == E_INT)
+		e = e->a;
+	if (e->kind == E_FLOAT)
+		*v = e->fval;
+	else if (e->kind == E_INT)
+		*v = (double)e->ival;
+	else
+		return false;
+	return true;
+}
+
+/* What block b's value is at a point where padded iterator `var` is past
+ * its old extent: every load indexed by it reads its buffer's pad value
+ * (pad_value); the other loads and variables are unknown, assumed finite
+ * (so 0 * x = 0 and -inf + x = -inf, as x may be any real number but no
+ * infinity or NaN).  A partial constant folding over doubles. */
+typedef struct pad_val {
+	bool known;
+	double v;
+} pad_val;
+
+static pad_val pad_eval(tir_arena *a, const tir_block *b, const tir_var *var,
+			const tir_expr *e)
+{
+	pad_val r = { false, 0 }, x, y;
+	double v;
+	switch (e->kind) {
+	case E_INT: case E_FLOAT:
+		r.known = const_value(e, &r.v);
+		return r;
+	case E_VAR:
+		return r;
+	case E_LOAD:
+		if (e->buf != b->store && expr_uses_var(e, var))
+			r.known = const_value(pad_value(a, b->reduce, e->buf->dtype), &r.v);
+		return r;
+	case E_CAST:
+		x = pad_eval(a, b, var, e->a);
+		if (!x.known)
+			return r;
+		if (e->dtype == TIR_F32)
+			x.v = (double)(float)x.v;
+		else if (dtype_is_float(e->dtype))
+			x.known = x.v == 0 || isinf(x.v) || isnan(x.v);  /* exact in 16 bits */
+		else if (isfinite(x.v) && fabs(x.v) < 9e15)
+			x.v = trunc(x.v);
+		else
+			x.known = false;
+		return x;
+	case E_CALL:
+		x = pad_eval(a, b, var, e->a);
+		if (!x.known)
+			return r;
+		switch (e->fn) {
+		case FN_EXP: x.v = exp(x.v); break;
+		case FN_TANH: x.v = tanh(x.v); break;
+		case FN_ERF: x.v = erf(x.v); break;
+		case FN_SQRT: x.v = sqrt(x.v); break;
+		case FN_RSQRT: x.v = 1 / sqrt(x.v); break;
+		case FN_SIGMOID: x.v = 1 / (1 + exp(-x.v)); break;
+		case FN_GELU: x.v = x.v * 0.5 * (1 + erf(x.v / sqrt(2.0))); break;
+		default: x.known = false; break;
+		}
+		return x;
+	case E_SELECT: {
+		pad_val c = pad_eval(a, b, var, e->c);
+		x = pad_eval(a, b, var, e->a);
+		y = pad_eval(a, b, var, e->b);
+		if (c.known)
+			return c.v != 0 ? x : y;
+		if (x.known && y.known && x.v == y.v)
+			return x;
+		return r;
+	}
+	case E_NOT:
+		x = pad_eval(a, b, var, e->a);
+		x.v = x.v == 0;
+		return x;
+	default:
+		break;
+	}
+	if (!e->a || !e->b)
+		return r;
+	x = pad_eval(a, b, var, e->a);
+	y = pad_eval(a, b, var, e->b);
+	if (!x.known || !y.known) {
+		/* one side known: what it decides alone for a finite other side */
+		pad_val k = x.known ? x : y;
+		if (!k.known)
+			return r;
+		switch (e->kind) {
+		case E_MUL:
+			r.known = k.v == 0;
+			break;
+		case E_ADD:
+			r.known = isinf(k.v);
+			r.v = k.v;
+			break;
+		case E_SUB:
+			r.known = isinf(k.v);
+			r.v = x.known ? k.v : -k.v;
+			break;
+		case E_MAX:
+			r.known = k.v == INFINITY;
+			r.v = k.v;
+			break;
+		case E_MIN:
+			r.known = k.v == -INFINITY;
+			r.v = k.v;
+			break;
+		default:
+			break;
+		}
+		return r;
+	}
+	r.known = true;
+	bool fl = dtype_is_float(e->dtype);
+	switch (e->kind) {
+	case E_ADD: v = x.v + y.v; break;
+	case E_SUB: v = x.v - y.v; break;
+	case E_MUL: v = x.v * y.v; break;
+	case E_DIV:
+		if (!fl && y.v == 0)
+			r.known = false;
+		v = fl ? x.v / y.v : trunc(x.v / y.v);
+		break;
+	/* fmax / fmin: docs/ir-semantics.md */
+	case E_MAX: v = fmax(x.v, y.v); break;
+	case E_MIN: v = fmin(x.v, y.v); break;
+	case E_LT: v = x.v < y.v; break;
+	case E_LE: v = x.v <= y.v; break;
+	case E_EQ: v = x.v == y.v; break;
+	case E_NE: v = x.v != y.v; break;
+	case E_AND: v = x.v != 0 && y.v != 0; break;
+	case E_OR: v = x.v != 0 || y.v != 0; break;
+	default: r.known = false; v = 0; break;     /* floordiv / floormod of values */
+	}
+	r.v = v;
+	return r;
+}
+
+/* Whether b's value e contributes nothing at a point past the old extent
+ * of padded iterator var: the reducer's identity; for a max or a min a NaN
+ * too, which they skip (fmax, docs/ir-semantics.md), or the padded input
+ * itself, widened (T.Cast("int32", A[i, k]) of int8 A): its pad value, the
+ * lowest (highest) int8, is no more (less) than any value it has; or a
+ * choice between two such values whatever the condition. */
+static bool pads_to_identity(tir_arena *a, const tir_block *b, const tir_var *var,
+			     const tir_expr *e)
+{
+	if (b->reduce == REDUCE_MAX || b->reduce == REDUCE_MIN) {
+		const tir_expr *x = e->kind == E_CAST ? e->a : e;
+		bool widens = x == e || (dtype_is_float(x->dtype) == dtype_is_float(e->dtype) &&
+					 dtype_bytes(x->dtype) <= dtype_bytes(e->dtype));
+		if (x->kind == E_LOAD && x->buf != b->store && expr_uses_var(x, var) && widens)
+			return true;
+	}
+	pad_val v = pad_eval(a, b, var, e);
+	if (v.known) {
+		double id = 0;
+		const_value(reduce_identity(a, b->reduce, b->store->dtype), &id);
+		return v.v == id || (isnan(v.v) && b->reduce != REDUCE_SUM);
+	}
+	return e->kind == E_SELECT && pads_to_identity(a, b, var, e->a) &&
+	       pads_to_identity(a, b, var, e->b);
+}
+
+/* Whether padding iterator i of b (to ext[i]) keeps b's meaning: every
+ * dimension that a padded iterator indexes has exactly that iterator's old
+ * extent (a larger buffer would be read, or written, past the domain); and
+ * at a point past the old extent of a padded reduction iterator, where its
+ * inputs read their pad value, the value contributes the reducer's
+ * identity: for a sum, 0 where the padded inputs are 0 (a product with a
+ * padded factor: A[i, k] * B[k, j]), not A[i, k] + 1; for a max, -inf where
+ * they are -inf (A[i, k], a cast of it, A[i, k] + bias[i]).  Returns 0, or
+ * -1 with a message naming the block. */
+static int check_pad_meaning(tir_arena *a, const tir_block *b, const int64_t *ext,
+			     tir_error *err)
+{
+	/* the accesses: the store and each load, one iterator per dimension */
+	const tir_buffer *bufs[TIR_MAX_IO + 1];
+	int iters[TIR_MAX_IO + 1][TIR_MAX_DIMS], n = 0;
+	bufs[n] = b->store;
+	block_plain_access(b, b->store->ndim, b->store_idx, iters[n++]);
+	for (int r = 0; r < b->nreads && n <= TIR_MAX_IO; r++) {
+		if (b->reads[r].buf == b->store)
+			continue;
+		tir_expr *load = the_load(b->value, b->reads[r].buf, b, err);
+		if (!load)
+			return -1;
+		bufs[n] = load->buf;
+		block_plain_access(b, load->nidx, load->idx, iters[n++]);
+	}
+	for (int k = 0; k < n; k++)
+		for (int d = 0; d < bufs[k]->ndim; d++) {
+			const tir_iter *it = &b->iters[iters[k][d]];
+			if (ext[iters[k][d]] != it->extent && bufs[k]->shape[d] != it->extent)
+				return tir_fail(err, "block \"%s\" indexes dimension %d of \"%s\" (extent %lld) "
+						"with iterator \"%s\" of extent %lld: padding it would "
+						"%s elements outside its domain", b->name, d, bufs[k]->name,
+						(long long)bufs[k]->shape[d], it->var->name,
+						(long long)it->extent, k ? "read" : "write");
+		}
+	if (!block_is_reduction(b))
+		return 0;
+	for (int i = 0; i < b->niters; i++) {
+		const tir_iter *it = &b->iters[i];
+		if (it->kind != ITER_REDUCE || ext[i] == it->extent)
+			continue;
+		if (pads_to_identity(a, b, it->var, b->value))
+			continue;
+		double id = 0;
+		const_value(reduce_identity(a, b->reduce, b->store->dtype), &id);
+		pad_val v = pad_eval(a, b, it->var, b->value);
+		char what[64] = "not a constant";
+		if (v.known)
+			snprintf(what, sizeof what, "%g", v.v);
+		return tir_fail(err, "block \"%s\" cannot pad reduction iterator \"%s\" from %lld "
+				"to %lld: where its inputs are padded (with %s) the value is %s, "
+				"not the %s's identity %g", b->name, it->var->name,
+				(long long)it->extent, (long long)ext[i],
+				b->reduce == REDUCE_SUM ? "0" : b->reduce == REDUCE_MAX ? "the lowest value"
+				: "the highest value", what, reduce_name(b->reduce), id);
+	}
+	return 0;
+}
+
 /* pad_einsum(block, f0, f1, ...): rounds the extent of iterator i up to a
  * multiple of f_i (1: unchanged).  Every input the padded iterators index
- * is read through a zero-padded copy `<buf>_pad` (a stage block before the
- * block); the output is written to `<buf>_pad` and cropped back by a stage
- * block after it.  Requires a fresh nest and an einsum: every access indexes
- * each dimension with one iterator.  Returns the cropping stage; when every
- * extent is a multiple of its factor already, it changes nothing. */
+ * is read through a padded copy `<buf>_pad` (a stage block before the
+ * block), filled past the old extents with 0, or for a max / min reduction
+ * with its identity (-inf / +inf, the lowest / highest integer); the output
+ * is written to `<buf>_pad` and cropped back by a stage block after it.
+ * Requires a fresh nest; an einsum: every access indexes each dimension
+ * with one iterator, every dimension a padded iterator indexes of its
+ * extent, and a constant init; and, for each padded reduction iterator, a
+ * value that is the reducer's identity where its inputs are padded (a sum
+ * of products, not of A[i, k] + 1: check_pad_meaning).  Returns the
+ * cropping stage; when every extent is a multiple of its factor already, it
+ * changes nothing. */
 int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
@@ -543,15 +791,18 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 	if (!pc.ok || !block_plain_access(b, b->store->ndim, b->store_idx, store_dims))
 		return tir_fail(err, "block \"%s\" is not an einsum: it accesses \"%s\" at other than one iterator per dimension",
 				b->name, pc.ok ? b->store->name : pc.bad->name);
-	if (b->init && b->init->kind != E_INT && b->init->kind != E_FLOAT)
+	double init;
+	if (b->init && !const_value(b->init, &init))   /* an integer one is a cast */
 		return tir_fail(err, "block \"%s\" has an init that is not a constant", b->name);
+	if (check_pad_meaning(a, b, ext, err))
+		return -1;
 	for (int r = 0; r < b->nreads; r++)
 		if (b->reads[r].buf != b->store && input_stage_pos(p, b, b->reads[r].buf, err) < 0)
 			return -1;
 	if (check_output_stage(p, b, err))
 		return -1;
 
-	/* the inputs: a zero-padded copy of each buffer a padded iterator indexes */
+	/* the inputs: a padded copy of each buffer a padded iterator indexes */
 	int nreads = b->nreads;
 	tir_buffer *reads[TIR_MAX_IO];
 	for (int r = 0; r < nreads && r < TIR_MAX_IO; r++)
@@ -588,9 +839,8 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 				in_bounds = mk_and(a, in_bounds,
 						   mk_bin(a, E_LT, wv[d], mk_int(a, x->shape[d])));
 		}
-		tir_expr *zero = dtype_is_float(x->dtype) ? mk_float(a, 0.0, x->dtype)
-							   : mk_cast(a, x->dtype, mk_int(a, 0));
-		tir_expr *v = mk_select(a, in_bounds, mk_load(a, x, x->ndim, wv), zero);
+		tir_expr *v = mk_select(a, in_bounds, mk_load(a, x, x->ndim, wv),
+					pad_value(a, b->reduce, x->dtype));
 		int pos = input_stage_pos(p, b, x, err);
 		tir_block *st = stage_block(p, name, xp, x->ndim, shape, w, wv, v, pos);
 		st->name = name;
@@ -642,11 +892,14 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 /* rfactor(block, iterator, factor): splits the reduction over `iterator`
  * (extent E) into `factor` independent partial reductions over E / factor
  * consecutive values each: the block gets a spatial iterator in front (the
- * partial's index) and writes `<out>_rf[partial, ...]`; a new reduction block
- * `<out>_rf_sum` after it sums the partials into the output.  The partials
- * can then run in parallel (split-K).  Factor 1 changes nothing.  Requires a
- * fresh nest, a summing reduction that still has its init, and E a multiple
- * of factor.  Returns the summing block. */
+ * partial's index) and writes `<out>_rf[partial, ...]`, each partial
+ * starting at the reducer's identity (0, -inf, +inf); a new reduction block
+ * `<out>_rf_<reducer>` after it (`<out>_rf_sum`, `_rf_max`, `_rf_min`)
+ * combines the partials into the output with the same reducer, starting at
+ * the block's own init.  The partials can then run in parallel (split-K).
+ * Factor 1 changes nothing.  Requires a fresh nest, a reduction (any
+ * reducer) that still has its init, and E a multiple of factor.  Returns
+ * the combining block. */
 int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
@@ -666,8 +919,8 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	if (k->kind != ITER_REDUCE)
 		return tir_fail(err, "iterator \"%s\" of block \"%s\" is not a reduction", k->var->name,
 				b->name);
-	if (b->reduce != REDUCE_SUM || !b->init)
-		return tir_fail(err, "block \"%s\" is not a summing reduction with its init", b->name);
+	if (!block_is_reduction(b) || !b->init)
+		return tir_fail(err, "block \"%s\" is not a reduction with its init", b->name);
 	if (f < 1 || k->extent % f)
 		return tir_fail(err, "factor %lld does not divide the extent %lld of iterator \"%s\"",
 				(long long)f, (long long)k->extent, k->var->name);
@@ -707,6 +960,12 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	memcpy(idx + 1, b->store_idx, sizeof(tir_expr *) * (size_t)out->ndim);
 	b->store = rf;
 	memcpy(b->store_idx, idx, sizeof(tir_expr *) * (size_t)rf->ndim);
+	/* each partial starts at the identity, the output at the init: an init
+	 * other than the identity must count once, not once a partial.  A sum's
+	 * init of 0 is its identity already and stays the same expression. */
+	tir_expr *init = b->init;
+	if (!reduce_is_identity(b->reduce, init))
+		b->init = reduce_identity(a, b->reduce, rf->dtype);
 	int pos = stmt_index(sched_top_stmt(b->stmt)) + 1;
 	renest(p, b, outer);
 	tir_env env = sched_iter_env(p, b);
@@ -714,8 +973,8 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	env_free(&env);
 	block_update_regions(p, b);
 
-	/* out[v] = sum over parts of rf[part, v] */
-	tir_block *sum = block_new(p, arena_printf(a, "%s_sum", name));
+	/* out[v] = the reduction over parts of rf[part, v] */
+	tir_block *sum = block_new(p, arena_printf(a, "%s_%s", name, reduce_name(b->reduce)));
 	tir_expr *v[TIR_MAX_DIMS], *ridx[TIR_MAX_DIMS];
 	for (int d = 0; d < out->ndim; d++) {
 		tir_var *w = program_var(p, arena_printf(a, "v%d", d));
@@ -728,8 +987,8 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	sum->store = out;
 	memcpy(sum->store_idx, v, sizeof(tir_expr *) * (size_t)out->ndim);
 	sum->value = mk_load(a, rf, rf->ndim, ridx);
-	sum->reduce = REDUCE_SUM;
-	sum->init = b->init;
+	sum->reduce = b->reduce;
+	sum->init = init;
 	block_update_regions(p, sum);
 	stmt_insert(p->root, pos, program_nest(p, sum, NULL));
 	int rv = sched_new_rv(s, RV_BLOCK);

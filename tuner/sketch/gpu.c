@@ -15,8 +15,9 @@
  *                       levels S0/S1/S2 fused and bound to blockIdx.x /
  *                       vthread.x / threadIdx.x (first, a sampled split-K:
  *                       rfactor of the longest reduction iterator into 1-16
- *                       parts, a spatial loop bound to blocks whole, summed by
- *                       a kernel after); the accumulator in registers
+ *                       parts, a spatial loop bound to blocks whole, combined
+ *                       by a kernel after with the block's reducer: a sum, a
+ *                       max or a min); the accumulator in registers
  *                       (cache_write "local" + reverse_compute_at at the
  *                       threadIdx loop, the reduction's init decomposed out
  *                       of R0, every loop over the tile unrolled so its

@@ -117,7 +117,8 @@ static const tir_block *reduction_block(const tir_program *p)
 
 /* The first reduction block of p if it computes acc += cast(x) * cast(y)
  * with x and y loads of two buffers of one dtype and an MMA intrinsic for
- * those dtypes (*mma), else NULL. */
+ * those dtypes (*mma), else NULL.  A sum only: an MMA never computes a max
+ * or a min of products, so neither tensor-core sketch applies to one. */
 static const tir_block *product_of(const tir_program *p, const tir_expr **x,
 				   const tir_expr **y, const tir_intrin **mma)
 {

@@ -329,8 +329,9 @@ static int check_guarded(kernel *kn, tir_stmt *s, tir_error *err)
  * threadIdx tag of the kernel, over the whole launch extent, under no other
  * thread loop and no guarded blockIdx loop (every thread must reach the
  * barriers of the tree); b is the only block under l and no loop under l is
- * thread-bound; b sums into a global or shared buffer at an element that
- * neither l nor a loop under it changes (one partial sum per thread). */
+ * thread-bound; b reduces (any reducer: the tree combines with it) into a
+ * global or shared buffer at an element that neither l nor a loop under it
+ * changes (one partial result per thread). */
 static bool uses_loop_or_under(const tir_expr *e, const tir_stmt *l)
 {
 	if (!e)
@@ -362,8 +363,8 @@ static int check_xthread(kernel *kn, const tir_block *b, tir_stmt *l, tir_error 
 		why = "its kernel also uses threadIdx.y or threadIdx.z";
 	else if (l->extent != kn->launch[TIR_THREAD_X])
 		why = "the loop is shorter than the threadIdx.x launch extent (guarded)";
-	else if (b->reduce != REDUCE_SUM)
-		why = "the block is not a sum";
+	else if (b->reduce == REDUCE_NONE)
+		why = "the block is not a reduction";
 	else if (b->store->scope != TIR_SCOPE_GLOBAL && b->store->scope != TIR_SCOPE_SHARED)
 		why = "the block's output is not in global or shared memory";
 	else if (thread_loop_under(l))
