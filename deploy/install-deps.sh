@@ -3,7 +3,7 @@
 #
 #   deploy/install-deps.sh          build and test dependencies
 #   deploy/install-deps.sh --bench  also the baselines for benchmarks (OpenBLAS,
-#                                   oneDNN) and wrk
+#                                   oneDNN), wrk and PyTorch (python3-torch)
 #
 # Idempotent: when every package is installed already it does nothing (no
 # apt-get at all).  Runs as root, or through sudo.  The CUDA toolkit is
@@ -15,7 +15,7 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3)
 for arg in "$@"; do
 	case $arg in
-	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk) ;;
+	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;
 	-h|--help) sed -n '2,10p' "$0"; exit 0 ;;
 	*) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
 	esac
