@@ -8,7 +8,8 @@
  *
  * Kept small: a few shapes per operator, one candidate per sketch each.
  * Also hand-built row maxima and minima (tests/reducers.h): every CPU
- * sketch gives valid candidates whose C code matches a plain loop.
+ * sketch that applies (the row sketch) gives valid candidates whose C code
+ * matches a plain loop.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,8 +309,10 @@ START_TEST(cuda_candidates)
 }
 END_TEST
 
-/* Every CPU sketch on a row max / min: 3 candidates each, valid, replayed,
- * and their C code (tiles, parallel rows, vectorized) right. */
+/* Every CPU sketch on a row max / min (a reduction without reuse: the row
+ * sketch, parallel rows, the reduction in interleaved vector lanes where
+ * they divide the row): 3 candidates each, valid, replayed, and their C
+ * code right. */
 START_TEST(max_min_sketches)
 {
 	static const tr_spec specs[] = {

@@ -20,10 +20,11 @@
  *
  * Also: threading validation accepts a reduction loop bound to threadIdx
  * only in the annotated cross-thread pattern, never one bound to blockIdx.
- * And hand-built row maxima and minima (tests/reducers.h): the sketches
- * that apply (never a tensor-core one), split-K (rfactor) and cross-thread
- * candidates among them, valid, replayed, compiled by NVRTC, run on the
- * CPU (and on a GPU where there is one) against a plain loop.
+ * And hand-built row maxima and minima (tests/reducers.h): reductions
+ * without data reuse, so the row sketches apply (never a tensor-core or
+ * tiling one): a thread block per row with a cross-thread reduction, and a
+ * thread per row; valid, replayed, compiled by NVRTC, run on the CPU (and
+ * on a GPU where there is one) against a plain loop.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -418,8 +419,9 @@ END_TEST
  * (distinct seeds; a draw that fails validation is redrawn): no tensor-core
  * sketch among them; each valid, replayed to the same program, compiled by
  * NVRTC and run on the CPU and, where there is one, the GPU.  Shapes: one
- * long row (cross-thread), rows of a prime length, many short rows (split-K
- * into parts with a partial of its own). */
+ * long row, rows of a prime length, many short rows, each with both row
+ * sketches: gpu-rows (a thread block per row, cross-thread) and
+ * gpu-rows-thread (a thread per row). */
 START_TEST(max_min_sketches)
 {
 	static const tr_spec specs[] = {
@@ -430,13 +432,13 @@ START_TEST(max_min_sketches)
 	};
 	const tr_spec *spec = &specs[_i];
 	tir_program *p0 = tr_program(spec);
-	int nd = 0, nx = 0, nrf = 0;
+	int nd = 0, nx = 0, nthread = 0;
 	for (int i = 0; i < sketch_gpu_ndefs; i++) {
 		const sketch_def *d = &sketch_gpu_defs[i];
 		if (d->applies && !d->applies(p0, &sm90))
 			continue;
-		ck_assert_msg(strcmp(d->name, "gpu-tensorcore") && strcmp(d->name, "gpu-wgmma"),
-			      "%s: %s applies", tr_name(spec), d->name);
+		ck_assert_msg(!strncmp(d->name, "gpu-rows", 8), "%s: %s applies", tr_name(spec),
+			      d->name);
 		nd++;
 		uint64_t seed = 1;
 		for (int c = 0; c < 6; c++) {
@@ -453,8 +455,10 @@ START_TEST(max_min_sketches)
 			ck_assert_msg(s, "%s: %s: no valid candidate in %d draws: %s", tr_name(spec),
 				      d->name, MAX_DRAWS, err.msg);
 			const tir_program *p = tir_sched_program(s);
-			nx += strcmp(d->name, "gpu-cross-thread") == 0;
-			nrf += program_find_block(p, spec->r == REDUCE_MAX ? "R_rf_max" : "R_rf_min") != NULL;
+			const tir_block *rb = program_find_block(p, "reduce");
+			for (int a = 0; rb && a < rb->nann; a++)
+				nx += !strcmp(rb->ann[a].key, "cross_thread_reduction");
+			nthread += !strcmp(d->name, "gpu-rows-thread");
 			tr_check_replay(s, spec);
 			char *src = tr_cuda_source(p, tr_name(spec));
 			free(src);
@@ -464,10 +468,8 @@ START_TEST(max_min_sketches)
 		}
 	}
 	ck_assert_msg(nd >= 2, "%s: %d GPU sketches apply", tr_name(spec), nd);
-	if (spec->M == 1)
-		ck_assert_msg(nx > 0, "%s: no cross-thread candidate", tr_name(spec));
-	if (spec->M == 64)
-		ck_assert_msg(nrf > 0, "%s: no split-K candidate", tr_name(spec));
+	ck_assert_msg(nx > 0, "%s: no cross-thread candidate", tr_name(spec));
+	ck_assert_msg(nthread > 0, "%s: no thread-per-row candidate", tr_name(spec));
 	tir_program_free(p0);
 }
 END_TEST

@@ -250,6 +250,12 @@ int tir_vectorize(tir_sched *s, int loop, tir_error *err);
 int tir_unroll(tir_sched *s, int loop, tir_error *err);
 int tir_cache_read(tir_sched *s, int block, int read_index, const char *scope,
 		   tir_error *err);
+/* The same, every block that reads the buffer reading the cache (TensorIR's
+ * cache_read without consumer blocks): one copy, in the innermost loop
+ * holding them all, before the first of them, of what they read in one of
+ * its iterations. */
+int tir_cache_read_all(tir_sched *s, int block, int read_index, const char *scope,
+		       tir_error *err);
 int tir_cache_write(tir_sched *s, int block, int write_index, const char *scope,
 		    tir_error *err);
 int tir_compute_at(tir_sched *s, int block, int loop, tir_error *err);
@@ -284,6 +290,17 @@ int tir_reindex(tir_sched *s, int block, int is_write, int index, const char *di
  * new block after it (split-K).  Returns the summing block, or 0 if factor
  * is 1 (nothing changes). */
 int tir_rfactor(tir_sched *s, int block, int iterator, tir_int factor, tir_error *err);
+/* The same with the parts interleaved: part p reduces the iterator's values
+ * p, p + factor, p + 2 * factor, ... (the iterator's inner part), so where
+ * the iterator indexes an innermost dimension the parts read adjacent
+ * elements and a loop over them vectorizes.  Returns the combining block. */
+int tir_rfactor_interleaved(tir_sched *s, int block, int iterator, tir_int factor,
+			    tir_error *err);
+/* The buffer the block writes (write index 0), an intermediate, moves to
+ * storage scope `scope` ("global", "shared" or "local"): allocated as that
+ * scope is (docs/ir-semantics.md), nothing else changed; validation judges
+ * whether its accesses allow it. */
+int tir_set_scope(tir_sched *s, int block, int write_index, const char *scope, tir_error *err);
 /* Rounds iterator i's extent up to a multiple of factors[i] (literals or
  * integer RVs; n = the block's iterator count) with zero-padded inputs and a
  * cropped output.  Returns the cropping block, or 0 if the output needs none

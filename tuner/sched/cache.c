@@ -47,6 +47,14 @@ static tir_block *copy_block(tir_program *p, tir_buffer *dst, tir_buffer *src,
 	return c;
 }
 
+static bool block_reads(const tir_block *b, const tir_buffer *buf)
+{
+	for (int r = 0; r < b->nreads; r++)
+		if (b->reads[r].buf == buf)
+			return true;
+	return false;
+}
+
 /* The innermost loop (or the root) enclosing both a and b. */
 static tir_stmt *common_scope(tir_stmt *a, tir_stmt *b)
 {
@@ -74,17 +82,92 @@ static int parse_scope(const tir_inst *in, tir_error *err)
 	return sc;
 }
 
-/* cache_read(block, read_index, scope): block reads region read_index of its
- * reads (not its own output) through a new buffer `<buf>_<scope>`, filled by a
- * copy block inserted right after the top-level statement of the buffer's
- * last producer, or, for a buffer nothing writes, right before the top-level
- * statement holding the block.  Only this block reads the cache.  Returns the
- * copy block. */
+/* Every reader of buf (blocks[0..n), n returned), the block b among them. */
+static int readers_of(tir_program *p, const tir_buffer *buf, tir_block **out)
+{
+	int n = 0;
+	for (int i = 0; i < p->nblocks && n < 256; i++) {
+		tir_block *c = p->blocks[i];
+		if (!c->stmt || c->store == buf)
+			continue;
+		for (int r = 0; r < c->nreads; r++)
+			if (c->reads[r].buf == buf) {
+				out[n++] = c;
+				break;
+			}
+	}
+	return n;
+}
+
+/* cache_read(block, all) with all = 1: every block reading the buffer reads
+ * the cache (TensorIR's cache_read without consumer blocks), filled by a
+ * copy, in the innermost scope holding the buffer's writers and readers, of
+ * what the readers read in one iteration of it, after the last writer or,
+ * for a buffer nothing writes, right before the first reader (compute_at
+ * may move it further in).  Every writer must run before every reader. */
+static int cache_read_all(tir_sched *s, tir_inst *in, tir_block *b, tir_buffer *buf, int sc,
+			  tir_error *err)
+{
+	tir_program *p = s->p;
+	tir_block *rd[256];
+	int nr = readers_of(p, buf, rd);
+	/* the innermost statement holding every reader and writer */
+	tir_stmt *scope = b->stmt->parent;
+	for (int i = 0; i < p->nblocks; i++) {
+		tir_block *c = p->blocks[i];
+		if (!c->stmt || (c->store != buf && !block_reads(c, buf)))
+			continue;
+		while (scope->parent && !stmt_is_ancestor(scope, c->stmt))
+			scope = scope->parent;
+	}
+	int last_w = -1, first_r = -1;
+	for (int i = 0; i < p->nblocks; i++) {
+		tir_block *c = p->blocks[i];
+		if (!c->stmt)
+			continue;
+		if (c->store == buf) {
+			int k = stmt_index(child_in(scope, c->stmt));
+			if (k > last_w)
+				last_w = k;
+		}
+	}
+	for (int i = 0; i < nr; i++) {
+		int k = stmt_index(child_in(scope, rd[i]->stmt));
+		if (first_r < 0 || k < first_r)
+			first_r = k;
+	}
+	if (last_w >= 0 && last_w >= first_r)
+		return tir_fail(err, "\"%s\" is written in or after the loop nest of a block that reads it",
+				buf->name);
+	int pos = last_w >= 0 ? last_w + 1 : first_r;
+	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
+					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
+	tir_block *copy = copy_block(p, cb, buf, cb->name);
+	sched_place_stage(p, copy, scope, pos, rd, nr, buf, false);
+	for (int i = 0; i < nr; i++) {
+		rd[i]->value = expr_replace_buffer(&p->arena, rd[i]->value, buf, cb);
+		rd[i]->init = expr_replace_buffer(&p->arena, rd[i]->init, buf, cb);
+		block_update_regions(p, rd[i]);
+	}
+	int rv = sched_new_rv(s, RV_BLOCK);
+	s->rv[rv].block = copy;
+	in->out[in->nout++] = rv;
+	return 0;
+}
+
+/* cache_read(block, read_index, scope[, all]): block reads region read_index
+ * of its reads (not its own output) through a new buffer `<buf>_<scope>`,
+ * filled by a copy block inserted right after the top-level statement of
+ * the buffer's last producer, or, for a buffer nothing writes, right before
+ * the top-level statement holding the block.  Only this block reads the
+ * cache; with the attribute all = 1, every block that reads the buffer
+ * (cache_read_all above).  Returns the copy block. */
 int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
-	if (in->nin != 1 || in->nattr < 1)
-		return tir_fail(err, "takes a block and a read index");
+	if (in->nin != 1 || in->nattr < 1 || in->nattr > 2 ||
+	    (in->nattr == 2 && in->attr[1] != 0 && in->attr[1] != 1))
+		return tir_fail(err, "takes a block, a read index and whether every reader reads the cache (0 or 1)");
 	tir_block *b = sched_block(s, in->in[0], err);
 	if (!b)
 		return -1;
@@ -99,6 +182,8 @@ int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
 	if (buf == b->store)
 		return tir_fail(err, "read %lld of block \"%s\" is its own output \"%s\"; use cache_write",
 				(long long)ri, b->name, buf->name);
+	if (in->nattr == 2 && in->attr[1] == 1)
+		return cache_read_all(s, in, b, buf, sc, err);
 	/* where the stage goes: for a buffer that blocks write, in the innermost
 	 * scope holding the writers and the block, after the last writer; else
 	 * at the top level right before the block's loop nest */
@@ -135,7 +220,7 @@ int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
 	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
 					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
 	tir_block *copy = copy_block(p, cb, buf, cb->name);
-	sched_place_stage(p, copy, scope, pos, b, buf, false);
+	sched_place_stage(p, copy, scope, pos, &b, 1, buf, false);
 	b->value = expr_replace_buffer(&p->arena, b->value, buf, cb);
 	b->init = expr_replace_buffer(&p->arena, b->init, buf, cb);
 	block_update_regions(p, b);
@@ -186,7 +271,7 @@ int prim_cache_write(tir_sched *s, tir_inst *in, tir_error *err)
 	tir_buffer *cb = program_buffer(p, cache_name(p, buf, in->str), buf->dtype,
 					buf->ndim, buf->shape, (tir_scope)sc, BUF_TEMP);
 	tir_block *copy = copy_block(p, buf, cb, cb->name);
-	sched_place_stage(p, copy, p->root, stmt_index(top) + 1, b, buf, true);
+	sched_place_stage(p, copy, p->root, stmt_index(top) + 1, &b, 1, buf, true);
 	b->store = cb;
 	b->value = expr_replace_buffer(&p->arena, b->value, buf, cb);
 	b->init = expr_replace_buffer(&p->arena, b->init, buf, cb);
@@ -230,5 +315,40 @@ int prim_storage_align(tir_sched *s, tir_inst *in, tir_error *err)
 				buf->name, (long long)offset, (long long)factor - 1);
 	buf->align_factor[axis] = (int)factor;
 	buf->align_offset[axis] = (int)offset;
+	return 0;
+}
+
+/* set_scope(block, 0, scope): the buffer the block writes moves to storage
+ * scope `scope` (global, shared or local), as TensorIR's set_scope: nothing
+ * in the program changes but where the buffer lives — a shared buffer is
+ * allocated per thread block and a local one per thread, each compacted to
+ * what its accessors touch under their lowest common loop
+ * (docs/ir-semantics.md).  Whether its accesses allow that (one kernel, a
+ * local buffer read where it was written, the sizes) is validation's to
+ * judge.  Used where a value is made and used within one kernel: a row's
+ * reduction read by the row's other threads (shared, so that the code puts
+ * a barrier between), or kept by the thread that reads it (local).
+ * Requires an intermediate buffer (not a parameter) and a scope that is not
+ * a tensor-core fragment (only intrinsics fill those). */
+int prim_set_scope(tir_sched *s, tir_inst *in, tir_error *err)
+{
+	if (in->nin != 1 || in->nattr != 1)
+		return tir_fail(err, "takes a block and a write index");
+	tir_block *b = sched_block(s, in->in[0], err);
+	if (!b)
+		return -1;
+	int sc = parse_scope(in, err);
+	if (sc < 0)
+		return -1;
+	if (in->attr[0] != 0)
+		return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
+				b->name, (long long)in->attr[0]);
+	tir_buffer *buf = b->store;
+	if (buf->role != BUF_TEMP)
+		return tir_fail(err, "buffer \"%s\" is a parameter; its scope is the caller's", buf->name);
+	if (scope_is_fragment((tir_scope)sc))
+		return tir_fail(err, "buffer \"%s\": scope \"%s\" is a tensor-core fragment, which only intrinsics fill",
+				buf->name, in->str);
+	buf->scope = (tir_scope)sc;
 	return 0;
 }

@@ -270,7 +270,7 @@ static void move_out(tir_stmt *nest)
 
 /* See sched.h. */
 void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
-		       const tir_block *other, const tir_buffer *src, bool writes)
+		       tir_block *const *others, int nothers, const tir_buffer *src, bool writes)
 {
 	int dim_iter[TIR_MAX_DIMS];
 	for (int d = 0; d < b->store->ndim; d++)
@@ -278,11 +278,14 @@ void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
 	tir_interval reg[TIR_MAX_DIMS];
 	bool have = false;
 	tir_env env = region_env(p, scope, b->store->scope);
-	if (writes && other->write.buf == src)
-		add_region(p, other, &other->write, &env, reg, &have);
-	for (int r = 0; !writes && r < other->nreads; r++)
-		if (other->reads[r].buf == src)
-			add_region(p, other, &other->reads[r], &env, reg, &have);
+	for (int k = 0; k < nothers; k++) {
+		const tir_block *other = others[k];
+		if (writes && other->write.buf == src)
+			add_region(p, other, &other->write, &env, reg, &have);
+		for (int r = 0; !writes && r < other->nreads; r++)
+			if (other->reads[r].buf == src)
+				add_region(p, other, &other->reads[r], &env, reg, &have);
+	}
 	env_free(&env);
 	if (!have)
 		for (int d = 0; d < b->store->ndim; d++)

@@ -889,9 +889,13 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 
 /* ---- rfactor ---------------------------------------------------------------------- */
 
-/* rfactor(block, iterator, factor): splits the reduction over `iterator`
- * (extent E) into `factor` independent partial reductions over E / factor
- * consecutive values each: the block gets a spatial iterator in front (the
+/* rfactor(block, iterator, factor[, interleaved]): splits the reduction
+ * over `iterator` (extent E) into `factor` independent partial reductions
+ * over E / factor values each — consecutive ones (part p reduces
+ * p * E / factor + k), or, with the attribute interleaved = 1, every
+ * factor-th one (part p reduces k * factor + p: the parts read adjacent
+ * elements where the iterator indexes an innermost dimension, so a loop over
+ * them vectorizes) — the block gets a spatial iterator in front (the
  * partial's index) and writes `<out>_rf[partial, ...]`, each partial
  * starting at the reducer's identity (0, -inf, +inf); a new reduction block
  * `<out>_rf_<reducer>` after it (`<out>_rf_sum`, `_rf_max`, `_rf_min`)
@@ -904,8 +908,10 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
 	tir_arena *a = &p->arena;
-	if (in->nin != 2 || in->nattr != 1)
-		return tir_fail(err, "takes a block, an iterator index and a factor");
+	if (in->nin != 2 || in->nattr < 1 || in->nattr > 2 ||
+	    (in->nattr == 2 && in->attr[1] != 0 && in->attr[1] != 1))
+		return tir_fail(err, "takes a block, an iterator index, a factor and whether the parts interleave (0 or 1)");
+	bool interleaved = in->nattr == 2 && in->attr[1] == 1;
 	tir_block *b = sched_block(s, in->in[0], err);
 	if (!b)
 		return -1;
@@ -943,12 +949,14 @@ int prim_rfactor(tir_sched *s, tir_inst *in, tir_error *err)
 	const char *name = program_fresh_name(p, arena_printf(a, "%s_rf", out->name));
 	tir_buffer *rf = program_buffer(p, name, out->dtype, out->ndim + 1, shape,
 					TIR_SCOPE_GLOBAL, BUF_TEMP);
-	/* k = part * (E / f) + k', the part a new outermost spatial iterator */
+	/* k = part * (E / f) + k' (interleaved: k' * f + part), the part a new
+	 * outermost spatial iterator */
 	int64_t chunk = k->extent / f;
 	tir_var *part = program_var(p, arena_printf(a, "%s_rf", k->var->name));
 	tir_subst sub = { p->nvars, xcalloc((size_t)p->nvars + 1, sizeof(tir_expr *)) };
-	sub.map[k->var->id] = mk_add(a, mk_mul(a, mk_var(a, part), mk_int(a, chunk)),
-				     mk_var(a, k->var));
+	sub.map[k->var->id] = interleaved
+		? mk_add(a, mk_mul(a, mk_var(a, k->var), mk_int(a, f)), mk_var(a, part))
+		: mk_add(a, mk_mul(a, mk_var(a, part), mk_int(a, chunk)), mk_var(a, k->var));
 	b->value = expr_subst(a, b->value, &sub);
 	free(sub.map);
 	k->extent = chunk;

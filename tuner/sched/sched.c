@@ -360,6 +360,18 @@ int tir_cache_read(tir_sched *s, int block, int read_index, const char *scope, t
 	return block_index_scope(s, PRIM_CACHE_READ, block, read_index, scope, err);
 }
 
+int tir_cache_read_all(tir_sched *s, int block, int read_index, const char *scope,
+		       tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_CACHE_READ);
+	in.in[in.nin++] = TIR_RV(block);
+	in.attr[0] = read_index;
+	in.attr[1] = 1;
+	in.nattr = 2;
+	in.str = scope;
+	return first_out(s, &in, err);
+}
+
 int tir_cache_write(tir_sched *s, int block, int write_index, const char *scope, tir_error *err)
 {
 	return block_index_scope(s, PRIM_CACHE_WRITE, block, write_index, scope, err);
@@ -443,6 +455,23 @@ int tir_rfactor(tir_sched *s, int block, int iterator, tir_int factor, tir_error
 	in.attr[0] = iterator;
 	in.nattr = 1;
 	return first_out(s, &in, err);
+}
+
+int tir_rfactor_interleaved(tir_sched *s, int block, int iterator, tir_int factor,
+			    tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_RFACTOR);
+	in.in[in.nin++] = TIR_RV(block);
+	in.in[in.nin++] = factor;
+	in.attr[0] = iterator;
+	in.attr[1] = 1;
+	in.nattr = 2;
+	return first_out(s, &in, err);
+}
+
+int tir_set_scope(tir_sched *s, int block, int write_index, const char *scope, tir_error *err)
+{
+	return block_index_scope(s, PRIM_SET_SCOPE, block, write_index, scope, err);
 }
 
 int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv, tir_error *err)

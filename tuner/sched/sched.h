@@ -107,10 +107,10 @@ tir_sched *sched_replay_valid(const tir_workload *w, const tir_target *t,
 /* Puts copy block b (its statement not yet in the tree; it stores at exactly
  * its iterators, iterator d for dimension d) under `scope` (a loop or the
  * root) at child position pos, with loops covering the region of `src` that
- * block `other` reads (writes: writes) in one iteration of scope.  Used by
- * cache_read and cache_write. */
+ * the blocks others[0..n) read (writes: write) in one iteration of scope.
+ * Used by cache_read and cache_write. */
 void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
-		       const tir_block *other, const tir_buffer *src, bool writes);
+		       tir_block *const *others, int nothers, const tir_buffer *src, bool writes);
 
 /* ---- sample_loc.c ---- */
 

@@ -1,9 +1,14 @@
 /*
  * cpu.c — the CPU sketches (Ansor / MetaSchedule style), for C targets.
  *
- * Written against the block structure only (sketch_find_blocks): the
- * reduction block to tile, the injective producers it reads (padding) and
- * the consumers of its output (epilogues).
+ * Written against the block structure only: the heavy sketches below tile
+ * every heavy block of the program (rules.c's rule, in post-order) with the
+ * injective producers it reads (padding) and the consumers of its output
+ * (epilogues, sketch_find_blocks); a consumer that reads more than the heavy
+ * block's output (a residual, a row's statistics) and every other block are
+ * then scheduled by rows.c (cpu_rows.c: parallel rows, vector lanes).
+ * Programs without a heavy block get cpu-rows (row reductions and their
+ * consumers, rows.c) or, without any reduction, cpu-pointwise.
  *
  *   cpu-tile-cache   injective producers inlined; multi-level tiling SSRSRS of
  *                    the reduction block: every spatial loop in 4 levels
@@ -58,9 +63,7 @@
 
 static bool cpu_applies(const tir_program *p, const tir_target *t)
 {
-	sketch_blocks sb;
-	sketch_find_blocks(p, &sb);
-	return t->kind == TIR_TARGET_CPU && sb.reduction != NULL;
+	return t->kind == TIR_TARGET_CPU && sketch_program_has(p, SKETCH_HEAVY);
 }
 
 /* ---- the joint draw of tile sizes -------------------------------------------- */
@@ -194,15 +197,14 @@ typedef enum {
 			   loop, the reduction loops untiled (R0 empty) */
 } cpu_wb;
 
-static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error *err)
+static int cpu_tile_block(tir_sched *s, const tir_target *t, cpu_wb wbmode,
+			  const tir_block *heavy, tir_error *err)
 {
 	sketch_blocks sb;
-	sketch_find_blocks(s->p, &sb);
-	if (!sb.reduction)
-		return tir_fail(err, "the program has no reduction block");
+	sketch_find_blocks(s->p, heavy, &sb);
 	cpu_shape sh;
 	memset(&sh, 0, sizeof sh);
-	sh.lanes = sketch_vector_lanes(t, sketch_accum_dtype(s->p, &sb));
+	sh.lanes = sketch_vector_lanes(t, sketch_accum_dtype(&sb));
 	sh.cores = t->cores > 0 ? t->cores : 1;
 
 	/* 1. injective producers (padding) inlined where legal */
@@ -211,7 +213,7 @@ static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error 
 
 	/* 2. the loops of the reduction block */
 	int b;
-	SKETCH_TRY(b = tir_get_block(s, sb.reduction, err), "get the reduction block");
+	SKETCH_TRY(b = tir_get_block(s, sb.reduction->name, err), "get the reduction block");
 	sketch_nest n;
 	SKETCH_TRY(sketch_nest_of(s, b, &n, err), "its loops");
 	sh.ns = n.ns;
@@ -353,8 +355,11 @@ static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error 
 		SKETCH_TRY(wb = tir_cache_write(s, b, 0, "local", err), "cache_write");
 		for (int i = 0; i < sb.nconsumers; i++) {
 			int c;
-			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i], err), "get a consumer");
-			SKETCH_TRY(tir_reverse_compute_inline(s, c, err), "inline a consumer");
+			tir_error ignored;
+			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i]->name, err), "get a consumer");
+			/* one that reads more (a residual, a row's statistics) is
+			 * left to the rest (rows.c) */
+			tir_reverse_compute_inline(s, c, &ignored);
 		}
 		if (wbmode == WB_REGISTER && nS[2])
 			loc = S[2][nS[2] - 1];
@@ -367,10 +372,14 @@ static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error 
 	} else {
 		for (int i = 0; i < sb.nconsumers; i++) {
 			int c, loc;
-			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i], err), "get a consumer");
-			SKETCH_TRY(loc = tir_sample_compute_location(s, c, TIR_LOC_REVERSE_COMPUTE_AT, err),
-				   "consumer location");
-			SKETCH_TRY(tir_reverse_compute_at(s, c, loc, err), "reverse_compute_at a consumer");
+			tir_error ignored;
+			SKETCH_TRY(c = tir_get_block(s, sb.consumer[i]->name, err), "get a consumer");
+			/* where it has no place among the tiles (it reads what
+			 * other nests compute), it is left to the rest */
+			if ((loc = tir_sample_compute_location(s, c, TIR_LOC_REVERSE_COMPUTE_AT,
+							       &ignored)) < 0)
+				continue;
+			tir_reverse_compute_at(s, c, loc, &ignored);
 		}
 	}
 
@@ -388,6 +397,19 @@ static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error 
 	return 0;
 }
 
+/* Every heavy block in post-order, then the rest (rows.c, cpu_rows.c). */
+static int cpu_tile(tir_sched *s, const tir_target *t, cpu_wb wbmode, tir_error *err)
+{
+	tir_block *hv[SKETCH_MAX_BLOCKS];
+	int n = sketch_heavy_blocks(s->p, hv, SKETCH_MAX_BLOCKS);
+	if (n == 0)
+		return tir_fail(err, "the program has no reduction block with data reuse");
+	for (int i = 0; i < n; i++)
+		if (hv[i]->stmt)
+			SKETCH_TRY(cpu_tile_block(s, t, wbmode, hv[i], err), hv[i]->name);
+	return sketch_schedule_rest(s, t, &sketch_cpu_rest, err);
+}
+
 static int cpu_tile_cache(tir_sched *s, const tir_target *t, tir_error *err)
 {
 	return cpu_tile(s, t, WB_CACHE, err);
@@ -403,9 +425,30 @@ static int cpu_tile_reg(tir_sched *s, const tir_target *t, tir_error *err)
 	return cpu_tile(s, t, WB_REGISTER, err);
 }
 
+/* ---- programs without heavy blocks (rows.c, cpu_rows.c) ------------------------------- */
+
+static bool rows_apply(const tir_program *p, const tir_target *t)
+{
+	return t->kind == TIR_TARGET_CPU && !sketch_program_has(p, SKETCH_HEAVY) &&
+	       sketch_program_has(p, SKETCH_ROW);
+}
+
+static bool pointwise_applies(const tir_program *p, const tir_target *t)
+{
+	return t->kind == TIR_TARGET_CPU && !sketch_program_has(p, SKETCH_HEAVY) &&
+	       !sketch_program_has(p, SKETCH_ROW);
+}
+
+static int cpu_rest(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return sketch_schedule_rest(s, t, &sketch_cpu_rest, err);
+}
+
 const sketch_def sketch_cpu_defs[] = {
 	{ "cpu-tile-reg", cpu_applies, cpu_tile_reg },
 	{ "cpu-tile-cache", cpu_applies, cpu_tile_cache },
 	{ "cpu-tile", cpu_applies, cpu_tile_plain },
+	{ "cpu-rows", rows_apply, cpu_rest },
+	{ "cpu-pointwise", pointwise_applies, cpu_rest },
 };
 const int sketch_cpu_ndefs = (int)(sizeof sketch_cpu_defs / sizeof *sketch_cpu_defs);

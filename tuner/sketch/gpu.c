@@ -4,9 +4,13 @@
  * Each sketch schedules a fresh schedule through the public primitives and
  * draws every open decision with a sampling instruction, so the trace
  * records it, a mutated decision replays, and nothing here depends on an
- * operator's name: the sketches see only the program's reduction block, the
- * injective producers it reads (pad) and the consumers of its output
- * (epilogue).
+ * operator's name: the heavy sketches see each heavy block of the program
+ * (rules.c's rule, in post-order), the injective producers it reads (pad)
+ * and the consumers of its output (epilogue); what they leave (another
+ * consumer, row reductions, pointwise blocks) rows.c schedules with
+ * gpu_rows.c, every block bound to threads (sketch_gpu_heavy).  Programs
+ * without a heavy block get gpu-rows / gpu-rows-thread (a thread block or a
+ * thread per row) or, without any reduction, gpu-pointwise.
  *
  *   gpu-tile-autocopy   multi-level tiling SSSRRSRS of the reduction block:
  *                       every spatial loop split in 5 (S0 blockIdx, S1 vthread,
@@ -85,42 +89,12 @@
 
 /* ---- the program's structure ------------------------------------------------ */
 
-/* The blocks a sketch is written against. */
-typedef struct gpu_blocks {
-	const tir_block *red;            /* the reduction block */
-	int nprod;
-	const tir_block *prod[4];        /* injective producers it reads (pad) */
-	int ncons;
-	const tir_block *cons[4];        /* consumers of its output (epilogue) */
-} gpu_blocks;
-
 static bool reads_buf(const tir_block *b, const tir_buffer *buf)
 {
 	for (int i = 0; i < b->nreads; i++)
 		if (b->reads[i].buf == buf)
 			return true;
 	return false;
-}
-
-/* Finds the first live reduction block and its neighbours; false if none. */
-static bool find_blocks(const tir_program *p, gpu_blocks *g)
-{
-	memset(g, 0, sizeof *g);
-	for (int i = 0; i < p->nblocks && !g->red; i++)
-		if (p->blocks[i]->stmt && block_is_reduction(p->blocks[i]))
-			g->red = p->blocks[i];
-	if (!g->red)
-		return false;
-	for (int i = 0; i < p->nblocks; i++) {
-		const tir_block *b = p->blocks[i];
-		if (!b->stmt || b == g->red || block_is_reduction(b))
-			continue;
-		if (reads_buf(g->red, b->store) && b->store->role == BUF_TEMP && g->nprod < 4)
-			g->prod[g->nprod++] = b;
-		else if (reads_buf(b, g->red->store) && g->ncons < 4)
-			g->cons[g->ncons++] = b;
-	}
-	return true;
 }
 
 /* The loops around the reduction block by the kind of iterator each feeds
@@ -239,11 +213,11 @@ static int64_t sample_value(tir_sched *s, int n, const int64_t *cands, tir_error
 
 /* ---- shared steps --------------------------------------------------------------- */
 
-static int inline_producers(tir_sched *s, const gpu_blocks *g, tir_error *err)
+static int inline_producers(tir_sched *s, const sketch_blocks *g, tir_error *err)
 {
-	for (int i = 0; i < g->nprod; i++) {
+	for (int i = 0; i < g->nproducers; i++) {
 		int b;
-		TRY(b = tir_get_block(s, g->prod[i]->name, err), "get producer");
+		TRY(b = tir_get_block(s, g->producer[i]->name, err), "get producer");
 		TRY(tir_compute_inline(s, b, err), "inline producer");
 	}
 	return 0;
@@ -309,7 +283,7 @@ static int sample_location(tir_sched *s, int copy, int npref, const int *pref,
  * among the loops `at`, producers of the buffer inlined into the stage,
  * cooperative fetch over `threads` threads with a sampled vector width,
  * sampled storage_align. */
-static int autocopy(tir_sched *s, int block, const char *buf, const gpu_blocks *g,
+static int autocopy(tir_sched *s, int block, const char *buf, const sketch_blocks *g,
 		    int nat, const int *at, int64_t threads, tir_error *err)
 {
 	int ri, copy, loc;
@@ -317,10 +291,10 @@ static int autocopy(tir_sched *s, int block, const char *buf, const gpu_blocks *
 	TRY(copy = tir_cache_read(s, block, ri, "shared", err), "cache_read");
 	TRY(loc = sample_location(s, copy, nat, at, err), "stage location");
 	TRY(tir_compute_at(s, copy, loc, err), "compute_at");
-	for (int i = 0; i < g->nprod; i++)
-		if (!strcmp(g->prod[i]->store->name, buf)) {
+	for (int i = 0; i < g->nproducers; i++)
+		if (!strcmp(g->producer[i]->store->name, buf)) {
 			int pb;
-			TRY(pb = tir_get_block(s, g->prod[i]->name, err), "get producer");
+			TRY(pb = tir_get_block(s, g->producer[i]->name, err), "get producer");
 			TRY(tir_compute_inline(s, pb, err), "inline producer into its stage");
 		}
 	const tir_block *cb = sched_block(s, TIR_RV(copy), err);
@@ -369,37 +343,38 @@ static int unroll_under(tir_sched *s, int block, int at, tir_error *err)
 	return 0;
 }
 
-static int tile(tir_sched *s, const tir_target *t, bool stages, tir_error *err)
+int sketch_gpu_tile_block(tir_sched *s, const tir_target *t, bool stages,
+			  const tir_block *heavy, tir_error *err)
 {
-	gpu_blocks g;
-	if (!find_blocks(s->p, &g))
-		return tir_fail(err, "gpu sketch: no reduction block");
+	sketch_blocks g;
+	sketch_find_blocks(s->p, heavy, &g);
+	const tir_block *red = heavy;
 	if (!stages)
 		TRY(inline_producers(s, &g, err), "gpu-tile");
 	/* the names of the buffers to stage: the reduction block's inputs */
 	int nin = 0;
 	const char *inputs[8];
-	for (int i = 0; i < g.red->nreads && nin < 8; i++)
-		if (g.red->reads[i].buf != g.red->store)
-			inputs[nin++] = g.red->reads[i].buf->name;
-	const char *rname = g.red->name;
+	for (int i = 0; i < red->nreads && nin < 8; i++)
+		if (red->reads[i].buf != red->store)
+			inputs[nin++] = red->reads[i].buf->name;
+	const char *rname = red->name;
 	int b;
 	TRY(b = tir_get_block(s, rname, err), "get reduction block");
 	/* split-K along the longest reduction iterator: the parts become a
 	 * spatial loop tiled like the others, their sum a kernel after */
 	const char *sum = NULL;
 	int longest = -1;
-	for (int i = 0; i < g.red->niters; i++)
-		if (g.red->iters[i].kind == ITER_REDUCE &&
-		    (longest < 0 || g.red->iters[i].extent > g.red->iters[longest].extent))
+	for (int i = 0; i < red->niters; i++)
+		if (red->iters[i].kind == ITER_REDUCE &&
+		    (longest < 0 || red->iters[i].extent > red->iters[longest].extent))
 			longest = i;
-	if (longest >= 0 && g.red->init) {
+	if (longest >= 0 && red->init) {
 		int parts;
 		TRY(parts = sketch_split_k(s, b, longest, SPLIT_K_MIN_CHUNK,
 						   SKETCH_SPLIT_K_OUTPUTS, err), "split-K");
 		for (int i = 0; parts > 1 && i < s->p->nblocks; i++) {
 			const tir_block *q = s->p->blocks[i];
-			if (q->stmt && q != g.red && block_is_reduction(q) && reads_buf(q, g.red->store))
+			if (q->stmt && q != red && block_is_reduction(q) && reads_buf(q, red->store))
 				sum = q->name;
 		}
 	}
@@ -504,14 +479,18 @@ static int tile(tir_sched *s, const tir_target *t, bool stages, tir_error *err)
 	}
 	if (sum)
 		TRY(sketch_kernelize(s, sum, err), "the parts' sum");
-	for (int i = 0; i < g.ncons; i++) {
+	for (int i = 0; i < g.nconsumers; i++) {
 		int e;
+		tir_error ignored;
 		if (sum) {      /* after the sum: kernels of their own */
-			TRY(sketch_kernelize(s, g.cons[i]->name, err), "consumer");
+			TRY(sketch_kernelize(s, g.consumer[i]->name, err), "consumer");
 			continue;
 		}
-		TRY(e = tir_get_block(s, g.cons[i]->name, err), "get consumer");
-		TRY(tir_reverse_compute_inline(s, e, err), "inline consumer");
+		/* an epilogue into the write-back; a consumer that reads more
+		 * (another computed value: a residual, a row's statistics) is
+		 * left to sketch_schedule_rest */
+		TRY(e = tir_get_block(s, g.consumer[i]->name, err), "get consumer");
+		tir_reverse_compute_inline(s, e, &ignored);
 	}
 	int unroll;
 	TRY(unroll = tir_sample_categorical(s, SKETCH_GPU_NUNROLL, sketch_gpu_unroll_steps, NULL,
@@ -520,20 +499,54 @@ static int tile(tir_sched *s, const tir_target *t, bool stages, tir_error *err)
 	return 0;
 }
 
+/* Every heavy block (post-order) by `heavy` where `fits` accepts it (NULL:
+ * all), else by gpu-tile; then the rest (rows.c).  The heavy rules run
+ * first: a heavy block's epilogues go into its write-back, and what they
+ * leave is free for the rest. */
+int sketch_gpu_heavy(tir_sched *s, const tir_target *t,
+		     int (*heavy)(tir_sched *, const tir_target *, const tir_block *, tir_error *),
+		     bool (*fits)(const tir_program *, const tir_target *, const tir_block *),
+		     tir_error *err)
+{
+	tir_block *hv[SKETCH_MAX_BLOCKS];
+	int n = sketch_heavy_blocks(s->p, hv, SKETCH_MAX_BLOCKS);
+	if (n == 0)
+		return tir_fail(err, "gpu sketch: no reduction block with data reuse");
+	for (int i = 0; i < n; i++) {
+		if (!hv[i]->stmt)
+			continue;
+		if (!fits || fits(s->p, t, hv[i]))
+			TRY(heavy(s, t, hv[i], err), hv[i]->name);
+		else
+			TRY(sketch_gpu_tile_block(s, t, false, hv[i], err), hv[i]->name);
+	}
+	return sketch_schedule_rest(s, t, &sketch_gpu_rest_auto, err);
+}
+
+static int tile_autocopy_block(tir_sched *s, const tir_target *t, const tir_block *b,
+			       tir_error *err)
+{
+	return sketch_gpu_tile_block(s, t, true, b, err);
+}
+
+static int tile_block(tir_sched *s, const tir_target *t, const tir_block *b, tir_error *err)
+{
+	return sketch_gpu_tile_block(s, t, false, b, err);
+}
+
 static int apply_tile_autocopy(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	return tile(s, t, true, err);
+	return sketch_gpu_heavy(s, t, tile_autocopy_block, NULL, err);
 }
 
 static int apply_tile(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	return tile(s, t, false, err);
+	return sketch_gpu_heavy(s, t, tile_block, NULL, err);
 }
 
 static bool cuda_reduction(const tir_program *p, const tir_target *t)
 {
-	gpu_blocks g;
-	return t->kind == TIR_TARGET_CUDA && find_blocks(p, &g);
+	return t->kind == TIR_TARGET_CUDA && sketch_program_has(p, SKETCH_HEAVY);
 }
 
 /* ---- cross-thread reduction ---------------------------------------------------------- */
@@ -549,31 +562,38 @@ static void extents(const tir_block *b, int64_t *spatial, int64_t *reduce)
 	}
 }
 
-static bool xthread_applies(const tir_program *p, const tir_target *t)
+static bool xthread_fits(const tir_program *p, const tir_target *t, const tir_block *b)
 {
-	gpu_blocks g;
-	if (t->kind != TIR_TARGET_CUDA || !find_blocks(p, &g))
-		return false;
+	(void)p;
 	int64_t sp, red;
-	extents(g.red, &sp, &red);
+	extents(b, &sp, &red);
 	int sms = t->sm_count > 0 ? t->sm_count : 132;
 	return sp < (int64_t)sms * XTHREAD_OUTPUTS_PER_SM && red >= XTHREAD_MIN_REDUCE;
 }
 
-/* A kernel for a spatial block of its own: its loops fused and split over
- * blocks of a sampled number of threads. */
+static bool xthread_applies(const tir_program *p, const tir_target *t)
+{
+	if (t->kind != TIR_TARGET_CUDA)
+		return false;
+	tir_block *hv[SKETCH_MAX_BLOCKS];
+	int n = sketch_heavy_blocks(p, hv, SKETCH_MAX_BLOCKS);
+	for (int i = 0; i < n; i++)
+		if (xthread_fits(p, t, hv[i]))
+			return true;
+	return false;
+}
 
-static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
+static int cross_thread_block(tir_sched *s, const tir_target *t, const tir_block *heavy,
+			      tir_error *err)
 {
 	(void)t;
-	gpu_blocks g;
-	if (!find_blocks(s->p, &g))
-		return tir_fail(err, "gpu sketch: no reduction block");
-	const char *rname = g.red->name;
-	const char *cons[4];
-	int ncons = g.ncons;
+	sketch_blocks g;
+	sketch_find_blocks(s->p, heavy, &g);
+	const char *rname = heavy->name;
+	const char *cons[SKETCH_MAX_STAGES];
+	int ncons = g.nconsumers;
 	for (int i = 0; i < ncons; i++)
-		cons[i] = g.cons[i]->name;
+		cons[i] = g.consumer[i]->name;
 	TRY(inline_producers(s, &g, err), "gpu-cross-thread");
 	int b;
 	TRY(b = tir_get_block(s, rname, err), "get reduction block");
@@ -632,11 +652,43 @@ static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
 	return 0;
 }
 
+static int apply_cross_thread(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return sketch_gpu_heavy(s, t, cross_thread_block, xthread_fits, err);
+}
+
+/* ---- programs without heavy blocks (rows.c, gpu_rows.c) ------------------------------- */
+
+static bool rows_apply(const tir_program *p, const tir_target *t)
+{
+	return t->kind == TIR_TARGET_CUDA && !sketch_program_has(p, SKETCH_HEAVY) &&
+	       sketch_program_has(p, SKETCH_ROW);
+}
+
+static bool pointwise_applies(const tir_program *p, const tir_target *t)
+{
+	return t->kind == TIR_TARGET_CUDA && !sketch_program_has(p, SKETCH_HEAVY) &&
+	       !sketch_program_has(p, SKETCH_ROW);
+}
+
+static int apply_rows_block(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return sketch_schedule_rest(s, t, &sketch_gpu_rest_block, err);
+}
+
+static int apply_rows_thread(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return sketch_schedule_rest(s, t, &sketch_gpu_rest_thread, err);
+}
+
 const sketch_def sketch_gpu_defs[] = {
 	{ "gpu-tensorcore", sketch_tensorcore_applies, sketch_tensorcore_apply },
 	{ "gpu-wgmma", sketch_wgmma_applies, sketch_wgmma_apply },
 	{ "gpu-tile-autocopy", cuda_reduction, apply_tile_autocopy },
 	{ "gpu-tile", cuda_reduction, apply_tile },
 	{ "gpu-cross-thread", xthread_applies, apply_cross_thread },
+	{ "gpu-rows", rows_apply, apply_rows_block },
+	{ "gpu-rows-thread", rows_apply, apply_rows_thread },
+	{ "gpu-pointwise", pointwise_applies, apply_rows_block },
 };
 const int sketch_gpu_ndefs = (int)(sizeof sketch_gpu_defs / sizeof *sketch_gpu_defs);

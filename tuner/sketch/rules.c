@@ -1,11 +1,20 @@
 /*
- * rules.c — what the CPU and GPU sketches share: finding the blocks a sketch
- * is written against (the reduction to tile, its injective producers and
- * consumers), classifying a block's loops, the inline rule, multi-level
- * tiling by sample_perfect_tile, vector lanes, seeds.  See sketch.h.
+ * rules.c — what the CPU and GPU sketches share: the one rule that finds the
+ * blocks to schedule (sketch_post_order, sketch_kind_of: every live block
+ * from the outputs back, each heavy, a row reduction or spatial — see
+ * sketch.h), a heavy block's neighbours (sketch_find_blocks), classifying a
+ * block's loops, the inline rule, multi-level tiling by
+ * sample_perfect_tile, vector lanes, seeds.
  *
  * Everything here looks at the block structure only — which blocks reduce,
- * which buffers they read and write — never at an operator's name.
+ * which buffers they read and write and how often a reduction reads each
+ * input element — never at an operator's name.  Data reuse is measured as
+ * the block's domain over the footprint of its largest input (the interval
+ * of each index over the block's iterator domains): a matmul reads each
+ * operand element N or M times, a convolution its input R * S / stride^2
+ * times or more and its weights once per output pixel; a row sum, max or
+ * mean reads each element once, however small the broadcast vectors it also
+ * reads (the fusion seed's bias).
  */
 #include <string.h>
 #include "sketch.h"
@@ -46,37 +55,117 @@ static bool reads_buf(const tir_block *b, const tir_buffer *buf)
 	return false;
 }
 
-void sketch_find_blocks(const tir_program *p, sketch_blocks *sb)
+/* ---- the blocks to schedule ------------------------------------------------------ */
+
+bool sketch_has_reuse(const tir_program *p, const tir_block *b)
+{
+	if (!block_is_reduction(b))
+		return false;
+	double points = 1, largest = 0;
+	for (int i = 0; i < b->niters; i++)
+		points *= (double)b->iters[i].extent;
+	tir_arena a = { 0 };
+	tir_env env = sched_iter_env(p, b);
+	for (int r = 0; r < b->nreads; r++) {
+		const tir_region *rg = &b->reads[r];
+		if (rg->buf == b->store)
+			continue;
+		double f = 1;
+		for (int d = 0; d < rg->buf->ndim; d++) {
+			tir_interval iv = interval_of(&a, rg->min[d], &env);
+			int64_t len = rg->buf->shape[d];
+			if (!iv.full && !iv.base && iv.hi - iv.lo + rg->extent[d] < len)
+				len = iv.hi - iv.lo + rg->extent[d];
+			f *= (double)(len > 0 ? len : 1);
+		}
+		if (f > largest)
+			largest = f;
+	}
+	env_free(&env);
+	arena_free(&a);
+	return largest > 0 && points >= SKETCH_REUSE_MIN * largest;
+}
+
+sketch_kind sketch_kind_of(const tir_program *p, const tir_block *b)
+{
+	if (!block_is_reduction(b))
+		return SKETCH_SPATIAL;
+	return sketch_has_reuse(p, b) ? SKETCH_HEAVY : SKETCH_ROW;
+}
+
+int sketch_post_order(const tir_program *p, tir_block **out, int max)
+{
+	tir_block *blocks[SKETCH_MAX_BLOCKS];
+	int n = stmt_blocks(p->root, blocks, SKETCH_MAX_BLOCKS);
+	if (n > SKETCH_MAX_BLOCKS)
+		n = SKETCH_MAX_BLOCKS;
+	int k = 0;
+	for (int i = n - 1; i >= 0 && k < max; i--)
+		out[k++] = blocks[i];
+	return k;
+}
+
+int sketch_heavy_blocks(const tir_program *p, tir_block **out, int max)
+{
+	tir_block *po[SKETCH_MAX_BLOCKS];
+	int n = sketch_post_order(p, po, SKETCH_MAX_BLOCKS), k = 0;
+	for (int i = 0; i < n && k < max; i++)
+		if (sketch_kind_of(p, po[i]) == SKETCH_HEAVY)
+			out[k++] = po[i];
+	return k;
+}
+
+bool sketch_program_has(const tir_program *p, sketch_kind kind)
+{
+	tir_block *po[SKETCH_MAX_BLOCKS];
+	int n = sketch_post_order(p, po, SKETCH_MAX_BLOCKS);
+	for (int i = 0; i < n; i++)
+		if (sketch_kind_of(p, po[i]) == kind)
+			return true;
+	return false;
+}
+
+void sketch_find_blocks(const tir_program *p, const tir_block *heavy, sketch_blocks *sb)
 {
 	memset(sb, 0, sizeof *sb);
-	tir_block *blocks[256];
-	int n = stmt_blocks(p->root, blocks, 256);
-	if (n > 256)
-		n = 256;
-	const tir_block *red = NULL;
-	for (int i = 0; i < n && !red; i++)
-		if (block_is_reduction(blocks[i]))
-			red = blocks[i];
-	if (!red)
+	if (!heavy)
 		return;
-	sb->reduction = red->name;
+	tir_block *blocks[SKETCH_MAX_BLOCKS];
+	int n = stmt_blocks(p->root, blocks, SKETCH_MAX_BLOCKS);
+	if (n > SKETCH_MAX_BLOCKS)
+		n = SKETCH_MAX_BLOCKS;
+	sb->reduction = heavy;
 	for (int i = 0; i < n; i++) {
 		const tir_block *b = blocks[i];
-		if (b == red || block_is_reduction(b))
+		/* (another rule's stages, e.g. the shared-memory copy of a later
+		 * matmul reading this one's output, are not this block's) */
+		if (b == heavy || block_is_reduction(b) || !sketch_block_free(b))
 			continue;
-		if (b->store->role == BUF_TEMP && reads_buf(red, b->store) &&
+		if (b->store->role == BUF_TEMP && reads_buf(heavy, b->store) &&
 		    sb->nproducers < SKETCH_MAX_STAGES)
-			sb->producer[sb->nproducers++] = b->name;
-		else if (reads_buf(b, red->store) && sb->nconsumers < SKETCH_MAX_STAGES)
-			sb->consumer[sb->nconsumers++] = b->name;
+			sb->producer[sb->nproducers++] = b;
+		else if (reads_buf(b, heavy->store) && sb->nconsumers < SKETCH_MAX_STAGES)
+			sb->consumer[sb->nconsumers++] = b;
 	}
+}
+
+bool sketch_block_free(const tir_block *b)
+{
+	if (!b->stmt)
+		return false;
+	if (stmt_blocks(sched_top_stmt(b->stmt), NULL, 0) != 1)
+		return false;
+	for (const tir_stmt *q = b->stmt->parent; q && q->kind == STMT_FOR; q = q->parent)
+		if (q->loop_kind != LOOP_SERIAL || q->nann)
+			return false;
+	return true;
 }
 
 int sketch_inline_producers(tir_sched *s, const sketch_blocks *sb, tir_error *err)
 {
 	int done = 0;
 	for (int i = 0; i < sb->nproducers; i++) {
-		int b = tir_get_block(s, sb->producer[i], err);
+		int b = tir_get_block(s, sb->producer[i]->name, err);
 		if (b < 0)
 			return -1;
 		tir_error e;
@@ -201,10 +290,9 @@ int sketch_vector_lanes(const tir_target *t, int dtype)
 	return lanes > 0 ? lanes : 1;
 }
 
-int sketch_accum_dtype(const tir_program *p, const sketch_blocks *sb)
+int sketch_accum_dtype(const sketch_blocks *sb)
 {
-	const tir_block *b = sb->reduction ? program_find_block(p, sb->reduction) : NULL;
-	return b ? (int)b->store->dtype : (int)TIR_F32;
+	return sb->reduction ? (int)sb->reduction->store->dtype : (int)TIR_F32;
 }
 
 int sketch_loops_under(tir_sched *s, int block, int at, int *out, tir_error *err)

@@ -7,11 +7,17 @@
  * (sample_perfect_tile, sample_categorical, sample_compute_location), so its
  * trace records the decisions and the search mutates them and replays.  The
  * functions are written against the block structure of the program (the
- * reduction blocks, their injective producers and consumers, spatial and
- * reduction loops), never against an operator's name.
+ * kinds of its blocks, found by one rule in post-order — rules.c — their
+ * producers and consumers, spatial and reduction loops), never against an
+ * operator's name.
  *
  * Each target kind has a table of sketch definitions; tir_sketches lists the
- * ones whose applies() accepts the program.
+ * ones whose applies() accepts the program: the heavy sketches where a block
+ * has data reuse (each tiles every heavy block its way, then the rest of the
+ * program as rows.c does), the row sketches where reductions have none, the
+ * pointwise sketch where there is no reduction.  A single operator's table
+ * is what it was before graph programs: its one heavy block, and nothing
+ * left for rows.c.
  */
 #ifndef TIR_SKETCH_H
 #define TIR_SKETCH_H
@@ -26,14 +32,29 @@ typedef struct sketch_def {
 	int (*apply)(tir_sched *s, const tir_target *t, tir_error *err);
 } sketch_def;
 
-/* ---- cpu.c: SSRSRS tiling, parallel outer, vectorized inner ---------------- */
+/* ---- cpu.c: SSRSRS tiling, parallel outer, vectorized inner; cpu-rows and
+ * cpu-pointwise (rows.c with cpu_rows.c) ------------------------------------ */
 extern const sketch_def sketch_cpu_defs[];
 extern const int sketch_cpu_ndefs;
 
 /* ---- gpu.c: SSSRRSRS tiling bound to blockIdx/vthread/threadIdx, AutoCopy
- * stages, local write cache, cross-thread reduction ---------------------------- */
+ * stages, local write cache, cross-thread reduction; gpu-rows,
+ * gpu-rows-thread and gpu-pointwise (rows.c with gpu_rows.c) ------------------- */
 extern const sketch_def sketch_gpu_defs[];
 extern const int sketch_gpu_ndefs;
+
+/* The multi-level tiling of one heavy block, with (stages) or without
+ * shared-memory stages (gpu-tile-autocopy, gpu-tile). */
+int sketch_gpu_tile_block(tir_sched *s, const tir_target *t, bool stages,
+			  const tir_block *heavy, tir_error *err);
+/* The GPU heavy sketches' driver: every heavy block in post-order by
+ * `heavy` where `fits` accepts it (NULL: all) and by gpu-tile where not,
+ * then sketch_schedule_rest (a thread block per row where a row is a warp's
+ * work or more). */
+int sketch_gpu_heavy(tir_sched *s, const tir_target *t,
+		     int (*heavy)(tir_sched *, const tir_target *, const tir_block *, tir_error *),
+		     bool (*fits)(const tir_program *, const tir_target *, const tir_block *),
+		     tir_error *err);
 
 /* ---- tensorcore.c: WMMA tensorization of matrix-multiply blocks ------------ */
 bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t);
@@ -57,19 +78,114 @@ typedef struct sketch_nest {
  * reduction iterator is a reduction loop, any other a spatial one. */
 int sketch_nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err);
 
-/* The blocks a sketch is written against, found from the block structure
- * only: the first reduction block in program order (the one to tile), the
- * spatial blocks that write an intermediate it reads (injective producers,
- * e.g. padding) and the spatial blocks that read its output (consumers,
- * e.g. epilogues).  Names, for tir_get_block. */
+/* ---- the blocks to schedule (rules.c) ----
+ *
+ * One rule finds them: the live blocks in post-order — from the outputs
+ * back, each block before the blocks whose outputs it reads (reverse program
+ * order: a program runs its blocks in a topological order), as TensorIR's
+ * sketch generation visits them — each of one kind:
+ *
+ *   SKETCH_HEAVY    a reduction with data reuse: its largest input is read
+ *                   at least SKETCH_REUSE_MIN times per element over the
+ *                   block's domain (a matmul's operands, a convolution's
+ *                   input and weights; a row reduction reads each element
+ *                   once, and a 3 x 3 depthwise convolution of stride 2 on a
+ *                   padded 14 x 14 image 1.72 times).  Tiled by the heavy sketches, with
+ *                   its injective producers (padding) inlined into it and
+ *                   its spatial consumers (epilogues) into its write-back.
+ *   SKETCH_ROW      a reduction without reuse (a sum, max, min or mean over
+ *                   some dims: every input element is read once): a row
+ *                   reduction, computed per row, its consumers and the
+ *                   other reductions of the row under the same row loop
+ *                   (rows.c).
+ *   SKETCH_SPATIAL  anything else: inlined into its consumers where that
+ *                   recomputes nothing, a member of a row group, or a
+ *                   pointwise kernel of its own (rows.c).
+ */
+#define SKETCH_MAX_BLOCKS 256
+#define SKETCH_REUSE_MIN 1.5
+typedef enum { SKETCH_SPATIAL, SKETCH_ROW, SKETCH_HEAVY } sketch_kind;
+
+/* Whether reduction block b has data reuse (above); false for a spatial block. */
+bool sketch_has_reuse(const tir_program *p, const tir_block *b);
+sketch_kind sketch_kind_of(const tir_program *p, const tir_block *b);
+/* The live blocks of p in post-order; fills out[0..n), returns n (at most max). */
+int sketch_post_order(const tir_program *p, tir_block **out, int max);
+/* The heavy blocks of p in post-order; returns how many. */
+int sketch_heavy_blocks(const tir_program *p, tir_block **out, int max);
+/* Whether some live block of p is of that kind. */
+bool sketch_program_has(const tir_program *p, sketch_kind kind);
+/* Whether block b is as the program built it: alone in its top-level loop
+ * nest, every loop serial and unannotated (no rule has scheduled it). */
+bool sketch_block_free(const tir_block *b);
+
+/* A heavy block and its neighbours: the free spatial blocks that write an
+ * intermediate it reads (injective producers, e.g. padding) and the free
+ * spatial blocks that read its output (consumers, e.g. epilogues), in
+ * program order.  heavy NULL: all empty. */
 #define SKETCH_MAX_STAGES 8
 typedef struct sketch_blocks {
-	const char *reduction;              /* NULL when the program has none */
+	const tir_block *reduction;         /* the heavy block, or NULL */
 	int nproducers, nconsumers;
-	const char *producer[SKETCH_MAX_STAGES];
-	const char *consumer[SKETCH_MAX_STAGES];
+	const tir_block *producer[SKETCH_MAX_STAGES];
+	const tir_block *consumer[SKETCH_MAX_STAGES];
 } sketch_blocks;
-void sketch_find_blocks(const tir_program *p, sketch_blocks *sb);
+void sketch_find_blocks(const tir_program *p, const tir_block *heavy, sketch_blocks *sb);
+
+/* ---- rows.c: what the heavy rules leave (row groups, pointwise kernels) ---- */
+
+/* A row group: an anchor (member 0: a reduction, or a block reading one) whose
+ * row loops are fused into one loop, `row`, and the blocks computed under it
+ * (compute_at), each row computing its own part of their outputs. */
+#define SKETCH_MAX_GROUP 16
+typedef struct sketch_group {
+	int row;                            /* loop RV */
+	int nrow;                           /* row coordinates (dims of > 1 element) */
+	int64_t rext[TIR_MAX_DIMS];         /* their extents */
+	int n;
+	tir_block *member[SKETCH_MAX_GROUP];   /* the anchor, then in post-order */
+	int rv[SKETCH_MAX_GROUP];              /* their block RVs */
+	/* per member, per iterator: its row coordinate, or -1 */
+	signed char coord[SKETCH_MAX_GROUP][TIR_MAX_ITERS];
+} sketch_group;
+
+/* A target's part of the walk (rows.c's top comment): mode and ctx are the
+ * target's. */
+typedef struct sketch_rest sketch_rest;
+struct sketch_rest {
+	int mode;
+	/* before the walk, over the blocks it will visit (may be NULL) */
+	int (*prepare)(tir_sched *s, const tir_target *t, const sketch_rest *r,
+		       tir_block *const *blocks, int n, tir_error *err);
+	/* whether block b may join g (NULL: always) */
+	bool (*admit)(const tir_program *p, const tir_target *t, const sketch_rest *r,
+		      const sketch_group *g, const tir_block *b);
+	/* schedules a group whose members are under its row loop */
+	int (*group)(tir_sched *s, const tir_target *t, const sketch_rest *r, sketch_group *g,
+		     tir_error *err);
+	/* schedules a free spatial block (an RV) as a kernel of its own */
+	int (*pointwise)(tir_sched *s, const tir_target *t, const sketch_rest *r, int block,
+			 tir_error *err);
+};
+
+/* Schedules every free block that is not heavy: the walk of rows.c.  With
+ * none (a single operator, once its heavy rule has run), applies nothing. */
+int sketch_schedule_rest(tir_sched *s, const tir_target *t, const sketch_rest *r,
+			 tir_error *err);
+/* The loops of member m of g under the row loop, by the kind of iterator each
+ * feeds (spatial[0..ns), reduce[0..nr), outermost first); returns ns + nr
+ * or -1. */
+int sketch_member_loops(tir_sched *s, const sketch_group *g, int m, int *spatial, int *ns,
+			int *reduce, int *nr, tir_error *err);
+/* The most iterations any member of g runs per row. */
+int64_t sketch_row_work(tir_sched *s, const sketch_group *g);
+
+/* ---- cpu_rows.c / gpu_rows.c: the targets' parts ---- */
+extern const sketch_rest sketch_cpu_rest;
+/* GPU: a thread block per row (cross-thread reduction), a thread per row, or
+ * the first where a row is at least a warp long (the heavy sketches) */
+enum { SKETCH_GPU_ROW_BLOCK, SKETCH_GPU_ROW_THREAD, SKETCH_GPU_ROW_AUTO };
+extern const sketch_rest sketch_gpu_rest_block, sketch_gpu_rest_thread, sketch_gpu_rest_auto;
 
 /* compute_inline of every injective producer of sb where it is legal (a
  * refused inline leaves the program as it was).  Returns how many were
@@ -133,8 +249,8 @@ extern const int64_t sketch_gpu_unroll_steps[SKETCH_GPU_NUNROLL];
  * tir_dtype); at least 1. */
 int sketch_vector_lanes(const tir_target *t, int dtype);
 
-/* The data type the reduction block accumulates in (its output's). */
-int sketch_accum_dtype(const tir_program *p, const sketch_blocks *sb);
+/* The data type the heavy block accumulates in (its output's). */
+int sketch_accum_dtype(const sketch_blocks *sb);
 
 /* Runs a primitive call; on failure prefixes the message with `what`. */
 #define SKETCH_TRY(call, what) do { if ((call) < 0) { \

@@ -2,7 +2,9 @@
  * tensorcore.c — the tensor-core sketches: gpu-tensorcore, for CUDA targets
  * with WMMA (compute capability 7.0 on), and gpu-wgmma, for 9.0 (below).
  *
- * It applies to a reduction block of matrix-multiply form, recognised by
+ * It applies to a heavy block (rules.c) of matrix-multiply form — each one
+ * of the program, the others tiled by gpu-tile and the rest of the program
+ * scheduled by rows.c (sketch_gpu_heavy) — recognised by
  * what the block computes (mm_form): acc[..] += cast(a[..]) * cast(b[..])
  * with operand and accumulator dtypes of an MMA intrinsic (ir/intrins.def),
  * and iterators that are, each, in all three accesses (batch), in a and the
@@ -107,22 +109,13 @@ static bool plain_indices(const tir_expr *const *idx, int n)
 	return true;
 }
 
-static const tir_block *reduction_block(const tir_program *p)
-{
-	for (int i = 0; i < p->nblocks; i++)
-		if (p->blocks[i]->stmt && block_is_reduction(p->blocks[i]))
-			return p->blocks[i];
-	return NULL;
-}
-
-/* The first reduction block of p if it computes acc += cast(x) * cast(y)
- * with x and y loads of two buffers of one dtype and an MMA intrinsic for
- * those dtypes (*mma), else NULL.  A sum only: an MMA never computes a max
- * or a min of products, so neither tensor-core sketch applies to one. */
-static const tir_block *product_of(const tir_program *p, const tir_expr **x,
+/* Block b if it computes acc += cast(x) * cast(y) with x and y loads of two
+ * buffers of one dtype and an MMA intrinsic for those dtypes (*mma), else
+ * NULL.  A sum only: an MMA never computes a max or a min of products, so
+ * neither tensor-core sketch applies to one. */
+static const tir_block *product_of(const tir_block *b, const tir_expr **x,
 				   const tir_expr **y, const tir_intrin **mma)
 {
-	const tir_block *b = reduction_block(p);
 	if (!b || b->reduce != REDUCE_SUM || !b->value || b->value->kind != E_MUL)
 		return NULL;
 	tir_dtype acc = b->store->dtype;
@@ -139,12 +132,12 @@ static const tir_block *product_of(const tir_program *p, const tir_expr **x,
 	return *mma ? b : NULL;
 }
 
-/* Whether the first reduction block of p has matrix-multiply form. */
-static bool mm_form_of(const tir_program *p, mm_form *f)
+/* Whether block b0 has matrix-multiply form. */
+static bool mm_form_of(const tir_block *b0, mm_form *f)
 {
 	memset(f, 0, sizeof *f);
 	const tir_expr *x, *y;
-	const tir_block *b = product_of(p, &x, &y, &f->mma);
+	const tir_block *b = product_of(b0, &x, &y, &f->mma);
 	if (!b || !plain_indices((const tir_expr *const *)x->idx, x->nidx) ||
 	    !plain_indices((const tir_expr *const *)y->idx, y->nidx) ||
 	    !plain_indices((const tir_expr *const *)b->store_idx, b->store->ndim))
@@ -240,11 +233,11 @@ static void add_role(einsum_form *e, int role, int it, int64_t split, bool inner
 	e->inner[role][k] = inner;
 }
 
-static bool einsum_of(const tir_program *p, einsum_form *e)
+static bool einsum_of(const tir_block *b0, einsum_form *e)
 {
 	memset(e, 0, sizeof *e);
 	const tir_expr *x, *y;
-	const tir_block *b = product_of(p, &x, &y, &e->mma);
+	const tir_block *b = product_of(b0, &x, &y, &e->mma);
 	if (!b)
 		return false;
 	tir_expr store = { .kind = E_LOAD, .nidx = b->store->ndim,
@@ -287,37 +280,61 @@ static bool einsum_of(const tir_program *p, einsum_form *e)
 
 /* gpu-wgmma: two-byte operands (float16, bfloat16) into float32 on a 9.0
  * GPU (sm_90a's wgmma), the product form as for WMMA. */
-bool sketch_wgmma_applies(const tir_program *p, const tir_target *t)
+static bool wgmma_fits(const tir_program *p, const tir_target *t, const tir_block *b)
 {
+	(void)p;
 	mm_form f;
 	einsum_form e;
 	const tir_intrin *mma;
 	if (t->kind != TIR_TARGET_CUDA || t->sm != 90)
 		return false;
-	if (mm_form_of(p, &f))
+	if (mm_form_of(b, &f))
 		mma = f.mma;
-	else if (einsum_of(p, &e))
+	else if (einsum_of(b, &e))
 		mma = e.mma;
 	else
 		return false;
 	return (mma->in == TIR_F16 || mma->in == TIR_BF16) && mma->acc == TIR_F32;
 }
 
-bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
+static bool wmma_fits(const tir_program *p, const tir_target *t, const tir_block *b)
 {
+	(void)p;
 	mm_form f;
 	einsum_form e;
 	const tir_intrin *mma;
 	if (t->kind != TIR_TARGET_CUDA)
 		return false;
-	if (mm_form_of(p, &f))
+	if (mm_form_of(b, &f))
 		mma = f.mma;
-	else if (einsum_of(p, &e) && e.mma->in != TIR_I8)
+	else if (einsum_of(b, &e) && e.mma->in != TIR_I8)
 		mma = e.mma;    /* one-byte operands: reindexed b is [k][j], see mm_form_of */
 	else
 		return false;
 	int need = mma->in == TIR_I8 ? 72 : mma->in == TIR_BF16 ? 80 : 70;
 	return t->sm == 0 || t->sm >= need;
+}
+
+/* Whether some heavy block of p fits. */
+static bool some_heavy_fits(const tir_program *p, const tir_target *t,
+			    bool (*fits)(const tir_program *, const tir_target *, const tir_block *))
+{
+	tir_block *hv[SKETCH_MAX_BLOCKS];
+	int n = sketch_heavy_blocks(p, hv, SKETCH_MAX_BLOCKS);
+	for (int i = 0; i < n; i++)
+		if (fits(p, t, hv[i]))
+			return true;
+	return false;
+}
+
+bool sketch_wgmma_applies(const tir_program *p, const tir_target *t)
+{
+	return some_heavy_fits(p, t, wgmma_fits);
+}
+
+bool sketch_tensorcore_applies(const tir_program *p, const tir_target *t)
+{
+	return some_heavy_fits(p, t, wmma_fits);
 }
 
 
@@ -760,14 +777,21 @@ static bool producer_among(const tir_program *p, const char *name, const char *c
 
 /* Both sketches: unit INTRIN_WARP (gpu-tensorcore, WMMA) or
  * INTRIN_WARPGROUP (gpu-wgmma), see the top of the file. */
-static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, tir_error *err)
+static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit,
+		     const tir_block *heavy, tir_error *err)
 {
 	mm_form f;
 	einsum_form ef;
 	const bool wg = unit == INTRIN_WARPGROUP;
 	const char *name = wg ? "gpu-wgmma" : "gpu-tensorcore";
-	if (!einsum_of(s->p, &ef))
-		return tir_fail(err, "%s: no reduction block of product form", name);
+	if (!einsum_of(heavy, &ef))
+		return tir_fail(err, "%s: block \"%s\" is not of product form", name, heavy->name);
+	/* the block's own stages after it: what normalize and the caches make
+	 * (blocks from first_new on) and its epilogues; other blocks after it
+	 * (a graph's later nodes) are the rest's (rows.c) */
+	const int first_new = s->p->nblocks;
+	sketch_blocks own;
+	sketch_find_blocks(s->p, heavy, &own);
 	const tir_buffer *out = ef.b->store;
 	int tile[3] = { ef.mma->m, ef.mma->n, ef.mma->k }, wn = 16;
 	if (wg) {
@@ -785,7 +809,7 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 		tile[2] = 64;   /* K tiles of 64 two-byte elements: 128-byte rows */
 	}
 	TRY(normalize(s, &ef, tile, err), "normalize");
-	if (!mm_form_of(s->p, &f))
+	if (!mm_form_of(ef.b, &f))
 		return tir_fail(err, "%s: block \"%s\" is not of matrix-multiply form after "
 				"normalization", name, ef.b->name);
 	/* a matmul left as it was (no reindex, padding or split) stores its
@@ -803,8 +827,15 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 		tir_block *bl[TIR_MAX_IO];
 		for (int k = stmt_index(top) + 1; k < s->p->root->nkids; k++) {
 			int nb = stmt_blocks(s->p->root->kids[k], bl, TIR_MAX_IO);
-			for (int q = 0; q < nb && nafter < TIR_MAX_IO; q++)
-				after[nafter++] = bl[q]->name;
+			for (int q = 0; q < nb && nafter < TIR_MAX_IO; q++) {
+				bool mine = false;
+				for (int i = first_new; i < s->p->nblocks && !mine; i++)
+					mine = s->p->blocks[i] == bl[q];
+				for (int i = 0; i < own.nconsumers && !mine; i++)
+					mine = own.consumer[i] == bl[q];
+				if (mine)
+					after[nafter++] = bl[q]->name;
+			}
 		}
 	}
 	int b, l[TIR_MAX_IO], n;
@@ -966,12 +997,22 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit, ti
 	return 0;
 }
 
+static int wmma_block(tir_sched *s, const tir_target *t, const tir_block *b, tir_error *err)
+{
+	return apply_mma(s, t, INTRIN_WARP, b, err);
+}
+
+static int wgmma_block(tir_sched *s, const tir_target *t, const tir_block *b, tir_error *err)
+{
+	return apply_mma(s, t, INTRIN_WARPGROUP, b, err);
+}
+
 int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	return apply_mma(s, t, INTRIN_WARP, err);
+	return sketch_gpu_heavy(s, t, wmma_block, wmma_fits, err);
 }
 
 int sketch_wgmma_apply(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	return apply_mma(s, t, INTRIN_WARPGROUP, err);
+	return sketch_gpu_heavy(s, t, wgmma_block, wgmma_fits, err);
 }
