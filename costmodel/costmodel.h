@@ -20,7 +20,7 @@
 
 /* ---- features.c ---------------------------------------------------------- */
 
-#define CM_NFEATURES 100
+#define CM_NFEATURES 106
 /* Raised whenever a feature changes meaning without changing its name: a
  * model saved with other features is not loaded (cm_model_load). */
 #define CM_FEATURES_VERSION 3

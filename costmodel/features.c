@@ -33,6 +33,7 @@
 #include "costmodel.h"
 #include "ir/ir.h"
 #include "codegen/codegen.h"
+#include "sketch/sketch.h"
 
 /* Feature indices.  Scope-aggregated features come in groups of SC_N per
  * memory level (global, shared, local); the main block's accesses in groups
@@ -117,7 +118,24 @@ enum { F_ACCUM = F_TRAFFIC + NCACHES, F_MICRO_BYTES, F_ROOFLINE,
 	* innermost loop, executed counts per op: address arithmetic a
 	* compiler cannot strength-reduce out of the inner loop (a grouped
 	* convolution's channel tiled across groups) */
-       F_IDX_DIVMOD = F_KINDS + 9, F_END };
+       F_IDX_DIVMOD = F_KINDS + 9,
+       /* reductions (graph programs: rows of a softmax or a layernorm):
+	*  red_sum_frac    fraction of the executed reduction updates that sum
+	*  red_minmax_frac the same, max or min
+	*  row_blocks      reduction blocks without data reuse (row reductions:
+	*                  sketch_has_reuse false), log2(1 + n)
+	*  row_bytes       bytes one row of such a block reads (its reduction
+	*                  domain times its inputs' element bytes), the largest,
+	*                  log2(1 + bytes)
+	*  row_held        fraction of the row reductions' executed loads that
+	*                  read a shared or local buffer: a row held on chip
+	*                  (Inductor's persistent reduction) rather than reread
+	*                  from global memory
+	*  row_threads     threads that reduce one row together (the threadIdx
+	*                  loops a row reduction's reduction iterators are bound
+	*                  to), the most, log2(1 + n) */
+       F_RED_SUM, F_RED_MINMAX, F_ROW_BLOCKS, F_ROW_BYTES, F_ROW_HELD, F_ROW_THREADS,
+       F_END };
 
 /* The kinds counted from F_KINDS on: float add/sub, mul, div, min/max;
  * calls (transcendental); compares and logic (the guards of an inlined
@@ -150,6 +168,7 @@ const char *const cm_feature_names[CM_NFEATURES] = {
 	"op_add_per_op", "op_mul_per_op", "op_div_per_op", "op_minmax_per_op",
 	"op_call_per_op", "op_cmp_per_op", "op_select_per_op", "op_cast_per_op",
 	"op_int_per_op", "idx_divmod_inner_per_op",
+	"red_sum_frac", "red_minmax_frac", "row_blocks", "row_bytes", "row_held", "row_threads",
 };
 
 static float lg(double x) { return (float)log2(1.0 + (x > 0 ? x : 0)); }
@@ -180,6 +199,9 @@ typedef struct fctx {
 	double main_lines[MAIN_ACC];          /* line bytes into L1, per main-block access */
 	double loop_iters;                    /* main block's executed loop iterations */
 	const tir_block *main;
+	double red_updates[3];                /* executed updates: all, sum, max or min */
+	double row_loads, row_held;           /* row reductions' loads, of which on chip */
+	double row_blocks, row_bytes, row_threads;
 } fctx;
 
 static int scope_group(const tir_buffer *b)
@@ -548,6 +570,56 @@ static double roofline(const fctx *c)
 	return worst / par / (c->flops > 0 ? c->flops : 1);
 }
 
+struct row_loads { double all, held; };
+
+static void count_row_load(tir_expr *load, void *ctx)
+{
+	struct row_loads *r = ctx;
+	r->all++;
+	if (load->buf->scope != TIR_SCOPE_GLOBAL)
+		r->held++;
+}
+
+/* The reduction features of reduction block b (loops li): its reducer, and
+ * where it has no data reuse, its row (F_RED_SUM .. F_ROW_THREADS). */
+static void reduction_features(fctx *c, tir_block *b, const loopinfo *li)
+{
+	c->red_updates[0] += li->instances;
+	if (b->reduce == REDUCE_SUM)
+		c->red_updates[1] += li->instances;
+	else
+		c->red_updates[2] += li->instances;
+	if (sketch_has_reuse(c->L.p, b))
+		return;
+	c->row_blocks++;
+	double row = 1, elem = 0;
+	for (int i = 0; i < b->niters; i++)
+		if (b->iters[i].kind == ITER_REDUCE)
+			row *= (double)b->iters[i].extent;
+	for (int r = 0; r < b->nreads; r++)
+		if (b->reads[r].buf != b->store && dtype_bytes(b->reads[r].buf->dtype) > elem)
+			elem = dtype_bytes(b->reads[r].buf->dtype);
+	if (row * elem > c->row_bytes)
+		c->row_bytes = row * elem;
+	struct row_loads rl = { 0, 0 };
+	expr_visit_loads(b->value, count_row_load, &rl);
+	c->row_loads += li->instances * rl.all;
+	c->row_held += li->instances * rl.held;
+	double threads = 1;
+	for (int k = 0; k < li->n; k++) {
+		const tir_stmt *l = li->l[k];
+		if (l->loop_kind != LOOP_THREAD || l->tag < TIR_THREAD_X)
+			continue;
+		for (int i = 0; i < b->niters; i++)
+			if (b->iters[i].kind == ITER_REDUCE && expr_uses_var(b->iters[i].binding, l->var)) {
+				threads *= (double)l->extent;
+				break;
+			}
+	}
+	if (threads > c->row_threads)
+		c->row_threads = threads;
+}
+
 static void block_features(tir_block *b, void *ctx)
 {
 	fctx *c = ctx;
@@ -559,6 +631,8 @@ static void block_features(tir_block *b, void *ctx)
 	double kinds[K_N] = { 0 };
 	kinds_of(b->value, kinds);
 	kinds_of(b->predicate, kinds);
+	if (b->reduce != REDUCE_NONE)
+		reduction_features(c, b, &li);
 	if (b->reduce == REDUCE_SUM)
 		kinds[K_ADD]++;
 	else if (b->reduce == REDUCE_MAX || b->reduce == REDUCE_MIN)
@@ -776,6 +850,14 @@ int cm_features(const tir_program *p, const tir_target *t, float *out, tir_error
 	for (int i = 0; i < K_N; i++)
 		out[F_KINDS + i] = per_op(c.kinds[i], c.flops);
 	out[F_IDX_DIVMOD] = per_op(c.idx_divmod, c.flops);
+	if (c.red_updates[0] > 0) {
+		out[F_RED_SUM] = (float)(c.red_updates[1] / c.red_updates[0]);
+		out[F_RED_MINMAX] = (float)(c.red_updates[2] / c.red_updates[0]);
+	}
+	out[F_ROW_BLOCKS] = lg(c.row_blocks);
+	out[F_ROW_BYTES] = lg(c.row_bytes);
+	out[F_ROW_HELD] = c.row_loads > 0 ? (float)(c.row_held / c.row_loads) : 0;
+	out[F_ROW_THREADS] = lg(c.row_threads);
 	for (int i = 0; i < CM_NFEATURES; i++)
 		if (!isfinite(out[i]))
 			out[i] = 0;

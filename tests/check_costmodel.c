@@ -176,6 +176,66 @@ START_TEST(features_count_kinds)
 }
 END_TEST
 
+/* Rows show: a softmax's max and sum are half max, half sum; two row
+ * reductions of 1024 floats (4 KiB a row), none held on chip and reduced by
+ * one thread in the plain program; among the GPU row sketches' candidates,
+ * one reducing a row across a warp or more, and one holding its row in
+ * shared memory (the persistent reduction).  A matmul has no row. */
+START_TEST(features_see_rows)
+{
+	const char *j = "{\"op\":\"graph\",\"inputs\":{\"x\":{\"shape\":[64,1024]}},\"nodes\":["
+			"{\"name\":\"m\",\"op\":\"amax\",\"args\":[\"x\"],\"dim\":1,\"keepdim\":true},"
+			"{\"name\":\"d\",\"op\":\"sub\",\"args\":[\"x\",\"m\"]},"
+			"{\"name\":\"e\",\"op\":\"exp\",\"args\":[\"d\"]},"
+			"{\"name\":\"z\",\"op\":\"sum\",\"args\":[\"e\"],\"dim\":1,\"keepdim\":true},"
+			"{\"name\":\"y\",\"op\":\"div\",\"args\":[\"e\",\"z\"]}],\"outputs\":[\"y\"]}";
+	tir_error err;
+	tir_workload *w = tir_workload_parse(j, strlen(j), NULL, &err);
+	ck_assert_msg(w, "%s", err.msg);
+	int sum = feature("red_sum_frac"), mm = feature("red_minmax_frac");
+	int rows = feature("row_blocks"), bytes = feature("row_bytes");
+	int held = feature("row_held"), thr = feature("row_threads");
+	float f[CM_NFEATURES];
+	tir_sched *s = tir_sched_new(w, 1, &err);
+	cpu_features(s, f);
+	ck_assert_msg(fabsf(f[sum] - 0.5f) < 1e-6 && fabsf(f[mm] - 0.5f) < 1e-6, "sum %g minmax %g",
+		      f[sum], f[mm]);
+	ck_assert_msg(fabsf(f[rows] - log2f(3)) < 1e-5, "row_blocks %g", f[rows]);
+	ck_assert_msg(fabsf(f[bytes] - log2f(4097)) < 1e-4, "row_bytes %g", f[bytes]);
+	ck_assert_msg(f[held] == 0 && f[thr] == 1, "held %g threads %g", f[held], f[thr]);
+	tir_sched_free(s);
+
+	tir_sketch sk[TIR_MAX_SKETCHES];
+	int n = tir_sketches(w, &sm90, sk, TIR_MAX_SKETCHES, &err);
+	ck_assert_msg(n >= 1, "%s", err.msg);
+	bool warp = false, shared = false;
+	for (int k = 0; k < n; k++)
+		for (uint64_t seed = 1; seed <= 24; seed++) {
+			s = tir_sched_new(w, seed, &err);
+			if (tir_sketch_apply(w, &sm90, sk[k].id, s, &err) == 0 &&
+			    tir_verify(tir_sched_program(s), &sm90, &err) == 0) {
+				ck_assert(cm_features(tir_sched_program(s), &sm90, f, &err) == 0);
+				ck_assert(f[held] >= 0 && f[held] <= 1);
+				warp |= f[thr] >= log2f(33);
+				shared |= f[held] > 0.4f;
+			}
+			tir_sched_free(s);
+		}
+	ck_assert_msg(warp && shared, "a row across a warp: %d, a row held in shared memory: %d",
+		      warp, shared);
+	tir_workload_free(w);
+
+	j = "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64}";
+	w = tir_workload_parse(j, strlen(j), NULL, &err);
+	s = tir_sched_new(w, 1, &err);
+	cpu_features(s, f);
+	ck_assert_msg(f[sum] == 1 && f[mm] == 0 && f[rows] == 0 && f[bytes] == 0,
+		      "matmul: sum %g minmax %g rows %g bytes %g", f[sum], f[mm], f[rows], f[bytes]);
+	tir_sched_free(s);
+	tir_workload_free(w);
+}
+END_TEST
+
 /* The loop annotation "software_pipeline" of p, if one has a copy stage. */
 static int annotated_stages(const tir_stmt *s)
 {
@@ -613,6 +673,7 @@ static Suite *make_costmodel_suite(void)
 	tcase_add_test(tc, features_see_the_schedule);
 	tcase_add_test(tc, features_see_tensor_cores);
 	tcase_add_test(tc, features_count_kinds);
+	tcase_add_test(tc, features_see_rows);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("model");
 	tcase_add_checked_fixture(tc, setup, NULL);
