@@ -73,7 +73,7 @@ awk 'FILENAME == ARGV[1] { if ($3 ~ /^[0-9.]+$/) { us[$1 " " $2] = $3; by[$1] = 
        re = (e && tu ~ /^[0-9.]+$/) ? sprintf("%.3f", e / tu) : "-";
        rc = (c && tu ~ /^[0-9.]+$/) ? sprintf("%.3f", c / tu) : "-";
        printf "%-10s %6s %6s %8s %11s %9s %11s %9s %11s %9s %9s %9s\n", n, $2, $3, $4,
-              tu, tg, e ? e : "-", eg, c ? c : "-", cg, re, rc }' "$tmp/peer.txt" "$tmp/tird.txt"
+              tu ~ /^[0-9.]+$/ ? sprintf("%.2f", tu) : tu, tg, e ? e : "-", eg, c ? c : "-", cg, re, rc }' "$tmp/peer.txt" "$tmp/tird.txt"
 grep -h failed "$tmp/peer.txt" 2>/dev/null | sed 's/^/# peer: /'
 [ -s "$tmp/peer.err" ] && { echo "--- graph_peer.py stderr"; tail -5 "$tmp/peer.err"; }
 echo "--- tird log (last lines)"; tail -3 "$tmp/tird.log"
