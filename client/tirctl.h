@@ -49,10 +49,13 @@ void tirctl_print_json(const cJSON *j);
  * Each takes argv[0] = its name and returns the exit status. */
 #define TIRCTL_SERVICE_COMMANDS(X) \
 	X(tune) X(jobs) X(status) X(wait) X(cancel) X(best) X(show) \
-	X(workers) X(export) X(import) X(fuse)
+	X(workers) X(export) X(import)
 #define TIRCTL_SERVICE_DECL(name) int tirctl_##name(tirctl_globals *g, int argc, char **argv);
 TIRCTL_SERVICE_COMMANDS(TIRCTL_SERVICE_DECL)
 #undef TIRCTL_SERVICE_DECL
+
+/* fuse.c: `tirctl fuse FILE|- [--mode M] [--json]`, offline; argv[0] is "fuse". */
+int tirctl_fuse(tirctl_globals *g, int argc, char **argv);
 
 /* lower.c: `tirctl lower FILE|- --target T [...]`; argv[0] is "lower". */
 int tirctl_lower(tirctl_globals *g, int argc, char **argv);

@@ -150,11 +150,51 @@ void api_metrics(http_req *r, http_resp *out)
 	out->content_type = "text/plain; version=0.0.4";
 }
 
+/* POST /v1/fuse {"workload": GRAPH, "mode": "inductor"|"tvm"|"eager"}: the
+ * plan (tir_fusion_plan_json), computed here, nothing stored. */
 void api_fuse(http_req *r, http_resp *out)
 {
-	(void)r;
-	http_error(out, 501, "not_implemented",
-		   "the fusion planner is not in this build yet");
+	tird *d = r->d;
+	cJSON *body = http_body_object(r, out);
+	if (!body)
+		return;
+	const cJSON *wj = cJSON_GetObjectItemCaseSensitive(body, "workload");
+	const cJSON *mj = cJSON_GetObjectItemCaseSensitive(body, "mode");
+	tir_error err = { "" };
+	tir_workload *w = NULL;
+	tir_fusion_plan *p = NULL;
+	char *text = NULL, *plan = NULL;
+	tir_fuse_mode mode = TIR_FUSE_INDUCTOR;
+	if (!cJSON_IsObject(wj) || (mj && !cJSON_IsString(mj))) {
+		http_error(out, 400, "bad_request", "expected {\"workload\": {\"op\": \"graph\", "
+			   "...}, \"mode\": \"inductor\"|\"tvm\"|\"eager\" (optional)}");
+		goto out;
+	}
+	if (mj && tir_fuse_mode_parse(mj->valuestring, &mode, &err)) {
+		http_error(out, 400, "bad_request", "mode: %s", err.msg);
+		goto out;
+	}
+	text = cJSON_PrintUnformatted(wj);
+	if (!(w = tir_workload_parse(text, strlen(text), &d->cfg.limits, &err))) {
+		http_error(out, 400, "invalid_workload", "%s", err.msg);
+		goto out;
+	}
+	if (!(p = tir_fusion_plan_new(w, mode, &err))) {
+		http_error(out, 400, "invalid_workload", "%s", err.msg);
+		goto out;
+	}
+	plan = tir_fusion_plan_json(p);
+	cJSON *o = cJSON_Parse(plan);
+	if (!o)
+		http_error(out, 500, "internal", "the plan is not JSON");
+	else
+		http_json(out, 200, o);
+out:
+	free(plan);
+	free(text);
+	tir_fusion_plan_free(p);
+	tir_workload_free(w);
+	cJSON_Delete(body);
 }
 
 /* ---- jobs ----------------------------------------------------------------------------- */

@@ -114,6 +114,28 @@ code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary @"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/nothing")
 [ "$code" = 404 ] && pass "unknown route: 404" || fail "unknown route: HTTP $code"
 
+# ---- fusion plans -----------------------------------------------------------------------------
+fpost() { curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary "$1" "$url/v1/fuse"; }
+seed10=$(cat "$src/examples/graphs/seed10.json")
+code=$(fpost "{\"workload\":$seed10,\"mode\":\"tvm\"}")
+[ "$code" = 200 ] && jq -e '(.kernels|length)==3 and .read_bytes==12599296 and .write_bytes==8392704' \
+	"$tmp/r" >/dev/null && pass "POST /v1/fuse tvm: the seed's 3 kernels" || fail "fuse tvm: HTTP $code $(head -c 300 "$tmp/r")"
+code=$(fpost "{\"workload\":$seed10}")
+[ "$code" = 200 ] && jq -e '.mode=="inductor" and (.kernels|length)==1 and .kernels[0].name=="fused_add_mean_mul_relu_sub"' \
+	"$tmp/r" >/dev/null && pass "POST /v1/fuse: Inductor's one kernel by default" || fail "fuse: HTTP $code $(head -c 300 "$tmp/r")"
+code=$(fpost '{"workload":{"op":"graph","inputs":{"x":{"shape":[4]}},"nodes":[{"name":"a","op":"add","args":["x","zz"]}],"outputs":["a"]}}')
+[ "$code" = 400 ] && jq -e '.error.message|test("zz")' "$tmp/r" >/dev/null \
+	&& pass "POST /v1/fuse, a bad graph: 400 naming the fault" || fail "fuse bad graph: HTTP $code $(cat "$tmp/r")"
+code=$(fpost '{"workload":{"op":"matmul","M":8,"N":8,"K":8}}')
+[ "$code" = 400 ] && pass "POST /v1/fuse, not a graph: 400" || fail "fuse matmul: HTTP $code"
+ctl fuse "$src/examples/graphs/seed10.json" --mode eager --json >"$tmp/f" 2>&1 \
+	&& jq -e '(.kernels|length)==10 and .read_bytes==46153728 and .write_bytes==37752832' "$tmp/f" >/dev/null \
+	&& pass "tirctl fuse --mode eager --json: 10 kernels, offline" || fail "tirctl fuse eager: $(head -c 300 "$tmp/f")"
+printf '{"op":"graph"' >"$tmp/bad.json"
+ctl fuse "$tmp/bad.json" >/dev/null 2>"$tmp/e"; rc=$?
+[ $rc = 1 ] && grep -q "fuse" "$tmp/e" && pass "tirctl fuse, a broken document: exit 1 with a message" \
+	|| fail "tirctl fuse broken: rc $rc $(cat "$tmp/e")"
+
 # ---- the worker protocol and the job routes by hand ---------------------------------------
 # (a target no job here uses, so the probe worker leases nothing of the tests below)
 arm=cpu:aarch64+neon

@@ -84,6 +84,11 @@ typedef struct glow {
 	tir_arena *a;
 	tir_buffer **buf;           /* per value: what its readers load; NULL: inlined */
 	double *div;                /* per value: readers divide by it (a mean), or 0 */
+	/* tir_graph_kernel: the plan's realized nodes (per node), whose readers
+	 * outside the part read them; an inlined node read outside the part is
+	 * recomputed there, not an output.  NULL: every value read outside the
+	 * part is an output. */
+	const unsigned char *plan;
 } glow;
 
 static const tir_gvalue *val(const glow *L, int v) { return &L->g->v[v]; }
@@ -170,7 +175,7 @@ static int decide(glow *L, const unsigned char *part, const unsigned char *reali
 				continue;
 			if (L->part[v])
 				L->uses[a]++;
-			else if (L->part[a])
+			else if (L->part[a] && (!L->plan || L->plan[a - g->ninputs]))
 				L->out[a] = 1;      /* read outside the part */
 		}
 	}
@@ -556,12 +561,13 @@ static void emit_node(glow *L, int v)
 	}
 }
 
-tir_program *tir_graph_program(const tir_workload *w, const unsigned char *part,
-			       const unsigned char *realize, tir_error *err)
+static tir_program *lower_part(const tir_workload *w, const unsigned char *part,
+			       const unsigned char *realize, const unsigned char *plan,
+			       tir_error *err)
 {
 	if (check_graph(w, err))
 		return NULL;
-	glow L = { .g = w->graph };
+	glow L = { .g = w->graph, .plan = plan };
 	if (decide(&L, part, realize, err)) {
 		glow_free(&L);
 		return NULL;
@@ -599,5 +605,49 @@ tir_program *tir_graph_program(const tir_workload *w, const unsigned char *part,
 			emit_node(&L, v);
 	tir_program *p = L.p;
 	glow_free(&L);
+	return p;
+}
+
+tir_program *tir_graph_program(const tir_workload *w, const unsigned char *part,
+			       const unsigned char *realize, tir_error *err)
+{
+	return lower_part(w, part, realize, NULL, err);
+}
+
+/* Adds to part the nodes v reads that the plan inlines, and theirs. */
+static void add_inlined(const tir_graph *g, const unsigned char *realize, int v,
+			unsigned char *part)
+{
+	const tir_gvalue *x = &g->v[v];
+	for (int i = 0; i < x->nargs; i++) {
+		int a = x->arg[i];
+		if (a < g->ninputs || part[a - g->ninputs] || realize[a - g->ninputs])
+			continue;
+		part[a - g->ninputs] = 1;
+		add_inlined(g, realize, a, part);
+	}
+}
+
+tir_program *tir_graph_kernel(const tir_workload *w, const unsigned char *realize,
+			      const unsigned char *members, tir_error *err)
+{
+	if (check_graph(w, err))
+		return NULL;
+	const tir_graph *g = w->graph;
+	unsigned char *part = xcalloc((size_t)g->nnodes + 1, 1);
+	for (int i = 0; i < g->nnodes; i++) {
+		if (!members[i])
+			continue;
+		if (!realize[i]) {
+			free(part);
+			tir_fail(err, "graph: node \"%s\" is a member of a kernel but not realized",
+				 g->v[g->ninputs + i].name);
+			return NULL;
+		}
+		part[i] = 1;
+		add_inlined(g, realize, g->ninputs + i, part);
+	}
+	tir_program *p = lower_part(w, part, realize, realize, err);
+	free(part);
 	return p;
 }

@@ -195,6 +195,48 @@ int tir_graph_default_realize(const tir_workload *w, const unsigned char *part,
  * tir_program_build(w) is tir_graph_program(w, NULL, NULL). */
 tir_program *tir_graph_program(const tir_workload *w, const unsigned char *part,
 			       const unsigned char *realize, tir_error *err);
+/* The program of one kernel of a fusion plan whose realized nodes are
+ * realize (over the whole graph): the nodes of members (each realized) and
+ * the nodes they read that the plan inlines, and theirs, recomputed here (a
+ * node inlined into two kernels is computed by both).  Parameters: what it
+ * reads of the graph's inputs and the plan's other realized nodes; its
+ * outputs: members that are graph outputs or that realized nodes outside
+ * it read; other members are kernel-local temporaries. */
+tir_program *tir_graph_kernel(const tir_workload *w, const unsigned char *realize,
+			      const unsigned char *members, tir_error *err);
+
+/* ---- fusion/: fusion plans of graph workloads --------------------------- */
+
+/* How a graph's nodes are grouped into kernels (tuner/fusion/fusion.h):
+ * TorchInductor's scheduler (can_fuse, score_fusion, fuse_nodes), TVM's
+ * FuseOps rules, or one kernel per node (eager). */
+typedef enum { TIR_FUSE_INDUCTOR, TIR_FUSE_TVM, TIR_FUSE_EAGER } tir_fuse_mode;
+/* "inductor", "tvm", "eager"; -1 with a message naming the modes. */
+int tir_fuse_mode_parse(const char *s, tir_fuse_mode *mode, tir_error *err);
+const char *tir_fuse_mode_name(tir_fuse_mode mode);
+
+typedef struct tir_fusion_plan tir_fusion_plan;
+/* The plan of graph workload w (it must outlive the plan). */
+tir_fusion_plan *tir_fusion_plan_new(const tir_workload *w, tir_fuse_mode mode,
+				     tir_error *err);
+void tir_fusion_plan_free(tir_fusion_plan *p);
+int tir_fusion_plan_kernels(const tir_fusion_plan *p);
+/* Kernel k's name and bytes (k in execution order). */
+const char *tir_fusion_kernel_name(const tir_fusion_plan *p, int k);
+/* The program of kernel k (tir_graph_kernel). */
+tir_program *tir_fusion_kernel_program(const tir_fusion_plan *p, int k, tir_error *err);
+/* Kernel k as a graph workload of its own (malloc'd JSON): its inputs are
+ * what it reads (graph inputs, other kernels' values), its nodes what it
+ * computes, its outputs its members that the graph or another kernel needs;
+ * tuned like any workload, so two graphs with the same kernel share its
+ * key and its records. */
+char *tir_fusion_kernel_json(const tir_fusion_plan *p, int k);
+/* The plan as one JSON document (DESIGN.md "Graph workloads"): {"mode",
+ * "kernels": [{"name", "nodes", "read_bytes", "write_bytes"}], "rejected":
+ * [{"nodes": [a, b], "reason"}], "dropped", "read_bytes", "write_bytes"};
+ * and as a table for people.  malloc'd. */
+char *tir_fusion_plan_json(const tir_fusion_plan *p);
+char *tir_fusion_plan_text(const tir_fusion_plan *p);
 
 /* ---- sched/: schedules and traces --------------------------------------- */
 
