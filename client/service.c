@@ -2,12 +2,11 @@
  * service.c — the tirctl commands that talk to a tird over HTTP:
  *
  *   tune FILE|- --target T [--trials N] [--batch B] [--cost-model xgboost|random]
- *        [--seed N] [--wait] [--timeout S]
+ *        [--seed N] [--fusion inductor|tvm|eager] [--wait] [--timeout S]
  *   jobs [--state S] [--limit N]     status JOB     wait JOB     cancel JOB
  *   best OP [--target T] [--where KEY=VALUE ...]
  *   show KEY [--target T] [--tir|--trace|--source]
  *   workers     export [FILE] [--workload KEY] [--target T]     import FILE
- *   fuse FILE [--mode inductor|tvm]
  *
  * Each prints text for people, or with --json exactly one JSON document on
  * stdout.  Progress goes to stderr: a bar on a terminal, plain lines
@@ -30,7 +29,7 @@
 typedef struct args {
 	const char *pos[2];        /* positional arguments */
 	int npos;
-	const char *target, *state, *workload, *mode, *cost_model;
+	const char *target, *state, *workload, *mode, *cost_model, *fusion;
 	long trials, batch, limit;
 	long long seed;            /* with has_seed */
 	bool has_seed;
@@ -84,6 +83,7 @@ static int parse(int argc, char **argv, const char *accepts, int maxpos, tirctl_
 		else if (!strcmp(n, "state")) a->state = v;
 		else if (!strcmp(n, "workload")) a->workload = v;
 		else if (!strcmp(n, "mode")) a->mode = v;
+		else if (!strcmp(n, "fusion")) a->fusion = v;
 		else if (!strcmp(n, "cost-model")) a->cost_model = v;   /* tird checks it */
 		else if (!strcmp(n, "seed")) {
 			errno = 0;
@@ -209,7 +209,9 @@ static void progress(const cJSON *j, bool tty, bool *drawn, double *last_done,
 
 /* Follows job id until it ends (or timeout_s passes); prints its result and
  * returns the exit status. */
-static int follow(tirctl_globals *g, long long id, double timeout_s)
+/* Follows job id until it ends; prints its result, or with out hands the
+ * result (the job's "result" with job_id, state, cached) to the caller. */
+static int follow_to(tirctl_globals *g, long long id, double timeout_s, cJSON **out)
 {
 	bool tty = isatty(STDERR_FILENO), drawn = false, quiet = g->json && !tty;
 	double last_done = -1, version = 0;
@@ -245,22 +247,30 @@ static int follow(tirctl_globals *g, long long id, double timeout_s)
 		cJSON_AddNumberToObject(res, "job_id", (double)id);
 		cJSON_AddStringToObject(res, "state", "done");
 		cJSON_AddBoolToObject(res, "cached", cJSON_IsTrue(cJSON_GetObjectItem(j, "cached")));
-		if (g->json)
+		if (out)
+			*out = res;
+		else if (g->json)
 			tirctl_print_json(res);
 		else
 			print_result(res);
-		cJSON_Delete(res);
+		if (!out)
+			cJSON_Delete(res);
 		rc = TIRCTL_OK;
 	} else {
 		tirctl_err("job %lld %s: %s", id, str(j, "state"),
 			   *str(j, "message") ? str(j, "message") : "no result");
-		if (g->json)
+		if (g->json && !out)
 			tirctl_print_json(j);
 		rc = TIRCTL_FAILED;
 	}
 out:
 	cJSON_Delete(j);
 	return rc;
+}
+
+static int follow(tirctl_globals *g, long long id, double timeout_s)
+{
+	return follow_to(g, id, timeout_s, NULL);
 }
 
 static bool job_id_arg(const args *a, const char *cmd, long long *id)
@@ -295,10 +305,13 @@ static char *file_arg(const args *a, bool missing, const char *cmd, const char *
 	return text;
 }
 
+static char *job_body(const args *a, cJSON *w);
+static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj);
+
 int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 {
 	args a;
-	if (parse(argc, argv, "target trials batch cost-model seed wait timeout", 1, g, &a))
+	if (parse(argc, argv, "target trials batch cost-model seed fusion wait timeout", 1, g, &a))
 		return TIRCTL_USAGE;
 	size_t len;
 	int rc;
@@ -315,22 +328,12 @@ int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 		cJSON_Delete(w);
 		return TIRCTL_BAD_INPUT;
 	}
-	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "workload", w);
-	cJSON_AddStringToObject(body, "target", a.target);
-	if (a.trials)
-		cJSON_AddNumberToObject(body, "trials", (double)a.trials);
-	if (a.batch)
-		cJSON_AddNumberToObject(body, "batch", (double)a.batch);
-	if (a.cost_model || a.has_seed) {
-		cJSON *so = cJSON_AddObjectToObject(body, "search");
-		if (a.cost_model)
-			cJSON_AddStringToObject(so, "cost_model", a.cost_model);
-		if (a.has_seed)
-			cJSON_AddNumberToObject(so, "seed", (double)a.seed);
+	if (a.fusion) {
+		rc = tune_plan(g, &a, w);
+		cJSON_Delete(w);
+		return rc;
 	}
-	char *s = cJSON_PrintUnformatted(body);
-	cJSON_Delete(body);
+	char *s = job_body(&a, w);
 	cJSON *job = NULL;
 	rc = tirctl_call(g, "POST", "/v1/jobs", s, 0, &job);
 	free(s);
@@ -347,6 +350,119 @@ int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 		print_job(job);
 	cJSON_Delete(job);
 	return TIRCTL_OK;
+}
+
+/* The body of POST /v1/jobs for workload w (taken) with a's settings. */
+static char *job_body(const args *a, cJSON *w)
+{
+	cJSON *body = cJSON_CreateObject();
+	cJSON_AddItemToObject(body, "workload", w);
+	cJSON_AddStringToObject(body, "target", a->target);
+	if (a->trials)
+		cJSON_AddNumberToObject(body, "trials", (double)a->trials);
+	if (a->batch)
+		cJSON_AddNumberToObject(body, "batch", (double)a->batch);
+	if (a->cost_model || a->has_seed) {
+		cJSON *so = cJSON_AddObjectToObject(body, "search");
+		if (a->cost_model)
+			cJSON_AddStringToObject(so, "cost_model", a->cost_model);
+		if (a->has_seed)
+			cJSON_AddNumberToObject(so, "seed", (double)a->seed);
+	}
+	char *s = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	return s;
+}
+
+/* tune --fusion M: the graph planned here (tuner/fusion/), each kernel
+ * submitted as a workload of its own (its graph document: two graphs with
+ * the same kernel share its job and records); with --wait, every kernel's
+ * best and the graph's latency, their sum: {"fusion", "kernels": [{"name",
+ * "nodes", "job_id", "workload_key", "latency_us", "record_id"}],
+ * "latency_us"}; without, the kernels' jobs. */
+static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
+{
+	tir_error err = { "" };
+	tir_fuse_mode mode;
+	if (tir_fuse_mode_parse(a->fusion, &mode, &err)) {
+		tirctl_err("tune: --fusion: %s", err.msg);
+		return TIRCTL_USAGE;
+	}
+	char *text = cJSON_PrintUnformatted(wj);
+	tir_workload *w = tir_workload_parse(text, strlen(text), NULL, &err);
+	free(text);
+	if (!w) {
+		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+		return TIRCTL_BAD_INPUT;
+	}
+	tir_fusion_plan *p = tir_fusion_plan_new(w, mode, &err);
+	if (!p) {
+		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+		tir_workload_free(w);
+		return TIRCTL_BAD_INPUT;
+	}
+	char *pj = tir_fusion_plan_json(p);
+	cJSON *plan = cJSON_Parse(pj);
+	free(pj);
+	cJSON *kernels = cJSON_GetObjectItem(plan, "kernels");
+	int n = tir_fusion_plan_kernels(p), rc = TIRCTL_OK;
+	cJSON *out = cJSON_CreateObject(), *ks = cJSON_CreateArray();
+	cJSON_AddStringToObject(out, "fusion", tir_fuse_mode_name(mode));
+	cJSON_AddItemToObject(out, "kernels", ks);
+	double total = 0;
+	for (int k = 0; k < n && rc == TIRCTL_OK; k++) {
+		char *doc = tir_fusion_kernel_json(p, k);
+		cJSON *kw = cJSON_Parse(doc);
+		free(doc);
+		char *body = job_body(a, kw);
+		cJSON *job = NULL;
+		rc = tirctl_call(g, "POST", "/v1/jobs", body, 0, &job);
+		free(body);
+		if (rc)
+			break;
+		cJSON *ko = cJSON_CreateObject();
+		cJSON_AddStringToObject(ko, "name", tir_fusion_kernel_name(p, k));
+		cJSON *kn = cJSON_GetArrayItem(kernels, k);
+		cJSON_AddItemToObject(ko, "nodes", cJSON_Duplicate(cJSON_GetObjectItem(kn, "nodes"), 1));
+		cJSON_AddNumberToObject(ko, "job_id", num(job, "job_id"));
+		cJSON_AddStringToObject(ko, "workload_key", str(job, "workload_key"));
+		cJSON_AddItemToArray(ks, ko);
+		cJSON_Delete(job);
+	}
+	for (int k = 0; a->wait && rc == TIRCTL_OK && k < cJSON_GetArraySize(ks); k++) {
+		cJSON *ko = cJSON_GetArrayItem(ks, k), *res = NULL;
+		rc = follow_to(g, (long long)num(ko, "job_id"), a->timeout_s, &res);
+		if (rc)
+			break;
+		cJSON_AddNumberToObject(ko, "latency_us", num(res, "latency_us"));
+		cJSON_AddStringToObject(ko, "record_id", str(res, "record_id"));
+		total += num(res, "latency_us");
+		cJSON_Delete(res);
+	}
+	if (rc == TIRCTL_OK) {
+		if (a->wait)
+			cJSON_AddNumberToObject(out, "latency_us", total);
+		if (g->json) {
+			tirctl_print_json(out);
+		} else {
+			printf("%s plan of %s: %d kernel%s on %s\n", tir_fuse_mode_name(mode), a->pos[0],
+			       n, n == 1 ? "" : "s", a->target);
+			for (int k = 0; k < cJSON_GetArraySize(ks); k++) {
+				cJSON *ko = cJSON_GetArrayItem(ks, k);
+				printf("  %-40s job %.0f", str(ko, "name"), num(ko, "job_id"));
+				if (a->wait)
+					printf("  %.3f us", num(ko, "latency_us"));
+				printf("\n");
+			}
+			if (a->wait)
+				printf("graph: %.3f us\n", total);
+		}
+	}
+	cJSON_Delete(out);
+	cJSON_Delete(plan);
+	tir_fusion_plan_free(p);
+	tir_workload_free(w);
+	return rc;
 }
 
 int tirctl_wait(tirctl_globals *g, int argc, char **argv)
@@ -646,42 +762,6 @@ int tirctl_import(tirctl_globals *g, int argc, char **argv)
 	else
 		printf("imported %.0f records (%.0f already stored)\n", num(j, "imported"),
 		       num(j, "skipped"));
-	cJSON_Delete(j);
-	return TIRCTL_OK;
-}
-
-int tirctl_fuse(tirctl_globals *g, int argc, char **argv)
-{
-	args a;
-	if (parse(argc, argv, "mode", 1, g, &a))
-		return TIRCTL_USAGE;
-	int rc;
-	char *text = file_arg(&a, false, "fuse", "a graph workload FILE", NULL, &rc);
-	if (!text)
-		return rc;
-	cJSON *w = cJSON_Parse(text);
-	free(text);
-	if (!w) {
-		tirctl_err("fuse: %s is not JSON", a.pos[0]);
-		return TIRCTL_BAD_INPUT;
-	}
-	cJSON *body = cJSON_CreateObject();
-	cJSON_AddItemToObject(body, "workload", w);
-	cJSON_AddStringToObject(body, "mode", a.mode ? a.mode : "inductor");
-	char *s = cJSON_PrintUnformatted(body);
-	cJSON_Delete(body);
-	cJSON *j;
-	rc = tirctl_call(g, "POST", "/v1/fuse", s, 0, &j);
-	free(s);
-	if (rc)
-		return rc;
-	if (g->json) {
-		tirctl_print_json(j);
-	} else {
-		char *p = cJSON_Print(j);
-		puts(p);
-		free(p);
-	}
 	cJSON_Delete(j);
 	return TIRCTL_OK;
 }

@@ -20,10 +20,12 @@
 /* X(name, function or NULL (needs the service), arguments, what it does) */
 #define TIRCTL_COMMANDS(X) \
 	X(tune,    tirctl_tune, "FILE|- --target T [--trials N] [--batch B] " \
-	  "[--cost-model xgboost|random] [--seed N] [--wait] [--timeout S]", \
+	  "[--cost-model xgboost|random] [--seed N] [--fusion inductor|tvm|eager] [--wait] [--timeout S]", \
 	  "submit a tuning job; with --wait show progress and the best result;\n" \
 	  "           --cost-model ranks candidates by the target's shared XGBoost model\n" \
-	  "           (default) or at random, --seed makes the search repeatable") \
+	  "           (default) or at random, --seed makes the search repeatable;\n" \
+	  "           --fusion plans a graph and tunes each kernel as a job of its own\n" \
+	  "           (with --wait: each kernel's best and the graph's total)") \
 	X(jobs,    tirctl_jobs, "[--state S] [--limit N]", "list jobs") \
 	X(status,  tirctl_status, "JOB", "show one job") \
 	X(wait,    tirctl_wait, "JOB", "wait for a job to end") \
@@ -38,7 +40,8 @@
 	X(export,  tirctl_export, "[FILE] [--workload KEY] [--target T]", \
 	  "export records (idempotent to import)") \
 	X(import,  tirctl_import, "FILE", "import records") \
-	X(fuse,    tirctl_fuse, "FILE [--mode inductor|tvm]", "the fusion plan of a graph workload")
+	X(fuse,    tirctl_fuse, "FILE|- [--mode inductor|tvm|eager]", \
+	  "offline: the fusion plan of a graph workload (kernels, bytes, refusals)")
 
 typedef struct command {
 	const char *name;

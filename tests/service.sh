@@ -228,6 +228,22 @@ hit=$(timeout 20 "$TIRCTL" --json tune "$tmp/mm16.json" --target cpu --trials 4 
 printf '%s' "$hit" | jq -e ".cached==true and .record_id==\"$rec\"" >/dev/null \
 	&& pass "same workload and trials: answered from the cache" || fail "cache hit: $hit"
 
+# ---- a graph tuned by its fusion plan: a job per kernel, their sum ----------------------------
+cat > "$tmp/sm.json" <<'EOF2'
+{"op":"graph","inputs":{"x":{"shape":[16,32]}},"nodes":[
+ {"name":"mx","op":"amax","args":["x"],"dim":-1,"keepdim":true},{"name":"sh","op":"sub","args":["x","mx"]},
+ {"name":"ex","op":"exp","args":["sh"]},{"name":"sm","op":"sum","args":["ex"],"dim":-1,"keepdim":true},
+ {"name":"y","op":"div","args":["ex","sm"]}],"outputs":["y"]}
+EOF2
+plan=$(timeout 300 "$TIRCTL" --json tune "$tmp/sm.json" --target cpu --trials 4 --fusion tvm --wait 2>/dev/null)
+printf '%s' "$plan" | jq -e '.fusion=="tvm" and (.kernels|length)==4 and (([.kernels[].latency_us]|add) - .latency_us | fabs) < 1e-6
+	and all(.kernels[]; .latency_us > 0 and (.workload_key|length)==64)' >/dev/null \
+	&& pass "tune --fusion tvm --wait: 4 kernels tuned, the graph's latency their sum" || fail "tune --fusion: $plan"
+plan2=$(timeout 300 "$TIRCTL" --json tune "$tmp/sm.json" --target cpu --trials 4 --fusion eager --wait 2>/dev/null)
+k1=$(printf '%s' "$plan" | jq -r '.kernels[0].workload_key'); k2=$(printf '%s' "$plan2" | jq -r '.kernels[0].workload_key')
+[ -n "$k1" ] && [ "$k1" = "$k2" ] && pass "the same kernel in two plans is one workload (key $k1)" \
+	|| fail "kernel keys: $k1 vs $k2"
+
 # ---- search options: cost model and seed (worker B still serves) ------------------------------
 echo '{"op":"matmul","M":8,"N":8,"K":8}' > "$tmp/mm8.json"
 job3=$(ctl --json tune "$tmp/mm8.json" --target cpu --trials 4 --batch 4 --cost-model random --seed 7)
