@@ -7,8 +7,10 @@ every output written once) to turn times into GB/s.
     python3 bench/graph_peer.py [--device cpu|cuda] [--compile] [--threads N]
                                 [--repeats R] GRAPH.json...
 
-Prints, per graph: NAME MODE MICROSECONDS IDEAL_BYTES GB/s, MODE being eager or
-compiled (or "failed: why"; each graph compiled afresh, static shapes).  On
+Prints, per graph: NAME MODE MICROSECONDS IDEAL_BYTES GB/s KERNELS, MODE being
+eager or compiled (or "failed: why"; each graph compiled afresh, static shapes,
+mode max-autotune-no-cudagraphs on CUDA where the graph has a heavy operator),
+KERNELS the CUDA kernels one call launches (- on the CPU).  On
 CUDA each figure is the median of R replays
 of a CUDA graph of 20 calls (as bench/torch_peer.py times the single-operator
 peer); on the CPU the median of R timed runs of enough calls to last 50 ms.
@@ -32,6 +34,9 @@ POINTWISE = {
     "gelu": torch.nn.functional.gelu, "exp": torch.exp, "tanh": torch.tanh,
     "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
 }
+
+
+HEAVY = ("matmul", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "depthwise_conv2d")
 
 
 def dims(node, rank):
@@ -113,6 +118,17 @@ def time_cuda(fn, xs, repeats):
     return statistics.median(ts)
 
 
+def cuda_kernels(fn, xs):
+    """The CUDA kernels one call launches (the profiler's kernel events)."""
+    fn(*xs)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        fn(*xs)
+        torch.cuda.synchronize()
+    return sum(e.count for e in p.key_averages()
+               if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
 def time_cpu(fn, xs, repeats):
     fn(*xs)
     t0 = time.perf_counter()
@@ -165,11 +181,14 @@ def main(argv):
                     # recompilation, which torch.compile makes shape-dynamic
                     # (slower kernels: softmax 57 us against 34 us alone)
                     torch._dynamo.reset()
-                    modes.append(("compiled", torch.compile(run, dynamic=False)))
+                    heavy = any(n["op"] in HEAVY for n in g["nodes"])
+                    mode = "max-autotune-no-cudagraphs" if heavy and dev == "cuda" else "default"
+                    modes.append(("compiled", torch.compile(run, dynamic=False, mode=mode)))
             for mode, fn in modes:
                 try:
                     us = (time_cuda if dev == "cuda" else time_cpu)(fn, xs, repeats)
-                    print("%s %s %.2f %d %.1f" % (name, mode, us, nbytes, nbytes / (us * 1e3)))
+                    k = cuda_kernels(fn, xs) if dev == "cuda" else "-"
+                    print("%s %s %.2f %d %.1f %s" % (name, mode, us, nbytes, nbytes / (us * 1e3), k))
                 except Exception as e:        # a failed peer is reported, not fatal
                     print("%s %s failed: %s" % (name, mode, str(e).splitlines()[0][:200]))
         sys.stdout.flush()

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # bench/graph_tune.sh — graph workloads tuned through tird beside PyTorch, in one run.
 #
-#   bench/graph_tune.sh BINDIR cpu|cuda TRIALS [--compile] [--threads N] GRAPH.json...
+#   bench/graph_tune.sh BINDIR cpu|cuda TRIALS [--compile] [--threads N] [--fusion M] GRAPH.json...
 #
 # Starts a real tird on a loopback port with a temporary database and one
 # tird-worker for the target (no other local workers); tunes each graph
 # document as one workload (one job at a time, TRIALS trials, its default
-# program: tuner/graph.c's realization rule), then runs the same documents
+# program: tuner/graph.c's realization rule), or with --fusion M (inductor,
+# tvm, eager) planned by tuner/fusion/ and each kernel tuned as a workload of
+# its own (tirctl tune --fusion: the graph's time is the kernels' sum), then
+# runs the same documents
 # with PyTorch (bench/graph_peer.py: eager, and torch.compile with
 # --compile where PyTorch has it; on the CPU with --threads N, default the
 # cores) on the same shapes.  Prints one line per graph:
-#   name trials errors tuning_s tird_us tird_GB/s eager_us eager_GB/s [compiled_us compiled_GB/s] eager/tird [compiled/tird]
+#   name trials errors tuning_s tird_us tird_GB/s eager_us eager_GB/s compiled_us compiled_GB/s eager/tird compiled/tird
+#        tird_k eager_k comp_k
+# where the _k columns are the kernels one run launches (tird: the CUDA
+# kernels of its best programs' code, or on the CPU the programs; PyTorch:
+# the profiler's CUDA kernels, - on the CPU)
 # where GB/s is the graph's ideal traffic (every input read once, every
 # output written once; graph_peer.py computes it) over the time.  BINDIR
 # holds tird, tird-worker and tirctl (a build tree's daemon/ and client/
@@ -19,11 +26,12 @@
 set -u
 bin=$1 target=$2 trials=$3
 shift 3
-compile= threads=
+compile= threads= fusion=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--compile) compile=--compile; shift ;;
 	--threads) threads="--threads $2"; shift 2 ;;
+	--fusion) fusion=$2; shift 2 ;;
 	*) break ;;
 	esac
 done
@@ -48,32 +56,52 @@ for g in "$@"; do
 	n=$(basename "$g" .json)
 	t0=$(date +%s.%N)
 	out=$("$TIRCTL" --server "$url" --json tune "$g" --target "$target" --trials "$trials" \
-		--wait 2>"$tmp/err")
+		${fusion:+--fusion "$fusion"} --wait 2>"$tmp/err")
 	t1=$(date +%s.%N)
 	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
-	tr=$(printf '%s' "$out" | jq -r '.trials // empty' 2>/dev/null)
-	id=$("$TIRCTL" --server "$url" --json jobs | jq -r '.jobs[0].job_id')
-	er=$("$TIRCTL" --server "$url" --json status "$id" | jq -r '.errors // 0')
+	if [ -n "$fusion" ]; then
+		ids=$(printf '%s' "$out" | jq -r '.kernels[].job_id' 2>/dev/null)
+		keys=$(printf '%s' "$out" | jq -r '.kernels[].workload_key' 2>/dev/null)
+	else
+		ids=$("$TIRCTL" --server "$url" --json jobs | jq -r '.jobs[0].job_id')
+		keys=$(printf '%s' "$out" | jq -r '.workload_key // empty' 2>/dev/null)
+	fi
+	tr=0 er=0 k=0
+	for id in $ids; do
+		st=$("$TIRCTL" --server "$url" --json status "$id")
+		tr=$(( tr + $(printf '%s' "$st" | jq -r '.trials_done // 0') ))
+		er=$(( er + $(printf '%s' "$st" | jq -r '.errors // 0') ))
+	done
+	for key in $keys; do
+		if [ "$target" = cuda ]; then
+			k=$(( k + $("$TIRCTL" --server "$url" show "$key" --target cuda --source | grep -c '__global__') ))
+		else
+			k=$(( k + 1 ))
+		fi
+	done
 	s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
-	echo "$n ${tr:--} ${er:--} $s ${us:-failed}" >>"$tmp/tird.txt"
-	echo "tuned: $n ${tr:--} ${er:--} $s ${us:-failed}"
+	echo "$n ${tr:--} ${er:--} $s ${us:-failed} $k" >>"$tmp/tird.txt"
+	echo "tuned: $n ${tr:--} ${er:--} $s ${us:-failed} $k"
 	[ -n "$us" ] || echo "# $n: $(head -c 400 "$tmp/err")" >&2
 done
 kill $wpid 2>/dev/null; wait $wpid 2>/dev/null   # the hardware to the peer alone
 
 # shellcheck disable=SC2086
 $py "$here/graph_peer.py" --device "$target" $compile $threads "$@" >"$tmp/peer.txt" 2>"$tmp/peer.err"
-printf '%-10s %6s %6s %8s %11s %9s %11s %9s %11s %9s %9s %9s\n' name trials errors tuning_s \
-	tird_us tird_GB/s eager_us eager_GB/s compiled_us comp_GB/s eager/tird comp/tird
-awk 'FILENAME == ARGV[1] { if ($3 ~ /^[0-9.]+$/) { us[$1 " " $2] = $3; by[$1] = $4 } next }
+printf '%-12s %6s %6s %8s %11s %9s %11s %9s %11s %9s %9s %9s %6s %7s %6s\n' name trials errors \
+	tuning_s tird_us tird_GB/s eager_us eager_GB/s compiled_us comp_GB/s eager/tird comp/tird \
+	tird_k eager_k comp_k
+awk 'FILENAME == ARGV[1] { if ($3 ~ /^[0-9.]+$/) { us[$1 " " $2] = $3; by[$1] = $4; kk[$1 " " $2] = $6 } next }
      { n = $1; tu = $5; e = us[n " eager"]; c = us[n " compiled"]; b = by[n];
        tg = (tu ~ /^[0-9.]+$/ && b) ? sprintf("%.1f", b / (tu * 1e3)) : "-";
        eg = (e && b) ? sprintf("%.1f", b / (e * 1e3)) : "-";
        cg = (c && b) ? sprintf("%.1f", b / (c * 1e3)) : "-";
        re = (e && tu ~ /^[0-9.]+$/) ? sprintf("%.3f", e / tu) : "-";
        rc = (c && tu ~ /^[0-9.]+$/) ? sprintf("%.3f", c / tu) : "-";
-       printf "%-10s %6s %6s %8s %11s %9s %11s %9s %11s %9s %9s %9s\n", n, $2, $3, $4,
-              tu ~ /^[0-9.]+$/ ? sprintf("%.2f", tu) : tu, tg, e ? e : "-", eg, c ? c : "-", cg, re, rc }' "$tmp/peer.txt" "$tmp/tird.txt"
+       ek = kk[n " eager"]; ck = kk[n " compiled"];
+       printf "%-12s %6s %6s %8s %11s %9s %11s %9s %11s %9s %9s %9s %6s %7s %6s\n", n, $2, $3, $4,
+              tu ~ /^[0-9.]+$/ ? sprintf("%.2f", tu) : tu, tg, e ? e : "-", eg, c ? c : "-", cg, re, rc,
+              $6, ek ? ek : "-", ck ? ck : "-" }' "$tmp/peer.txt" "$tmp/tird.txt"
 grep -h failed "$tmp/peer.txt" 2>/dev/null | sed 's/^/# peer: /'
 [ -s "$tmp/peer.err" ] && { echo "--- graph_peer.py stderr"; tail -5 "$tmp/peer.err"; }
 echo "--- tird log (last lines)"; tail -3 "$tmp/tird.log"

@@ -15,6 +15,7 @@
 #include "tir.h"
 #include "ir/ir.h"
 #include "fusion/fusion.h"
+#include "measure/measure.h"
 #include "testutil.h"
 
 static tir_workload *parse(const char *json)
@@ -416,6 +417,39 @@ START_TEST(score_order)
 }
 END_TEST
 
+/* A kernel's inputs are random, so its reference may be NaN where another
+ * kernel's value would never be negative (TVM's layernorm: rsqrt(var + eps)
+ * of a random var): a candidate must then match the NaN; the unscheduled
+ * kernel runs and checks on the CPU. */
+START_TEST(nan_reference)
+{
+	double ref[3] = { NAN, 2.0, INFINITY }, good[3] = { NAN, 2.0, INFINITY };
+	double finite[3] = { 0.0, 2.0, INFINITY }, nan2[3] = { NAN, NAN, INFINITY };
+	double minf[3] = { NAN, 2.0, -INFINITY };
+	ck_assert(tir_measure_compare(ref, good, 3) == 0);
+	ck_assert(isinf(tir_measure_compare(ref, finite, 3)));
+	ck_assert(isinf(tir_measure_compare(ref, nan2, 3)));
+	ck_assert(isinf(tir_measure_compare(ref, minf, 3)));
+	tir_workload *w = parse(G(IN("v", "[64,16]") "," IN("c", "[64,16]"),
+				  N("e", "add", "\"v\",0.00001") "," N("r", "rsqrt", "\"e\"") ","
+				  N("y", "mul", "\"c\",\"r\""), "\"y\""));
+	tir_error err = { "" };
+	tir_target cpu;
+	ck_assert(tir_target_parse("cpu", &cpu, &err) == 0);
+	tir_program *p = tir_program_build(w, &err);
+	tir_code *c = tir_codegen(p, &cpu, &err);
+	ck_assert_msg(c, "%s", err.msg);
+	tir_measure_opts mo = { .seed = 1, .timeout_s = 60 };
+	tir_measure_result res;
+	int rc = tir_measure(tir_runner_for(&cpu), w, c, &cpu, &mo, &res);
+	ck_assert_msg(rc == 0 && res.status == TIR_MEASURE_OK, "status %d: %s", res.status, res.msg);
+	tir_measure_result_clear(&res);
+	tir_code_free(c);
+	tir_program_free(p);
+	tir_workload_free(w);
+}
+END_TEST
+
 START_TEST(bad_plans)
 {
 	tir_error err = { "" };
@@ -442,6 +476,7 @@ int main(void)
 	tcase_add_test(tc, max_fusion_size);
 	tcase_add_test(tc, plans_compute_the_graph);
 	tcase_add_test(tc, score_order);
+	tcase_add_test(tc, nan_reference);
 	tcase_add_test(tc, bad_plans);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);

@@ -882,7 +882,8 @@ static int fuse_nodes_once(sched *S)
 	}
 	free(users);
 	free(seen);
-	qsort(c, (size_t)nc, sizeof *c, cmp_cand);
+	if (nc > 1)
+		qsort(c, (size_t)nc, sizeof *c, cmp_cand);
 	int merged = 0;
 	for (int i = 0; i < nc; i++) {
 		int ra = root(S, c[i].a), rb = root(S, c[i].b);

@@ -183,6 +183,11 @@ tir_expr *mk_cast(tir_arena *a, tir_dtype t, tir_expr *x)
 		return mk_float(a, x->fval, t);
 	if (x->kind == E_INT && dtype_is_float(t))
 		return mk_float(a, (double)x->ival, t);
+	/* a 16-bit float widened to float32 and narrowed back is itself (every
+	 * float16 and bfloat16 value is a float32 value) */
+	if (x->kind == E_CAST && x->a->dtype == t && x->dtype == TIR_F32 &&
+	    (t == TIR_F16 || t == TIR_BF16))
+		return x->a;
 	tir_expr *e = node(a, E_CAST, t);
 	e->a = x;
 	return e;

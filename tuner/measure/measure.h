@@ -167,9 +167,13 @@ int tir_measure_check(const tir_workload *w, const tir_code *c, uint64_t seed,
  * *n values: every output of the program concatenated in argument order),
  * and the error of one array against another.  The inputs are filled by
  * c's argument indices (tir_measure_fill), the outputs start as the
- * candidates' do (all-ones bytes).  A reference that is not finite (a NaN:
- * a square root of a negative input, say) is an error: no candidate could
- * match it. */
+ * candidates' do (all-ones bytes).  Where the reference is not finite (a
+ * NaN: a square root of a negative input, say — a kernel of a fusion plan
+ * gets random values for what another kernel computes) a candidate must
+ * give the same NaN or infinity there; an output with no finite element
+ * is an error (nothing to check).  The error: normwise over the finite
+ * elements of the reference, infinite where a candidate differs from it in
+ * finiteness. */
 int tir_measure_reference(const tir_workload *w, const tir_code *c, uint64_t seed,
 			  double **ref, int64_t *n, tir_error *err);
 double tir_measure_compare(const double *ref, const double *out, int64_t n);
