@@ -138,6 +138,15 @@ static const char *str(const cJSON *o, const char *name)
 static void workload_summary(const cJSON *w, char *out, size_t n)
 {
 	size_t k = (size_t)snprintf(out, n, "%s", str(w, "op"));
+	const cJSON *nodes = w ? cJSON_GetObjectItem(w, "nodes") : NULL;
+	if (cJSON_IsArray(nodes)) {
+		/* a graph: its nodes' names and ops, "graph mx=amax sh=sub ..." */
+		for (const cJSON *x = nodes->child; x && k + 1 < n; x = x->next)
+			k += (size_t)snprintf(out + k, n - k, " %s=%s", str(x, "name"), str(x, "op"));
+		if (k >= n && n > 4)
+			memcpy(out + n - 4, "...", 4);
+		return;
+	}
 	for (const cJSON *x = w ? w->child : NULL; x && k < n; x = x->next) {
 		if (cJSON_IsNumber(x))
 			k += (size_t)snprintf(out + k, n - k, " %s=%g", x->string, x->valuedouble);
