@@ -383,43 +383,28 @@ static char *job_body(const args *a, cJSON *w)
 	return s;
 }
 
-/* tune --fusion M: the graph planned here (tuner/fusion/), each kernel
- * submitted as a workload of its own (its graph document: two graphs with
- * the same kernel share its job and records); with --wait, every kernel's
- * best and the graph's latency, their sum: {"fusion", "kernels": [{"name",
- * "nodes", "job_id", "workload_key", "latency_us", "record_id"}],
- * "latency_us"}; without, the kernels' jobs. */
-static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
+/* The key of kernel k of p as a workload of its own (its graph document). */
+static void kernel_key(const tir_fusion_plan *p, int k, char *key)
 {
 	tir_error err = { "" };
-	tir_fuse_mode mode;
-	if (tir_fuse_mode_parse(a->fusion, &mode, &err)) {
-		tirctl_err("tune: --fusion: %s", err.msg);
-		return TIRCTL_USAGE;
-	}
-	char *text = cJSON_PrintUnformatted(wj);
-	tir_workload *w = tir_workload_parse(text, strlen(text), NULL, &err);
-	free(text);
-	if (!w) {
-		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
-		return TIRCTL_BAD_INPUT;
-	}
-	tir_fusion_plan *p = tir_fusion_plan_new(w, mode, &err);
-	if (!p) {
-		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
-		tir_workload_free(w);
-		return TIRCTL_BAD_INPUT;
-	}
+	char *doc = tir_fusion_kernel_json(p, k);
+	tir_workload *w = doc ? tir_workload_parse(doc, strlen(doc), NULL, &err) : NULL;
+	snprintf(key, 65, "%s", w ? tir_workload_key(w) : "");
+	tir_workload_free(w);
+	free(doc);
+}
+
+/* Submits every kernel of p as a job (kernels already submitted, by key in
+ * keys[0..*nk), are not sent again); appends to ks one object per kernel
+ * of p: {"name", "nodes", "job_id", "workload_key"}. */
+static int submit_kernels(tirctl_globals *g, const args *a, const tir_fusion_plan *p, cJSON *ks)
+{
 	char *pj = tir_fusion_plan_json(p);
 	cJSON *plan = cJSON_Parse(pj);
 	free(pj);
 	cJSON *kernels = cJSON_GetObjectItem(plan, "kernels");
-	int n = tir_fusion_plan_kernels(p), rc = TIRCTL_OK;
-	cJSON *out = cJSON_CreateObject(), *ks = cJSON_CreateArray();
-	cJSON_AddStringToObject(out, "fusion", tir_fuse_mode_name(mode));
-	cJSON_AddItemToObject(out, "kernels", ks);
-	double total = 0;
-	for (int k = 0; k < n && rc == TIRCTL_OK; k++) {
+	int rc = TIRCTL_OK;
+	for (int k = 0; k < tir_fusion_plan_kernels(p) && rc == TIRCTL_OK; k++) {
 		char *doc = tir_fusion_kernel_json(p, k);
 		cJSON *kw = cJSON_Parse(doc);
 		free(doc);
@@ -438,37 +423,175 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 		cJSON_AddItemToArray(ks, ko);
 		cJSON_Delete(job);
 	}
-	for (int k = 0; a->wait && rc == TIRCTL_OK && k < cJSON_GetArraySize(ks); k++) {
+	cJSON_Delete(plan);
+	return rc;
+}
+
+/* Waits for every job of ks, adding each kernel's latency_us and record_id. */
+static int wait_kernels(tirctl_globals *g, const args *a, cJSON *ks)
+{
+	for (int k = 0; k < cJSON_GetArraySize(ks); k++) {
 		cJSON *ko = cJSON_GetArrayItem(ks, k), *res = NULL;
-		rc = follow_to(g, (long long)num(ko, "job_id"), a->timeout_s, &res);
+		int rc = follow_to(g, (long long)num(ko, "job_id"), a->timeout_s, &res);
 		if (rc)
-			break;
+			return rc;
 		cJSON_AddNumberToObject(ko, "latency_us", num(res, "latency_us"));
 		cJSON_AddStringToObject(ko, "record_id", str(res, "record_id"));
-		total += num(res, "latency_us");
 		cJSON_Delete(res);
 	}
-	if (rc == TIRCTL_OK) {
-		if (a->wait)
-			cJSON_AddNumberToObject(out, "latency_us", total);
-		if (g->json) {
-			tirctl_print_json(out);
-		} else {
-			printf("%s plan of %s: %d kernel%s on %s\n", tir_fuse_mode_name(mode), a->pos[0],
-			       n, n == 1 ? "" : "s", a->target);
-			for (int k = 0; k < cJSON_GetArraySize(ks); k++) {
-				cJSON *ko = cJSON_GetArrayItem(ks, k);
-				printf("  %-40s job %.0f", str(ko, "name"), num(ko, "job_id"));
-				if (a->wait)
-					printf("  %.3f us", num(ko, "latency_us"));
-				printf("\n");
-			}
-			if (a->wait)
-				printf("graph: %.3f us\n", total);
+	return TIRCTL_OK;
+}
+
+/* The latency of the kernel of key in ks (-1: not there). */
+static double latency_of(const cJSON *ks, const char *key)
+{
+	for (const cJSON *ko = ks ? ks->child : NULL; ko; ko = ko->next)
+		if (!strcmp(str(ko, "workload_key"), key))
+			return num(ko, "latency_us");
+	return -1;
+}
+
+/* tune --fusion M: the graph planned here (tuner/fusion/), each kernel
+ * submitted as a workload of its own (its graph document: two graphs with
+ * the same kernel share its job and records); with --wait, every kernel's
+ * best and the graph's latency, their sum: {"fusion", "kernels": [{"name",
+ * "nodes", "job_id", "workload_key", "latency_us", "record_id"}],
+ * "latency_us"}; without, the kernels' jobs.  M measured (needs --wait):
+ * the Inductor plan's kernels and the parts of each fusion (its members,
+ * a kernel each) are tuned, a fusion is kept only where the fused kernel is
+ * faster than its parts together, and "decisions" gives both times:
+ * [{"kernel", "nodes", "fused_us", "parts_us", "kept"}]. */
+static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
+{
+	tir_error err = { "" };
+	tir_fuse_mode mode;
+	if (tir_fuse_mode_parse(a->fusion, &mode, &err)) {
+		tirctl_err("tune: --fusion: %s", err.msg);
+		return TIRCTL_USAGE;
+	}
+	bool measured = mode == TIR_FUSE_MEASURED;
+	if (measured && !a->wait) {
+		tirctl_err("tune: --fusion measured decides by measured times: it needs --wait");
+		return TIRCTL_USAGE;
+	}
+	char *text = cJSON_PrintUnformatted(wj);
+	tir_workload *w = tir_workload_parse(text, strlen(text), NULL, &err);
+	free(text);
+	if (!w) {
+		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+		return TIRCTL_BAD_INPUT;
+	}
+	tir_fusion_plan *p = tir_fusion_plan_new(w, measured ? TIR_FUSE_INDUCTOR : mode, &err);
+	tir_fusion_plan *parts = NULL, *final = NULL;
+	unsigned char *split = NULL;
+	cJSON *out = cJSON_CreateObject(), *ks = cJSON_CreateArray(), *pks = cJSON_CreateArray();
+	cJSON *dec = cJSON_CreateArray();
+	int rc = TIRCTL_OK;
+	if (!p) {
+		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+		rc = TIRCTL_BAD_INPUT;
+		goto out;
+	}
+	int n = tir_fusion_plan_kernels(p);
+	if (measured) {
+		split = calloc((size_t)n + 1, 1);
+		for (int k = 0; k < n; k++)
+			split[k] = tir_fusion_kernel_members(p, k) > 1;
+		if (!(parts = tir_fusion_plan_split(p, split, TIR_FUSE_INDUCTOR, &err))) {
+			tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+			rc = TIRCTL_BAD_INPUT;
+			goto out;
 		}
 	}
+	if ((rc = submit_kernels(g, a, p, ks)) || (parts && (rc = submit_kernels(g, a, parts, pks))))
+		goto out;
+	if (a->wait && ((rc = wait_kernels(g, a, ks)) || (rc = wait_kernels(g, a, pks))))
+		goto out;
+	if (measured) {
+		for (int k = 0; k < n; k++) {
+			if (!split[k])
+				continue;
+			char key[65];
+			kernel_key(p, k, key);
+			double fused = latency_of(ks, key), sum = 0;
+			for (int j = 0; j < tir_fusion_plan_kernels(parts); j++)
+				if (tir_fusion_kernel_within(parts, j, p, k)) {
+					kernel_key(parts, j, key);
+					sum += latency_of(pks, key);
+				}
+			split[k] = !(fused <= sum);
+			cJSON *d = cJSON_CreateObject();
+			cJSON_AddStringToObject(d, "kernel", tir_fusion_kernel_name(p, k));
+			cJSON *ko = cJSON_GetArrayItem(ks, k);
+			cJSON_AddItemToObject(d, "nodes", cJSON_Duplicate(cJSON_GetObjectItem(ko, "nodes"), 1));
+			cJSON_AddNumberToObject(d, "fused_us", fused);
+			cJSON_AddNumberToObject(d, "parts_us", sum);
+			cJSON_AddBoolToObject(d, "kept", !split[k]);
+			cJSON_AddItemToArray(dec, d);
+		}
+		if (!(final = tir_fusion_plan_split(p, split, TIR_FUSE_MEASURED, &err))) {
+			tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+			rc = TIRCTL_BAD_INPUT;
+			goto out;
+		}
+		/* the measured plan's kernels, each one tuned above */
+		cJSON *fk = cJSON_CreateArray();
+		for (int k = 0; k < tir_fusion_plan_kernels(final); k++) {
+			char key[65];
+			kernel_key(final, k, key);
+			const cJSON *from = NULL;
+			for (const cJSON *x = ks->child; x && !from; x = x->next)
+				if (!strcmp(str(x, "workload_key"), key))
+					from = x;
+			for (const cJSON *x = pks->child; x && !from; x = x->next)
+				if (!strcmp(str(x, "workload_key"), key))
+					from = x;
+			if (from)
+				cJSON_AddItemToArray(fk, cJSON_Duplicate(from, 1));
+		}
+		cJSON_Delete(ks);
+		ks = fk;
+	}
+	cJSON_AddStringToObject(out, "fusion", tir_fuse_mode_name(mode));
+	cJSON_AddItemToObject(out, "kernels", ks);
+	ks = NULL;
+	if (measured) {
+		cJSON_AddItemToObject(out, "decisions", dec);
+		dec = NULL;
+	}
+	const cJSON *kl = cJSON_GetObjectItem(out, "kernels");
+	double total = 0;
+	for (const cJSON *x = kl->child; x; x = x->next)
+		total += num(x, "latency_us");
+	if (a->wait)
+		cJSON_AddNumberToObject(out, "latency_us", total);
+	if (g->json) {
+		tirctl_print_json(out);
+	} else {
+		printf("%s plan of %s: %d kernel%s on %s\n", tir_fuse_mode_name(mode), a->pos[0],
+		       cJSON_GetArraySize(kl), cJSON_GetArraySize(kl) == 1 ? "" : "s", a->target);
+		for (const cJSON *x = kl->child; x; x = x->next) {
+			printf("  %-40s job %.0f", str(x, "name"), num(x, "job_id"));
+			if (a->wait)
+				printf("  %.3f us", num(x, "latency_us"));
+			printf("\n");
+		}
+		for (const cJSON *d = measured ? cJSON_GetObjectItem(out, "decisions")->child : NULL; d;
+		     d = d->next)
+			printf("  %s %s: fused %.3f us, parts %.3f us\n",
+			       cJSON_IsTrue(cJSON_GetObjectItem(d, "kept")) ? "kept  " : "undone",
+			       str(d, "kernel"), num(d, "fused_us"), num(d, "parts_us"));
+		if (a->wait)
+			printf("graph: %.3f us\n", total);
+	}
+out:
 	cJSON_Delete(out);
-	cJSON_Delete(plan);
+	cJSON_Delete(ks);
+	cJSON_Delete(pks);
+	cJSON_Delete(dec);
+	free(split);
+	tir_fusion_plan_free(final);
+	tir_fusion_plan_free(parts);
 	tir_fusion_plan_free(p);
 	tir_workload_free(w);
 	return rc;

@@ -174,6 +174,11 @@ void api_fuse(http_req *r, http_resp *out)
 		http_error(out, 400, "bad_request", "mode: %s", err.msg);
 		goto out;
 	}
+	if (mode == TIR_FUSE_MEASURED) {
+		http_error(out, 400, "bad_request", "mode: a measured plan is decided by tuning "
+			   "its kernels (tirctl tune --fusion measured), not planned alone");
+		goto out;
+	}
 	text = cJSON_PrintUnformatted(wj);
 	if (!(w = tir_workload_parse(text, strlen(text), &d->cfg.limits, &err))) {
 		http_error(out, 400, "invalid_workload", "%s", err.msg);

@@ -244,6 +244,16 @@ k1=$(printf '%s' "$plan" | jq -r '.kernels[0].workload_key'); k2=$(printf '%s' "
 [ -n "$k1" ] && [ "$k1" = "$k2" ] && pass "the same kernel in two plans is one workload (key $k1)" \
 	|| fail "kernel keys: $k1 vs $k2"
 
+sed 's/1024/16/g' "$src/examples/graphs/seed10.json" > "$tmp/s16.json"
+meas=$(timeout 300 "$TIRCTL" --json tune "$tmp/s16.json" --target cpu --trials 4 --fusion measured --wait 2>/dev/null)
+printf '%s' "$meas" | jq -e '.fusion=="measured" and (.decisions|length)==1 and (.decisions[0].kept|type)=="boolean"
+	and .decisions[0].fused_us > 0 and .decisions[0].parts_us > 0
+	and (.kernels|length) == (if .decisions[0].kept then 1 else 2 end)
+	and (([.kernels[].latency_us]|add) - .latency_us | fabs) < 1e-6' >/dev/null \
+	&& pass "tune --fusion measured: the seed's fusion kept or undone by its measured times" || fail "measured: $meas"
+ctl tune "$tmp/s16.json" --target cpu --fusion measured >/dev/null 2>&1; rc=$?
+[ $rc = 2 ] && pass "tune --fusion measured without --wait: usage error" || fail "measured without wait: rc $rc"
+
 # ---- search options: cost model and seed (worker B still serves) ------------------------------
 echo '{"op":"matmul","M":8,"N":8,"K":8}' > "$tmp/mm8.json"
 job3=$(ctl --json tune "$tmp/mm8.json" --target cpu --trials 4 --batch 4 --cost-model random --seed 7)

@@ -210,8 +210,12 @@ tir_program *tir_graph_kernel(const tir_workload *w, const unsigned char *realiz
 /* How a graph's nodes are grouped into kernels (tuner/fusion/fusion.h):
  * TorchInductor's scheduler (can_fuse, score_fusion, fuse_nodes), TVM's
  * FuseOps rules, or one kernel per node (eager). */
-typedef enum { TIR_FUSE_INDUCTOR, TIR_FUSE_TVM, TIR_FUSE_EAGER } tir_fuse_mode;
-/* "inductor", "tvm", "eager"; -1 with a message naming the modes. */
+typedef enum { TIR_FUSE_INDUCTOR, TIR_FUSE_TVM, TIR_FUSE_EAGER, TIR_FUSE_MEASURED } tir_fuse_mode;
+/* "inductor", "tvm", "eager", "measured"; -1 with a message naming the
+ * modes.  A measured plan is decided by tuning (tirctl tune --fusion
+ * measured: each fusion of the Inductor plan kept only where the fused
+ * kernel is faster than its parts, tir_fusion_plan_split); tir_fusion_plan_new
+ * refuses it. */
 int tir_fuse_mode_parse(const char *s, tir_fuse_mode *mode, tir_error *err);
 const char *tir_fuse_mode_name(tir_fuse_mode mode);
 
@@ -221,6 +225,16 @@ tir_fusion_plan *tir_fusion_plan_new(const tir_workload *w, tir_fuse_mode mode,
 				     tir_error *err);
 void tir_fusion_plan_free(tir_fusion_plan *p);
 int tir_fusion_plan_kernels(const tir_fusion_plan *p);
+/* Kernel k's members (the nodes it realizes): how many. */
+int tir_fusion_kernel_members(const tir_fusion_plan *p, int k);
+/* p with every kernel k where split[k] is non-zero split into one kernel per
+ * member (the parts of a fusion), the others as they are; mode m. */
+tir_fusion_plan *tir_fusion_plan_split(const tir_fusion_plan *p, const unsigned char *split,
+				       tir_fuse_mode m, tir_error *err);
+/* Whether every member of kernel k of p is a member of kernel k2 of p2 (a
+ * part of it), for plans of one graph. */
+int tir_fusion_kernel_within(const tir_fusion_plan *p, int k, const tir_fusion_plan *p2,
+			     int k2);
 /* Kernel k's name and bytes (k in execution order). */
 const char *tir_fusion_kernel_name(const tir_fusion_plan *p, int k);
 /* The program of kernel k (tir_graph_kernel). */

@@ -29,7 +29,7 @@
 #include <cJSON.h>
 #include "fusion.h"
 
-static const char *const mode_names[] = { "inductor", "tvm", "eager" };
+static const char *const mode_names[] = { "inductor", "tvm", "eager", "measured" };
 
 int tir_fuse_mode_parse(const char *s, tir_fuse_mode *mode, tir_error *err)
 {
@@ -38,7 +38,8 @@ int tir_fuse_mode_parse(const char *s, tir_fuse_mode *mode, tir_error *err)
 			*mode = (tir_fuse_mode)i;
 			return 0;
 		}
-	return tir_fail(err, "fusion mode \"%s\": not one of inductor, tvm, eager", s ? s : "");
+	return tir_fail(err, "fusion mode \"%s\": not one of inductor, tvm, eager, measured",
+			s ? s : "");
 }
 
 const char *tir_fuse_mode_name(tir_fuse_mode mode)
@@ -326,6 +327,10 @@ tir_fusion_plan *tir_fusion_plan_new(const tir_workload *w, tir_fuse_mode mode, 
 	case TIR_FUSE_INDUCTOR: rc = fz_inductor(p, err); break;
 	case TIR_FUSE_TVM: rc = fz_tvm(p, err); break;
 	case TIR_FUSE_EAGER: rc = fz_eager(p, err); break;
+	case TIR_FUSE_MEASURED:
+		rc = tir_fail(err, "fuse: a measured plan is decided by tuning its kernels "
+			      "(tirctl tune --fusion measured), not planned alone");
+		break;
 	default: rc = tir_fail(err, "fuse: unknown mode %d", (int)mode); break;
 	}
 	if (rc) {
@@ -338,6 +343,52 @@ tir_fusion_plan *tir_fusion_plan_new(const tir_workload *w, tir_fuse_mode mode, 
 int tir_fusion_plan_kernels(const tir_fusion_plan *p)
 {
 	return p ? p->nkernels : 0;
+}
+
+int tir_fusion_kernel_members(const tir_fusion_plan *p, int k)
+{
+	int n = 0;
+	for (int i = 0; p && k >= 0 && k < p->nkernels && i < p->g->nnodes; i++)
+		n += p->k[k].members[i] != 0;
+	return n;
+}
+
+tir_fusion_plan *tir_fusion_plan_split(const tir_fusion_plan *p, const unsigned char *split,
+				       tir_fuse_mode m, tir_error *err)
+{
+	tir_fusion_plan *q = fz_plan_new(p->w, m, err);
+	if (!q)
+		return NULL;
+	memcpy(q->realize, p->realize, (size_t)p->g->nnodes);
+	int *group_of = xmalloc(sizeof *group_of * (size_t)(p->g->nnodes + 1));
+	int n = 0;
+	for (int i = 0; i < p->g->nnodes; i++)
+		group_of[i] = -1;
+	for (int k = 0; k < p->nkernels; k++) {
+		for (int i = 0; i < p->g->nnodes; i++)
+			if (p->k[k].members[i])
+				group_of[i] = split && split[k] ? n++ : n;
+		if (!(split && split[k]))
+			n++;
+	}
+	int rc = fz_plan_finish(q, group_of, err);
+	free(group_of);
+	if (rc) {
+		tir_fusion_plan_free(q);
+		return NULL;
+	}
+	return q;
+}
+
+int tir_fusion_kernel_within(const tir_fusion_plan *p, int k, const tir_fusion_plan *p2, int k2)
+{
+	if (!p || !p2 || k < 0 || k >= p->nkernels || k2 < 0 || k2 >= p2->nkernels ||
+	    p->g != p2->g)
+		return 0;
+	for (int i = 0; i < p->g->nnodes; i++)
+		if (p->k[k].members[i] && !p2->k[k2].members[i])
+			return 0;
+	return 1;
 }
 
 const char *tir_fusion_kernel_name(const tir_fusion_plan *p, int k)
