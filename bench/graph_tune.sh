@@ -7,7 +7,7 @@
 # tird-worker for the target (no other local workers); tunes each graph
 # document as one workload (one job at a time, TRIALS trials, its default
 # program: tuner/graph.c's realization rule), or with --fusion M (inductor,
-# tvm, eager) planned by tuner/fusion/ and each kernel tuned as a workload of
+# tvm, eager, measured: its decisions printed as "# NAME measured: ..." lines) planned by tuner/fusion/ and each kernel tuned as a workload of
 # its own (tirctl tune --fusion: the graph's time is the kernels' sum), then
 # runs the same documents
 # with PyTorch (bench/graph_peer.py: eager, and torch.compile with
@@ -80,6 +80,8 @@ for g in "$@"; do
 		fi
 	done
 	s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+	[ "$fusion" = measured ] && printf '%s' "$out" | jq -r --arg n "$n" '.decisions[]? |
+		"# \($n) measured: \(.kernel) fused \(.fused_us) us, parts \(.parts_us) us: \(if .kept then "kept" else "undone" end)"'
 	echo "$n ${tr:--} ${er:--} $s ${us:-failed} $k" >>"$tmp/tird.txt"
 	echo "tuned: $n ${tr:--} ${er:--} $s ${us:-failed} $k"
 	[ -n "$us" ] || echo "# $n: $(head -c 400 "$tmp/err")" >&2
