@@ -828,6 +828,25 @@ static void reject_once(sched *S, int a, int b, const char *why)
 	fz_reject(p, na, nb, "%s", why);
 }
 
+/* The fused nodes of groups a and b, the earlier first, and can_fuse of
+ * them (without the cycle check); a refusal is recorded for nodes (ra, rb),
+ * or for the groups' representatives where ra is -1. */
+static bool pair_can_fuse(sched *S, int a, int b, int ra, int rb, fnode *f1, fnode *f2)
+{
+	fnode_of(S, a, f1);
+	fnode_of(S, b, f2);
+	if (f2->min_order < f1->min_order) {
+		fnode t = *f1;
+		*f1 = *f2;
+		*f2 = t;
+	}
+	char why[512];
+	if (can_fuse(S, f1, f2, why, sizeof why))
+		return true;
+	reject_once(S, ra >= 0 ? ra : f1->rep, ra >= 0 ? rb : f2->rep, why);
+	return false;
+}
+
 /* One round of fuse_nodes_once; returns the merges made. */
 static int fuse_nodes_once(sched *S)
 {
@@ -861,18 +880,8 @@ static int fuse_nodes_once(sched *S)
 					continue;
 				seen[a * n + b] = 1;
 				fnode f1, f2;
-				fnode_of(S, a, &f1);
-				fnode_of(S, b, &f2);
-				if (f2.min_order < f1.min_order) {
-					fnode t = f1;
-					f1 = f2;
-					f2 = t;
-				}
-				char why[512];
-				if (!can_fuse(S, &f1, &f2, why, sizeof why)) {
-					reject_once(S, f1.rep, f2.rep, why);
+				if (!pair_can_fuse(S, a, b, -1, -1, &f1, &f2))
 					continue;
-				}
 				if (nc == cap) {
 					cap = cap ? 2 * cap : 16;
 					c = xrealloc(c, sizeof *c * (size_t)cap);
@@ -890,18 +899,9 @@ static int fuse_nodes_once(sched *S)
 		if (ra == rb)
 			continue;
 		fnode f1, f2;
-		fnode_of(S, ra, &f1);
-		fnode_of(S, rb, &f2);
-		if (f2.min_order < f1.min_order) {
-			fnode t = f1;
-			f1 = f2;
-			f2 = t;
-		}
-		char why[512];
-		if (!can_fuse(S, &f1, &f2, why, sizeof why)) {
-			reject_once(S, c[i].a, c[i].b, why);
+		if (!pair_can_fuse(S, ra, rb, c[i].a, c[i].b, &f1, &f2))
 			continue;
-		}
+		char why[512];
 		int x = cycle_through(S, &f1, &f2);
 		if (x >= 0) {
 			snprintf(why, sizeof why, "fusing would create a cycle through %s "

@@ -30,41 +30,11 @@
 #define CPU_ROW_LOCAL 64       /* elements of a row's partial results kept local */
 #define CPU_MAX_PARTS 64       /* rfactor's limit */
 
-/* The read region of b with the most elements over b's domain (not its own
- * output), or NULL. */
-static const tir_region *largest_read(const tir_program *p, const tir_block *b)
-{
-	const tir_region *best = NULL;
-	double most = 0;
-	tir_arena a = { 0 };
-	tir_env env = sched_iter_env(p, b);
-	for (int r = 0; r < b->nreads; r++) {
-		const tir_region *rg = &b->reads[r];
-		if (rg->buf == b->store)
-			continue;
-		double f = 1;
-		for (int d = 0; d < rg->buf->ndim; d++) {
-			tir_interval iv = interval_of(&a, rg->min[d], &env);
-			int64_t len = rg->buf->shape[d];
-			if (!iv.full && !iv.base && iv.hi - iv.lo + rg->extent[d] < len)
-				len = iv.hi - iv.lo + rg->extent[d];
-			f *= (double)len;
-		}
-		if (f > most) {
-			most = f;
-			best = rg;
-		}
-	}
-	env_free(&env);
-	arena_free(&a);
-	return best;
-}
-
 /* The iterator of b used in the innermost index of its largest read, of the
  * given kind, or -1. */
 static int innermost_iter(const tir_program *p, const tir_block *b, tir_iter_kind kind)
 {
-	const tir_region *rg = largest_read(p, b);
+	const tir_region *rg = sketch_largest_read(p, b, NULL);
 	if (!rg)
 		return -1;
 	const tir_expr *x = rg->min[rg->buf->ndim - 1];
@@ -85,7 +55,7 @@ static int cpu_prepare(tir_sched *s, const tir_target *t, const sketch_rest *r,
 		if (!block_is_reduction(b) || !b->init || !b->stmt)
 			continue;
 		int it = innermost_iter(s->p, b, ITER_REDUCE);
-		const tir_region *rg = largest_read(s->p, b);
+		const tir_region *rg = sketch_largest_read(s->p, b, NULL);
 		if (it < 0 || rg->min[rg->buf->ndim - 1]->kind != E_VAR)
 			continue;
 		int lanes = sketch_vector_lanes(t, b->store->dtype);

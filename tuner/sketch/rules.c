@@ -57,13 +57,10 @@ static bool reads_buf(const tir_block *b, const tir_buffer *buf)
 
 /* ---- the blocks to schedule ------------------------------------------------------ */
 
-bool sketch_has_reuse(const tir_program *p, const tir_block *b)
+const tir_region *sketch_largest_read(const tir_program *p, const tir_block *b, double *elems)
 {
-	if (!block_is_reduction(b))
-		return false;
-	double points = 1, largest = 0;
-	for (int i = 0; i < b->niters; i++)
-		points *= (double)b->iters[i].extent;
+	const tir_region *best = NULL;
+	double most = 0;
 	tir_arena a = { 0 };
 	tir_env env = sched_iter_env(p, b);
 	for (int r = 0; r < b->nreads; r++) {
@@ -78,11 +75,26 @@ bool sketch_has_reuse(const tir_program *p, const tir_block *b)
 				len = iv.hi - iv.lo + rg->extent[d];
 			f *= (double)(len > 0 ? len : 1);
 		}
-		if (f > largest)
-			largest = f;
+		if (f > most) {
+			most = f;
+			best = rg;
+		}
 	}
 	env_free(&env);
 	arena_free(&a);
+	if (elems)
+		*elems = most;
+	return best;
+}
+
+bool sketch_has_reuse(const tir_program *p, const tir_block *b)
+{
+	if (!block_is_reduction(b))
+		return false;
+	double points = 1, largest = 0;
+	for (int i = 0; i < b->niters; i++)
+		points *= (double)b->iters[i].extent;
+	sketch_largest_read(p, b, &largest);
 	return largest > 0 && points >= SKETCH_REUSE_MIN * largest;
 }
 

@@ -106,6 +106,9 @@ int sketch_nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err);
 #define SKETCH_REUSE_MIN 1.5
 typedef enum { SKETCH_SPATIAL, SKETCH_ROW, SKETCH_HEAVY } sketch_kind;
 
+/* The region of b's largest read (not of its own output) and its elements
+ * over b's domain (elems may be NULL); NULL when b reads nothing else. */
+const tir_region *sketch_largest_read(const tir_program *p, const tir_block *b, double *elems);
 /* Whether reduction block b has data reuse (above); false for a spatial block. */
 bool sketch_has_reuse(const tir_program *p, const tir_block *b);
 sketch_kind sketch_kind_of(const tir_program *p, const tir_block *b);
