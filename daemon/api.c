@@ -287,21 +287,92 @@ static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 	return true;
 }
 
+/* A graph job with "fusion": the graph planned (tuner/fusion/), each kernel
+ * submitted as a job of its own (its graph document: the same kernel in two
+ * graphs is one workload), as tirctl tune --fusion does.  Answers 201 when
+ * some kernel's job is new, else 200: {"fusion", "kernels": [{"name",
+ * "nodes", "job": JOB}]}, the graph's time being the sum of the kernels'
+ * bests once they are done.  rq->w is taken. */
+static void submit_plan(tird *d, job_request *rq, const cJSON *fj, http_resp *out)
+{
+	tir_error err = { "" };
+	tir_fuse_mode mode;
+	tir_fusion_plan *p = NULL;
+	cJSON *o = NULL, *plan = NULL;
+	if (!cJSON_IsString(fj) || tir_fuse_mode_parse(fj->valuestring, &mode, &err) ||
+	    mode == TIR_FUSE_MEASURED) {
+		http_error(out, 400, "bad_request", "fusion: expected \"inductor\", \"tvm\" or "
+			   "\"eager\" (a measured plan is decided by tuning: tirctl tune --fusion "
+			   "measured)");
+		goto out;
+	}
+	if (!(p = tir_fusion_plan_new(rq->w, mode, &err))) {
+		http_error(out, 400, "invalid_workload", "%s", err.msg);
+		goto out;
+	}
+	char *pj = tir_fusion_plan_json(p);
+	plan = cJSON_Parse(pj);
+	free(pj);
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "fusion", tir_fuse_mode_name(mode));
+	cJSON *ks = cJSON_AddArrayToObject(o, "kernels");
+	bool any_new = false;
+	for (int k = 0; k < tir_fusion_plan_kernels(p); k++) {
+		char *doc = tir_fusion_kernel_json(p, k);
+		job_request kr = *rq;
+		kr.w = tir_workload_parse(doc, strlen(doc), &d->cfg.limits, &err);
+		free(doc);
+		if (!kr.w) {
+			http_error(out, 500, "internal", "kernel %s: %s", tir_fusion_kernel_name(p, k),
+				   err.msg);
+			goto out;
+		}
+		job_view v;
+		job_outcome how;
+		tird_error e = { 0 };
+		if (jobs_submit(d->jobs, &kr, &v, &how, &e)) {
+			answer_error(out, &e);
+			goto out;
+		}
+		any_new |= how == JOB_NEW;
+		cJSON *ko = cJSON_CreateObject();
+		cJSON_AddStringToObject(ko, "name", tir_fusion_kernel_name(p, k));
+		cJSON *kn = cJSON_GetArrayItem(cJSON_GetObjectItem(plan, "kernels"), k);
+		cJSON_AddItemToObject(ko, "nodes", cJSON_Duplicate(cJSON_GetObjectItem(kn, "nodes"), 1));
+		cJSON *jv = view_job(d, &v);
+		if (how == JOB_JOINED)
+			cJSON_AddBoolToObject(jv, "joined", true);
+		cJSON_AddItemToObject(ko, "job", jv);
+		job_view_clear(&v);
+		cJSON_AddItemToArray(ks, ko);
+	}
+	http_json(out, any_new ? 201 : 200, o);
+	o = NULL;
+out:
+	cJSON_Delete(o);
+	cJSON_Delete(plan);
+	tir_fusion_plan_free(p);
+	tir_workload_free(rq->w);
+	rq->w = NULL;
+}
+
 /* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
- * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S}}.
+ * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S},
+ * "fusion": M (a graph, planned: submit_plan)}.
  * Answers the job: 201 new, 200 joined ("joined": true) or cached
  * ("cached": true); the search options do not split the cache: a joined
  * job keeps its own, a cached one ran no search. */
 static void submit(tird *d, const cJSON *body, http_resp *out)
 {
-	static const char *const known[] = { "workload", "target", "trials", "batch", "search" };
+	static const char *const known[] = { "workload", "target", "trials", "batch", "search",
+					     "fusion" };
 	for (const cJSON *k = body->child; k; k = k->next) {
 		bool ok = false;
 		for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 			ok |= !strcmp(k->string, known[i]);
 		if (!ok) {
 			http_error(out, 400, "bad_request", "unknown key \"%s\" (expected workload, "
-				   "target, trials, batch, search)", k->string);
+				   "target, trials, batch, search, fusion)", k->string);
 			return;
 		}
 	}
@@ -336,6 +407,11 @@ static void submit(tird *d, const cJSON *body, http_resp *out)
 	if (tird_resolve_target(d, tj->valuestring, &rq.target, &terr)) {
 		tir_workload_free(rq.w);
 		http_error(out, 400, "invalid_target", "%s", terr.msg);
+		return;
+	}
+	const cJSON *fj = cJSON_GetObjectItemCaseSensitive(body, "fusion");
+	if (fj) {
+		submit_plan(d, &rq, fj, out);
 		return;
 	}
 	job_view v;

@@ -251,6 +251,19 @@ printf '%s' "$meas" | jq -e '.fusion=="measured" and (.decisions|length)==1 and 
 	and (.kernels|length) == (if .decisions[0].kept then 1 else 2 end)
 	and (([.kernels[].latency_us]|add) - .latency_us | fabs) < 1e-6' >/dev/null \
 	&& pass "tune --fusion measured: the seed's fusion kept or undone by its measured times" || fail "measured: $meas"
+body=$(jq -c '{workload: ., target: "cpu", trials: 4, fusion: "tvm"}' "$tmp/sm.json")
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$body" "$url/v1/jobs")
+{ [ "$code" = 200 ] || [ "$code" = 201 ]; } && jq -e '.fusion=="tvm" and (.kernels|length)==4 and all(.kernels[]; .job.job_id > 0 and (.nodes|length) >= 1)' \
+	"$tmp/r" >/dev/null && pass "POST /v1/jobs with fusion: a job per kernel" \
+	|| fail "jobs fusion: HTTP $code $(head -c 300 "$tmp/r")"
+body=$(jq -c '{workload: ., target: "cpu", fusion: "measured"}' "$tmp/sm.json")
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$body" "$url/v1/jobs")
+[ "$code" = 400 ] && jq -e '.error.code=="bad_request"' "$tmp/r" >/dev/null \
+	&& pass "POST /v1/jobs with fusion measured: 400" || fail "jobs fusion measured: HTTP $code"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST \
+	--data-binary '{"workload":{"op":"matmul","M":8,"N":8,"K":8},"target":"cpu","fusion":"tvm"}' "$url/v1/jobs")
+[ "$code" = 400 ] && jq -e '.error.code=="invalid_workload"' "$tmp/r" >/dev/null \
+	&& pass "POST /v1/jobs with fusion, not a graph: 400 invalid_workload" || fail "jobs fusion matmul: HTTP $code"
 ctl tune "$tmp/s16.json" --target cpu --fusion measured >/dev/null 2>&1; rc=$?
 [ $rc = 2 ] && pass "tune --fusion measured without --wait: usage error" || fail "measured without wait: rc $rc"
 
