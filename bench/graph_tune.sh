@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # bench/graph_tune.sh — graph workloads tuned through tird beside PyTorch, in one run.
 #
-#   bench/graph_tune.sh BINDIR cpu|cuda TRIALS [--compile] [--threads N] [--fusion M] GRAPH.json...
+#   bench/graph_tune.sh BINDIR cpu|cuda TRIALS [--compile] [--threads N] [--fusion M|none] GRAPH.json...
 #
 # Starts a real tird on a loopback port with a temporary database and one
-# tird-worker for the target (no other local workers); tunes each graph
-# document as one workload (one job at a time, TRIALS trials, its default
-# program: tuner/graph.c's realization rule), or with --fusion M (inductor,
-# tvm, eager, measured: its decisions printed as "# NAME measured: ..." lines) planned by tuner/fusion/ and each kernel tuned as a workload of
-# its own (tirctl tune --fusion: the graph's time is the kernels' sum), then
-# runs the same documents
+# tird-worker for the target (no other local workers); plans each graph
+# document (tuner/fusion/: --fusion M, inductor by default, or tvm, eager,
+# measured — its decisions printed as "# NAME measured: ..." lines) and
+# tunes each kernel as a workload of its own, one job at a time, TRIALS
+# trials (tirctl tune --fusion: the graph's time is the kernels' sum); with
+# --fusion none, the whole graph as one program.  Then runs the same documents
 # with PyTorch (bench/graph_peer.py: eager, and torch.compile with
 # --compile where PyTorch has it; on the CPU with --threads N, default the
 # cores) on the same shapes.  Prints one line per graph:
@@ -59,7 +59,7 @@ for g in "$@"; do
 		${fusion:+--fusion "$fusion"} --wait 2>"$tmp/err")
 	t1=$(date +%s.%N)
 	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
-	if [ -n "$fusion" ]; then
+	if [ "${fusion:-inductor}" != none ]; then
 		ids=$(printf '%s' "$out" | jq -r '.kernels[].job_id' 2>/dev/null)
 		keys=$(printf '%s' "$out" | jq -r '.kernels[].workload_key' 2>/dev/null)
 	else

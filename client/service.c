@@ -337,7 +337,13 @@ int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 		cJSON_Delete(w);
 		return TIRCTL_BAD_INPUT;
 	}
-	if (a.fusion) {
+	/* a graph is planned here, Inductor's plan unless --fusion says
+	 * otherwise; --fusion none tunes it as one program */
+	const cJSON *op = cJSON_GetObjectItem(w, "op");
+	bool graph = cJSON_IsString(op) && !strcmp(op->valuestring, "graph");
+	if (graph && !a.fusion)
+		a.fusion = "inductor";
+	if (a.fusion && strcmp(a.fusion, "none")) {
 		rc = tune_plan(g, &a, w);
 		cJSON_Delete(w);
 		return rc;
@@ -365,8 +371,12 @@ int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 static char *job_body(const args *a, cJSON *w)
 {
 	cJSON *body = cJSON_CreateObject();
+	const cJSON *op = cJSON_GetObjectItem(w, "op");
+	bool graph = cJSON_IsString(op) && !strcmp(op->valuestring, "graph");
 	cJSON_AddItemToObject(body, "workload", w);
 	cJSON_AddStringToObject(body, "target", a->target);
+	if (graph)      /* a kernel, or --fusion none: one program */
+		cJSON_AddStringToObject(body, "fusion", "none");
 	if (a->trials)
 		cJSON_AddNumberToObject(body, "trials", (double)a->trials);
 	if (a->batch)
@@ -466,7 +476,7 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 	tir_error err = { "" };
 	tir_fuse_mode mode;
 	if (tir_fuse_mode_parse(a->fusion, &mode, &err)) {
-		tirctl_err("tune: --fusion: %s", err.msg);
+		tirctl_err("tune: --fusion: %s (or none: the graph as one program)", err.msg);
 		return TIRCTL_USAGE;
 	}
 	bool measured = mode == TIR_FUSE_MEASURED;

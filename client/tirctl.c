@@ -20,11 +20,12 @@
 /* X(name, function or NULL (needs the service), arguments, what it does) */
 #define TIRCTL_COMMANDS(X) \
 	X(tune,    tirctl_tune, "FILE|- --target T [--trials N] [--batch B] " \
-	  "[--cost-model xgboost|random] [--seed N] [--fusion inductor|tvm|eager|measured] [--wait] [--timeout S]", \
+	  "[--cost-model xgboost|random] [--seed N] [--fusion inductor|tvm|eager|measured|none] [--wait] [--timeout S]", \
 	  "submit a tuning job; with --wait show progress and the best result;\n" \
 	  "           --cost-model ranks candidates by the target's shared XGBoost model\n" \
 	  "           (default) or at random, --seed makes the search repeatable;\n" \
-	  "           --fusion plans a graph and tunes each kernel as a job of its own\n" \
+	  "           a graph is planned (--fusion, inductor by default; none: one\n" \
+	  "           program) and each kernel tuned as a job of its own\n" \
 	  "           (with --wait: each kernel's best and the graph's total; measured:\n" \
 	  "           each fusion kept only where it measures faster than its parts)") \
 	X(jobs,    tirctl_jobs, "[--state S] [--limit N]", "list jobs") \

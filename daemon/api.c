@@ -301,9 +301,9 @@ static void submit_plan(tird *d, job_request *rq, const cJSON *fj, http_resp *ou
 	cJSON *o = NULL, *plan = NULL;
 	if (!cJSON_IsString(fj) || tir_fuse_mode_parse(fj->valuestring, &mode, &err) ||
 	    mode == TIR_FUSE_MEASURED) {
-		http_error(out, 400, "bad_request", "fusion: expected \"inductor\", \"tvm\" or "
-			   "\"eager\" (a measured plan is decided by tuning: tirctl tune --fusion "
-			   "measured)");
+		http_error(out, 400, "bad_request", "fusion: expected \"inductor\", \"tvm\", "
+			   "\"eager\" or \"none\" (a measured plan is decided by tuning: tirctl tune "
+			   "--fusion measured)");
 		goto out;
 	}
 	if (!(p = tir_fusion_plan_new(rq->w, mode, &err))) {
@@ -358,7 +358,8 @@ out:
 
 /* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
  * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S},
- * "fusion": M (a graph, planned: submit_plan)}.
+ * "fusion": M}: a graph is planned (submit_plan; Inductor's plan by default,
+ * "none": tuned as one program).
  * Answers the job: 201 new, 200 joined ("joined": true) or cached
  * ("cached": true); the search options do not split the cache: a joined
  * job keeps its own, a cached one ran no search. */
@@ -409,9 +410,17 @@ static void submit(tird *d, const cJSON *body, http_resp *out)
 		http_error(out, 400, "invalid_target", "%s", terr.msg);
 		return;
 	}
+	/* a graph is planned (Inductor's plan unless "fusion" says otherwise);
+	 * "fusion": "none" tunes it as one program */
 	const cJSON *fj = cJSON_GetObjectItemCaseSensitive(body, "fusion");
-	if (fj) {
+	if (fj && !(cJSON_IsString(fj) && !strcmp(fj->valuestring, "none"))) {
 		submit_plan(d, &rq, fj, out);
+		return;
+	}
+	if (!fj && tir_graph_nodes(rq.w) > 0) {
+		cJSON *inductor = cJSON_CreateString("inductor");
+		submit_plan(d, &rq, inductor, out);
+		cJSON_Delete(inductor);
 		return;
 	}
 	job_view v;

@@ -256,6 +256,14 @@ code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$
 { [ "$code" = 200 ] || [ "$code" = 201 ]; } && jq -e '.fusion=="tvm" and (.kernels|length)==4 and all(.kernels[]; .job.job_id > 0 and (.nodes|length) >= 1)' \
 	"$tmp/r" >/dev/null && pass "POST /v1/jobs with fusion: a job per kernel" \
 	|| fail "jobs fusion: HTTP $code $(head -c 300 "$tmp/r")"
+body=$(jq -c '{workload: ., target: "cpu", trials: 4}' "$tmp/sm.json")
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$body" "$url/v1/jobs")
+{ [ "$code" = 200 ] || [ "$code" = 201 ]; } && jq -e '.fusion=="inductor" and (.kernels|length)==1' "$tmp/r" >/dev/null \
+	&& pass "POST /v1/jobs of a graph: Inductor's plan by default" || fail "graph job default: HTTP $code $(head -c 200 "$tmp/r")"
+body=$(jq -c '{workload: ., target: "cpu", trials: 4, fusion: "none"}' "$tmp/sm.json")
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$body" "$url/v1/jobs")
+{ [ "$code" = 200 ] || [ "$code" = 201 ]; } && jq -e '.job_id > 0 and (.kernels == null)' "$tmp/r" >/dev/null \
+	&& pass "POST /v1/jobs of a graph, fusion none: one job" || fail "graph job none: HTTP $code $(head -c 200 "$tmp/r")"
 body=$(jq -c '{workload: ., target: "cpu", fusion: "measured"}' "$tmp/sm.json")
 code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$body" "$url/v1/jobs")
 [ "$code" = 400 ] && jq -e '.error.code=="bad_request"' "$tmp/r" >/dev/null \
