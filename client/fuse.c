@@ -16,11 +16,18 @@
 
 int tirctl_fuse(tirctl_globals *g, int argc, char **argv)
 {
-	const char *file = NULL, *mode = "inductor";
+	const char *file = NULL, *mode = "inductor", *target = NULL, *trials = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--json")) {
 			g->json = true;
+		} else if (!strcmp(a, "--target") || !strcmp(a, "--trials")) {
+			const char *v = i + 1 < argc ? argv[++i] : NULL;
+			if (!v || !*v) {
+				tirctl_err("fuse: %s needs a value", a);
+				return TIRCTL_USAGE;
+			}
+			*(a[3] == 'a' ? &target : &trials) = v;
 		} else if (!strcmp(a, "--mode") || !strncmp(a, "--mode=", 7)) {
 			mode = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
 			if (!mode || !*mode) {
@@ -45,6 +52,22 @@ int tirctl_fuse(tirctl_globals *g, int argc, char **argv)
 	tir_fuse_mode m;
 	if (tir_fuse_mode_parse(mode, &m, &err)) {
 		tirctl_err("fuse: %s", err.msg);
+		return TIRCTL_USAGE;
+	}
+	if (m == TIR_FUSE_MEASURED) {
+		/* decided by tuning: tirctl tune --fusion measured --wait on tird */
+		if (!target) {
+			tirctl_err("fuse: --mode measured tunes the kernels through tird: it needs "
+				   "--target T (and tird at --server or $TIRD_URL)");
+			return TIRCTL_USAGE;
+		}
+		char *targv[] = { "tune", (char *)file, "--target", (char *)target, "--fusion",
+				  "measured", "--wait", trials ? "--trials" : NULL, (char *)trials, NULL };
+		return tirctl_tune(g, trials ? 9 : 7, targv);
+	}
+	if (target || trials) {
+		tirctl_err("fuse: --target and --trials are for --mode measured (the other modes "
+			   "plan offline)");
 		return TIRCTL_USAGE;
 	}
 	size_t len = 0;

@@ -563,6 +563,7 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 		ks = fk;
 	}
 	cJSON_AddStringToObject(out, "fusion", tir_fuse_mode_name(mode));
+	cJSON_AddStringToObject(out, "mode", tir_fuse_mode_name(mode));   /* as a plan's */
 	cJSON_AddItemToObject(out, "kernels", ks);
 	ks = NULL;
 	if (measured) {

@@ -42,7 +42,7 @@
 	X(export,  tirctl_export, "[FILE] [--workload KEY] [--target T]", \
 	  "export records (idempotent to import)") \
 	X(import,  tirctl_import, "FILE", "import records") \
-	X(fuse,    tirctl_fuse, "FILE|- [--mode inductor|tvm|eager]", \
+	X(fuse,    tirctl_fuse, "FILE|- [--mode inductor|tvm|eager|measured --target T [--trials N]]", \
 	  "offline: the fusion plan of a graph workload (kernels, bytes, refusals)")
 
 typedef struct command {

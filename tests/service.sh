@@ -272,6 +272,9 @@ code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST \
 	--data-binary '{"workload":{"op":"matmul","M":8,"N":8,"K":8},"target":"cpu","fusion":"tvm"}' "$url/v1/jobs")
 [ "$code" = 400 ] && jq -e '.error.code=="invalid_workload"' "$tmp/r" >/dev/null \
 	&& pass "POST /v1/jobs with fusion, not a graph: 400 invalid_workload" || fail "jobs fusion matmul: HTTP $code"
+fm=$(timeout 300 "$TIRCTL" --json fuse "$tmp/s16.json" --mode measured --target cpu --trials 4 2>/dev/null)
+printf '%s' "$fm" | jq -e '.mode=="measured" and (.decisions|length)==1 and .latency_us > 0' >/dev/null \
+	&& pass "tirctl fuse --mode measured --target cpu: the measured plan through tird" || fail "fuse measured: $fm"
 ctl tune "$tmp/s16.json" --target cpu --fusion measured >/dev/null 2>&1; rc=$?
 [ $rc = 2 ] && pass "tune --fusion measured without --wait: usage error" || fail "measured without wait: rc $rc"
 
