@@ -4,6 +4,20 @@
 #include <string.h>
 #include <math.h>
 
+/* glibc's vector expf, erff and tanhf (libmvec, which libm.so brings in),
+ * declared as math.h declares them only under -ffast-math: built with
+ * -fno-math-errno, the loops that call them vectorize */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP)
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+float erff(float);
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#endif
+#endif
+
 static inline float tir_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;

@@ -4,7 +4,7 @@
  * Build: the generated C goes into a private temporary directory
  * ($TMPDIR/tird-cpu-XXXXXX, mode 0700) and the system C compiler ($CC, else
  * the compiler libtir was configured with, else `cc`) makes a shared object
- * of it: -O3 -fopenmp -shared -fPIC, plus -march=native when the target is
+ * of it: -O3 -fno-math-errno -fopenmp -shared -fPIC, plus -march=native when the target is
  * this machine's CPU, or the -m flags of the target key's features when it
  * names another (a key is taken at its word, as target.c does).  The
  * compiler runs with posix_spawn (no fork of a possibly threaded caller into
@@ -280,7 +280,10 @@ static tir_artifact *cpu_build(const tir_code *c, const tir_target *t, tir_error
 	int ncc = n;
 	n = add_words(argv, n, isa, &k2);
 	n = add_words(argv, n, TIR_OPENMP_CFLAGS[0] ? TIR_OPENMP_CFLAGS : "-fopenmp", &k3);
-	char *fixed[] = { "-O3", "-shared", "-fPIC", "-o", a->path, src, "-lm", NULL };
+	/* -fno-math-errno: nothing reads errno, and the C prelude's vector
+	 * expf / erff / tanhf (glibc's libmvec) are called only without it */
+	char *fixed[] = { "-O3", "-fno-math-errno", "-shared", "-fPIC", "-o", a->path, src, "-lm",
+			  NULL };
 	for (int i = 0; fixed[i]; i++)
 		argv[n++] = fixed[i];
 	argv[n] = NULL;
