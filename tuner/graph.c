@@ -614,17 +614,21 @@ tir_program *tir_graph_program(const tir_workload *w, const unsigned char *part,
 	return lower_part(w, part, realize, NULL, err);
 }
 
-/* Adds to part the nodes v reads that the plan inlines, and theirs. */
-static void add_inlined(const tir_graph *g, const unsigned char *realize, int v,
-			unsigned char *part)
+void graph_kernel_nodes(const tir_graph *g, const unsigned char *realize,
+			const unsigned char *members, unsigned char *nodes)
 {
-	const tir_gvalue *x = &g->v[v];
-	for (int i = 0; i < x->nargs; i++) {
-		int a = x->arg[i];
-		if (a < g->ninputs || part[a - g->ninputs] || realize[a - g->ninputs])
+	memset(nodes, 0, (size_t)g->nnodes);
+	/* from the last node back: a node's arguments come before it */
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		if (!members[i] && !nodes[i])
 			continue;
-		part[a - g->ninputs] = 1;
-		add_inlined(g, realize, a, part);
+		nodes[i] = 1;
+		const tir_gvalue *x = &g->v[g->ninputs + i];
+		for (int k = 0; k < x->nargs; k++) {
+			int a = x->arg[k] - g->ninputs;
+			if (x->arg[k] >= g->ninputs && !realize[a])
+				nodes[a] = 1;
+		}
 	}
 }
 
@@ -634,19 +638,14 @@ tir_program *tir_graph_kernel(const tir_workload *w, const unsigned char *realiz
 	if (check_graph(w, err))
 		return NULL;
 	const tir_graph *g = w->graph;
-	unsigned char *part = xcalloc((size_t)g->nnodes + 1, 1);
-	for (int i = 0; i < g->nnodes; i++) {
-		if (!members[i])
-			continue;
-		if (!realize[i]) {
-			free(part);
+	for (int i = 0; i < g->nnodes; i++)
+		if (members[i] && !realize[i]) {
 			tir_fail(err, "graph: node \"%s\" is a member of a kernel but not realized",
 				 g->v[g->ninputs + i].name);
 			return NULL;
 		}
-		part[i] = 1;
-		add_inlined(g, realize, g->ninputs + i, part);
-	}
+	unsigned char *part = xcalloc((size_t)g->nnodes + 1, 1);
+	graph_kernel_nodes(g, realize, members, part);
 	tir_program *p = lower_part(w, part, realize, realize, err);
 	free(part);
 	return p;

@@ -364,9 +364,10 @@ static int build_snode(sched *S, snode *s, tir_error *err)
 	unsigned char *members = xcalloc((size_t)g->nnodes + 1, 1);
 	members[s->node] = 1;
 	s->prog = tir_graph_kernel(S->p->w, S->p->realize, members, err);
-	free(members);
-	if (!s->prog)
+	if (!s->prog) {
+		free(members);
 		return -1;
+	}
 	tir_program *p = s->prog;
 	const tir_gvalue *x = &g->v[g->ninputs + s->node];
 	s->heavy = gop_kind(x->op) == GK_HEAVY;
@@ -374,22 +375,14 @@ static int build_snode(sched *S, snode *s, tir_error *err)
 	/* the parameters, in tir_graph_kernel's order: the values the kernel's
 	 * nodes (the member and the inlined nodes it reaches) read from outside
 	 * them, in value order; then the member */
-	unsigned char *part = xcalloc((size_t)nv + 1, 1), *read = xcalloc((size_t)nv + 1, 1);
-	part[g->ninputs + s->node] = 1;
-	for (int v = nv - 1; v >= g->ninputs; v--) {
-		if (!part[v])
-			continue;
-		const tir_gvalue *y = &g->v[v];
-		for (int i = 0; i < y->nargs; i++) {
-			int a = y->arg[i];
-			if (a >= g->ninputs && !S->p->realize[a - g->ninputs])
-				part[a] = 1;
+	unsigned char *part = xcalloc((size_t)g->nnodes + 1, 1), *read = xcalloc((size_t)nv + 1, 1);
+	graph_kernel_nodes(g, S->p->realize, members, part);
+	for (int i = 0; i < g->nnodes; i++)
+		for (int k = 0; part[i] && k < g->v[g->ninputs + i].nargs; k++) {
+			int a = g->v[g->ninputs + i].arg[k];
+			if (a >= 0 && (a < g->ninputs || !part[a - g->ninputs]))
+				read[a] = 1;
 		}
-	}
-	for (int v = g->ninputs; v < nv; v++)
-		for (int i = 0; part[v] && i < g->v[v].nargs; i++)
-			if (g->v[v].arg[i] >= 0 && !part[g->v[v].arg[i]])
-				read[g->v[v].arg[i]] = 1;
 	const tir_buffer **param_of = xcalloc((size_t)nv + 1, sizeof *param_of);
 	int np = 0;
 	for (int v = 0; v < nv; v++)
@@ -398,6 +391,7 @@ static int build_snode(sched *S, snode *s, tir_error *err)
 				free(part);
 				free(read);
 				free(param_of);
+				free(members);
 				return tir_fail(err, "fuse: node \"%s\": its program's parameters "
 						"are not the values it reads", x->name);
 			}
@@ -405,6 +399,7 @@ static int build_snode(sched *S, snode *s, tir_error *err)
 		}
 	free(part);
 	free(read);
+	free(members);
 	/* the main block */
 	tir_block *main = NULL;
 	for (int i = 0; i < p->nblocks; i++) {

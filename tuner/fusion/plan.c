@@ -106,20 +106,6 @@ static int64_t value_bytes(const tir_gvalue *x)
 	return n;
 }
 
-/* Marks in nodes the nodes v reads that the plan inlines, and theirs. */
-static void add_inlined(const tir_fusion_plan *p, int v, unsigned char *nodes)
-{
-	const tir_graph *g = p->g;
-	const tir_gvalue *x = &g->v[v];
-	for (int i = 0; i < x->nargs; i++) {
-		int a = x->arg[i];
-		if (a < g->ninputs || nodes[a - g->ninputs] || p->realize[a - g->ninputs])
-			continue;
-		nodes[a - g->ninputs] = 1;
-		add_inlined(p, a, nodes);
-	}
-}
-
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -207,12 +193,10 @@ int fz_plan_finish(tir_fusion_plan *p, const int *group_of, tir_error *err)
 			int c = group_of[i];
 			if (first[c] < 0)
 				first[c] = i;
-			k[c].members[i] = k[c].nodes[i] = 1;
+			k[c].members[i] = 1;
 		}
 	for (int c = 0; c < ngroups; c++)
-		for (int i = 0; i < g->nnodes; i++)
-			if (k[c].members[i])
-				add_inlined(p, g->ninputs + i, k[c].nodes);
+		graph_kernel_nodes(g, p->realize, k[c].members, k[c].nodes);
 	for (int c = 0; c < ngroups; c++)
 		for (int i = 0; i < g->nnodes; i++) {
 			if (!k[c].nodes[i])

@@ -628,6 +628,11 @@ int graph_parse(wl_parse *ps, const struct cJSON *doc, tir_workload *w);
 /* The canonical object of a graph (cJSON_Delete it). */
 struct cJSON *graph_canonical(const tir_graph *g);
 void graph_free(tir_graph *g);
+/* The nodes a fusion plan's kernel computes (graph.c): its members (per
+ * node) and every node they read that realize (per node) inlines, and
+ * theirs, into nodes[0 .. g->nnodes). */
+void graph_kernel_nodes(const tir_graph *g, const unsigned char *realize,
+			const unsigned char *members, unsigned char *nodes);
 
 /* ---- compute.c: operators as compute definitions ----------------------------- */
 
