@@ -231,6 +231,25 @@ int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
 	return 0;
 }
 
+/* The arguments of cache_write and set_scope: a block (*b) and write index 0
+ * (attrs_ok: the instruction has its attributes), and the scope, which is
+ * returned; -1 with a message. */
+static int write_args(tir_sched *s, const tir_inst *in, bool attrs_ok, tir_block **b,
+		      tir_error *err)
+{
+	if (in->nin != 1 || !attrs_ok)
+		return tir_fail(err, "takes a block and a write index");
+	if (!(*b = sched_block(s, in->in[0], err)))
+		return -1;
+	int sc = parse_scope(in, err);
+	if (sc < 0)
+		return -1;
+	if (in->attr[0] != 0)
+		return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
+				(*b)->name, (long long)in->attr[0]);
+	return sc;
+}
+
 /* cache_write(block, 0, scope): block writes a new buffer `<buf>_<scope>`
  * instead of its output buffer; a copy block inserted right after the block's
  * top-level statement writes it back.  A reduction accumulates in the cache.
@@ -240,17 +259,10 @@ int prim_cache_read(tir_sched *s, tir_inst *in, tir_error *err)
 int prim_cache_write(tir_sched *s, tir_inst *in, tir_error *err)
 {
 	tir_program *p = s->p;
-	if (in->nin != 1 || in->nattr < 1)
-		return tir_fail(err, "takes a block and a write index");
-	tir_block *b = sched_block(s, in->in[0], err);
-	if (!b)
-		return -1;
-	int sc = parse_scope(in, err);
+	tir_block *b;
+	int sc = write_args(s, in, in->nattr >= 1, &b, err);
 	if (sc < 0)
 		return -1;
-	if (in->attr[0] != 0)
-		return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
-				b->name, (long long)in->attr[0]);
 	tir_buffer *buf = b->store;
 	tir_stmt *top = sched_top_stmt(b->stmt);
 	for (int i = 0; i < p->nblocks; i++) {
@@ -332,17 +344,10 @@ int prim_storage_align(tir_sched *s, tir_inst *in, tir_error *err)
  * a tensor-core fragment (only intrinsics fill those). */
 int prim_set_scope(tir_sched *s, tir_inst *in, tir_error *err)
 {
-	if (in->nin != 1 || in->nattr != 1)
-		return tir_fail(err, "takes a block and a write index");
-	tir_block *b = sched_block(s, in->in[0], err);
-	if (!b)
-		return -1;
-	int sc = parse_scope(in, err);
+	tir_block *b;
+	int sc = write_args(s, in, in->nattr == 1, &b, err);
 	if (sc < 0)
 		return -1;
-	if (in->attr[0] != 0)
-		return tir_fail(err, "block \"%s\" writes one buffer; write index %lld is out of range",
-				b->name, (long long)in->attr[0]);
 	tir_buffer *buf = b->store;
 	if (buf->role != BUF_TEMP)
 		return tir_fail(err, "buffer \"%s\" is a parameter; its scope is the caller's", buf->name);
