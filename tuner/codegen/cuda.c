@@ -20,8 +20,9 @@
  * top; local buffers are arrays at their allocation site (lower.c).
  * __syncthreads() is inserted by a small analysis over each statement list:
  * before a statement that reads a shared buffer written since the last
- * barrier, and at the end of a loop body that writes and reads shared
- * memory (the next iteration overwrites what this one read).
+ * barrier, and at the end of the body of a loop of several iterations
+ * that reads and writes one shared buffer (the next iteration overwrites
+ * what this one read).
  *
  * Unrolling: an "unroll" annotation N > 0 is `#pragma unroll N`; unroll,
  * vectorized (scalar) and vthread loops are unrolled fully; and under a loop
@@ -162,7 +163,9 @@ static void shared_rw(cu_gen *g, const tir_stmt *s)
 		expr_visit_loads(b->value, note_read, g);
 		expr_visit_loads(b->init, note_read, g);
 		expr_visit_loads(b->predicate, note_read, g);
-		if (b->store->scope == TIR_SCOPE_SHARED) {
+		/* a cross-thread reduction's block, inside its thread loop,
+		 * writes a register (its thread's partial), not its store */
+		if (b->store->scope == TIR_SCOPE_SHARED && b != g->xblock) {
 			g->wr[b->store->id] = true;
 			if (b->reduce != REDUCE_NONE)
 				g->rd[b->store->id] = true;
@@ -221,33 +224,39 @@ void cu_allocs(cu_gen *g, const tir_stmt *site, int depth)
 
 /* Prints the children of a loop (or a kernel's top statement list) with the
  * barriers they need: before a child that reads shared data an earlier one
- * wrote, and, in a loop body (loop_body) that both reads and writes shared
- * memory, at its end (the next iteration overwrites what this one read). */
+ * wrote, and, in the body of a loop of more than one iteration (loop_body)
+ * that reads and writes one shared buffer, at its end (the next iteration
+ * overwrites what this one read, or reads what this one wrote).  A body
+ * that reads some shared buffers and writes others has no hazard between
+ * iterations: a spatial block writes each element once. */
 void cu_list(cu_gen *g, tir_stmt *const *kids, int n, int depth,
 		    bool loop_body)
 {
 	bool *written = xcalloc((size_t)g->nbufs + 1, 1);
-	bool any_r = false, any_w = false;
+	bool *read = xcalloc((size_t)g->nbufs + 1, 1), *wrote = xcalloc((size_t)g->nbufs + 1, 1);
+	bool carried = false;
 	for (int k = 0; k < n; k++) {
 		if (!lower_has_blocks(kids[k]))
 			continue;
 		clear_rw(g);
 		shared_rw(g, kids[k]);
 		bool need = false;
-		for (int i = 0; i < g->nbufs; i++) {
+		for (int i = 0; i < g->nbufs; i++)
 			need |= g->rd[i] && written[i];
-			any_r |= g->rd[i];
-			any_w |= g->wr[i];
-		}
 		if (need) {
 			cu_sync(g, depth, "shared data written above is read below");
 			memset(written, 0, (size_t)g->nbufs);
 		}
-		for (int i = 0; i < g->nbufs; i++)
+		for (int i = 0; i < g->nbufs; i++) {
 			written[i] |= g->wr[i];
+			wrote[i] |= g->wr[i];
+			read[i] |= g->rd[i];
+		}
 		cu_stmt(g, kids[k], depth);
 	}
-	if (loop_body && any_r && any_w)
+	for (int i = 0; i < g->nbufs && loop_body; i++)
+		carried |= read[i] && wrote[i];
+	if (loop_body && carried)
 		cu_sync(g, depth, "the next iteration overwrites shared data read here");
 	bool mma_only = g->wg_kernel;
 	for (int k = 0; k < n && mma_only; k++)
@@ -261,6 +270,8 @@ void cu_list(cu_gen *g, tir_stmt *const *kids, int n, int depth,
 		cu_wg_flush(g, depth);
 	}
 	free(written);
+	free(read);
+	free(wrote);
 }
 
 static void cu_hw_loop(cu_gen *g, const tir_stmt *l, int depth)
@@ -405,7 +416,7 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 	cg_var(o, l->var);
 	buf_puts(o, ") {\n");
 	cu_allocs(g, l, depth + 1);
-	cu_list(g, l->kids, l->nkids, depth + 1, true);
+	cu_list(g, l->kids, l->nkids, depth + 1, l->extent > 1);
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 }

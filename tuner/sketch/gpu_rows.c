@@ -22,8 +22,8 @@
  *       own.  Where the row of an input that only the group reads fits
  *       (GPU_ROW_SHARED), in one draw of two Inductor's persistent
  *       reduction: that row fetched once into shared memory by all the
- *       threads (cache_read_all under the row loop) and read there by every
- *       member (else each member reads it from global memory: a loop over
+ *       threads (cache_read_all under the row loop, in sampled vectors of
+ *       up to 16 bytes) and read there by every member (else each member reads it from global memory: a loop over
  *       the row).
  *   a thread per row (SKETCH_GPU_ROW_THREAD): the row loop split [blocks, a
  *       sampled 32 to 256 threads] and bound; each thread computes its row's
@@ -91,11 +91,14 @@ static bool gpu_admit(const tir_program *p, const tir_target *t, const sketch_re
 /* The spatial loops of a member over the threads: those of one iteration
  * (a row's own coordinates) left outside, unsplit, so that the member's
  * row stays one row for every thread; the rest fused and split [serial,
- * T] with T bound, or, where nothing is left, the innermost loop bound
- * itself (a loop of one iteration: thread 0 alone, guarded). */
-static int spatial_threads(tir_sched *s, const int *sp, int ns, int trv, tir_error *err)
+ * T] with T bound — or [serial, T, vector] with the vector vectorized,
+ * where vrv (a sampled width) is not -1 — or, where nothing is left, the
+ * innermost loop bound itself (a loop of one iteration: thread 0 alone,
+ * guarded). */
+static int spatial_threads(tir_sched *s, const int *sp, int ns, int trv, int vrv,
+			   tir_error *err)
 {
-	int one[TIR_MAX_IO], more[TIR_MAX_IO], n1 = 0, n2 = 0, f, o[2];
+	int one[TIR_MAX_IO], more[TIR_MAX_IO], n1 = 0, n2 = 0, f, o[3];
 	for (int k = 0; k < ns; k++) {
 		if (s->rv[sp[k]].loop->extent == 1)
 			one[n1++] = sp[k];
@@ -113,12 +116,13 @@ static int spatial_threads(tir_sched *s, const int *sp, int ns, int trv, tir_err
 		memcpy(ord + n1, more, sizeof(int) * (size_t)n2);
 		SKETCH_TRY(tir_reorder(s, ns, ord, err), "one-iteration loops outside");
 	}
-	tir_int fac[2] = { TIR_LIT(0), TIR_RV(trv) };
+	tir_int fac[3] = { TIR_LIT(0), TIR_RV(trv), TIR_RV(vrv) };
 	f = more[0];
 	if (n2 > 1)
 		SKETCH_TRY(f = tir_fuse(s, n2, more, err), "fuse the loops");
-	SKETCH_TRY(tir_split(s, f, 2, fac, o, err), "split over the threads");
-	return tir_bind(s, o[1], "threadIdx.x", err);
+	SKETCH_TRY(tir_split(s, f, vrv >= 0 ? 3 : 2, fac, o, err), "split over the threads");
+	SKETCH_TRY(tir_bind(s, o[1], "threadIdx.x", err), "bind the threads");
+	return vrv >= 0 ? tir_vectorize(s, o[2], err) : 0;
 }
 
 /* Whether g's members are the only readers of buf and read it a row at a
@@ -195,7 +199,15 @@ static int persist(tir_sched *s, sketch_group *g, int trv, tir_error *err)
 	if (!stmt_is_ancestor(s->rv[g->row].loop, s->rv[copy].block->stmt))
 		SKETCH_TRY(tir_compute_at(s, copy, g->row, err), "the row's copy under the row loop");
 	SKETCH_TRY(n = sketch_loops_under(s, copy, g->row, l, err), "the copy's loops");
-	return spatial_threads(s, l, n, trv, err);
+	/* the copy in vectors of up to 16 bytes (codegen/cuda_copy.c: one
+	 * wide load and store where the lanes are aligned, scalar where not),
+	 * whole 16-byte loads in flight per thread */
+	static const int64_t vecs[] = { 1, 2, 4, 8 };
+	int nv = 0, vrv;
+	while (nv < 4 && vecs[nv] * dtype_bytes(best->dtype) <= 16)
+		nv++;
+	SKETCH_TRY(vrv = tir_sample_categorical(s, nv, vecs, NULL, err), "the copy's vector");
+	return spatial_threads(s, l, n, trv, vrv, err);
 }
 
 static int block_per_row(tir_sched *s, sketch_group *g, tir_error *err)
@@ -225,7 +237,7 @@ static int block_per_row(tir_sched *s, sketch_group *g, tir_error *err)
 			SKETCH_TRY(tir_annotate(s, g->rv[m], "cross_thread_reduction", 1, err),
 				   "annotate");
 		} else {
-			SKETCH_TRY(spatial_threads(s, sp, ns, trv, err), "bind the threads");
+			SKETCH_TRY(spatial_threads(s, sp, ns, trv, -1, err), "bind the threads");
 		}
 		if (m > 0 && b->store->role == BUF_TEMP)
 			SKETCH_TRY(tir_set_scope(s, g->rv[m], 0, "shared", err), "shared row values");
