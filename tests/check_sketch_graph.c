@@ -217,6 +217,16 @@ static const struct graph {
 	  "{\"name\":\"r\",\"op\":\"relu\",\"args\":[\"mm\"]},"
 	  "{\"name\":\"s\",\"op\":\"sum\",\"args\":[\"r\"],\"dim\":1}],"
 	  "\"outputs\":[\"s\"]}" },
+	{ "matmul-f16-bias-gelu",
+	  "{\"op\":\"graph\",\"inputs\":{\"x\":{\"shape\":[128,64],\"dtype\":\"float16\"},"
+	  "\"w\":{\"shape\":[64,128],\"dtype\":\"float16\"},"
+	  "\"b\":{\"shape\":[128],\"dtype\":\"float16\"}},\"nodes\":["
+	  "{\"name\":\"mm\",\"op\":\"matmul\",\"args\":[\"x\",\"w\"],\"M\":128,\"N\":128,\"K\":64,"
+	  "\"out_dtype\":\"float32\"},"
+	  "{\"name\":\"t\",\"op\":\"add\",\"args\":[\"mm\",\"b\"]},"
+	  "{\"name\":\"g\",\"op\":\"gelu\",\"args\":[\"t\"]},"
+	  "{\"name\":\"y\",\"op\":\"cast\",\"args\":[\"g\"],\"dtype\":\"float16\"}],"
+	  "\"outputs\":[\"y\"]}" },
 	{ "matmul-residual",
 	  "{\"op\":\"graph\",\"inputs\":{\"x\":{\"shape\":[16,24]},\"w\":{\"shape\":[24,20]},"
 	  "\"z\":{\"shape\":[16,20]}},\"nodes\":["
@@ -647,6 +657,50 @@ START_TEST(rows_are_fused)
 }
 END_TEST
 
+/* A float16 matmul with bias, gelu and a cast after it (a graph kernel):
+ * gpu-wgmma draws both forms — the epilogue applied to the accumulator
+ * registers in the store (one kernel, the float32 product never stored)
+ * and the other forms — each valid and compiled by NVRTC. */
+START_TEST(wgmma_epilogue)
+{
+	const char *name = "matmul-f16-bias-gelu", *json = NULL;
+	for (int i = 0; i < NGRAPHS; i++)
+		if (!strcmp(graphs[i].name, name))
+			json = graphs[i].json;
+	ck_assert(json);
+	tir_workload *w = parse(name, json);
+	const sketch_def *d = def_named(sketch_gpu_defs, sketch_gpu_ndefs, "gpu-wgmma");
+	char *srcs[2] = { NULL, NULL }, *what[2] = { "with the epilogue", "without" };
+	for (uint64_t seed = 1; seed <= 64 && (!srcs[0] || !srcs[1]); seed++) {
+		tir_error err = { "" };
+		tir_sched *s = apply_def(w, d, &sm90, 100 * seed);
+		tir_code *c = tir_codegen(tir_sched_program(s), &sm90, &err);
+		ck_assert_msg(c, "%s", err.msg);
+		bool epi = strstr(c->source, "with its epilogue") != NULL;
+		if (epi) {
+			ck_assert_int_eq(c->nlaunches, 1);
+			ck_assert_msg(strstr(c->source, "tir_gelu((tir_d[4 * tir_q + tir_h]"),
+				      "the epilogue does not read the accumulator's registers");
+			ck_assert_msg(!strstr(c->source, "float *__restrict__ mm"),
+				      "the product is still a buffer of the kernel");
+		}
+		/* (without: the epilogue a second kernel after a direct store,
+		 * or inlined into the copy-out of a shared-memory tile) */
+		if (!srcs[epi ? 0 : 1]) {
+			srcs[epi ? 0 : 1] = c->source;
+			c->source = NULL;
+		}
+		tir_code_free(c);
+		tir_sched_free(s);
+	}
+	ck_assert_msg(srcs[0] && srcs[1], "gpu-wgmma drew only one form in 64 seeds");
+	nvrtc_check(name, 2, srcs, what);
+	free(srcs[0]);
+	free(srcs[1]);
+	tir_workload_free(w);
+}
+END_TEST
+
 /* Which sketches apply: heavy sketches where a block has data reuse, row
  * sketches where reductions have none, pointwise sketches where there is no
  * reduction; a single operator's table is as it was. */
@@ -760,6 +814,7 @@ static Suite *make_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_loop_test(tc, cuda_graphs, 0, NGRAPHS);
 	tcase_add_loop_test(tc, cuda_examples, 0, 3);
+	tcase_add_test(tc, wgmma_epilogue);
 	suite_add_tcase(s, tc);
 	return s;
 }

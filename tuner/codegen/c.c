@@ -145,6 +145,10 @@ void cg_index(cg_ctx *c, const tir_buffer *b, const tir_expr *off)
 /* e's element, converted to its value type (convert) or as stored. */
 static void load_as(cg_ctx *c, const tir_expr *e, bool convert)
 {
+	if (c->reg_buf && e->buf == c->reg_buf) {
+		buf_puts(c->out, c->reg_expr);
+		return;
+	}
 	const char *cvt = convert ? c->d->load_cvt[e->buf->dtype] : NULL;
 	tir_expr *off = lower_offset(c->L, e->buf, e->nidx, e->idx);
 	if (cvt)

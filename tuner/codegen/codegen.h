@@ -166,6 +166,11 @@ typedef struct cg_ctx {
 	 * atoms (cuda_mma.c: the shared operands of wgmma), whose element
 	 * offsets go through tir_swz128 */
 	const bool *swizzled;
+	/* a buffer whose loads print as an expression instead (NULL for
+	 * none): a warpgroup STORE's epilogue reads the accumulator's register
+	 * of the element it computes (cuda_mma.c) */
+	const tir_buffer *reg_buf;
+	const char *reg_expr;
 } cg_ctx;
 
 /* Fills c->bufname with unique C identifiers for every buffer (malloc'd,

@@ -283,6 +283,52 @@ static void wg_desc(cu_gen *g, const tir_intrin_match *m, const tir_intrin_acces
 		   dtype_bytes(x->buf->dtype), (long long)(mn_major ? rows * 128 : 16));
 }
 
+/* A warpgroup STORE with an epilogue (ir/intrin.c, match_epilogue): the
+ * block itself, once per accumulator register of this thread — its tile
+ * loops' variables set to the register's row and column (the layout of
+ * the plain STORE below) and its loads of the accumulator printed as that
+ * register — so the pointwise work after a matmul runs on the registers
+ * and only its result is stored. */
+static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_match *m,
+			      int depth)
+{
+	tir_buf *o = g->c.out;
+	const char *it = g->c.d->idx_type;
+	buf_puts(o, "{ /* with its epilogue */\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "const float *tir_d = ");
+	cu_fragment(g, m, &m->src[0]);
+	buf_puts(o, ";\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "const int tir_r = 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2), "
+		 "tir_c = 2 * (threadIdx.x & 3);\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "#pragma unroll\n");
+	buf_indent(o, depth + 1);
+	buf_printf(o, "for (int tir_q = 0; tir_q < %d; ++tir_q) {\n", in->n / 8);
+	buf_indent(o, depth + 2);
+	buf_puts(o, "#pragma unroll\n");
+	buf_indent(o, depth + 2);
+	buf_puts(o, "for (int tir_h = 0; tir_h < 4; ++tir_h) {\n");
+	buf_indent(o, depth + 3);
+	buf_printf(o, "const %s ", it);
+	cg_var(o, m->loops[0]->var);
+	buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
+	buf_indent(o, depth + 3);
+	buf_printf(o, "const %s ", it);
+	cg_var(o, m->loops[1]->var);
+	buf_puts(o, " = 8 * tir_q + tir_c + (tir_h & 1);\n");
+	g->c.reg_buf = m->src[0].buf;
+	g->c.reg_expr = "tir_d[4 * tir_q + tir_h]";
+	cg_block(&g->c, m->b, depth + 3);
+	g->c.reg_buf = NULL;
+	g->c.reg_expr = NULL;
+	for (int k = 2; k >= 0; k--) {
+		buf_indent(o, depth + k);
+		buf_puts(o, "}\n");
+	}
+}
+
 /* The warpgroup intrinsics' implementation (intrins.def). */
 static void cu_wg_intrin(cu_gen *g, const tir_intrin *in, const tir_intrin_match *m, int depth)
 {
@@ -315,6 +361,10 @@ static void cu_wg_intrin(cu_gen *g, const tir_intrin *in, const tir_intrin_match
 		g->wg_pending = true;
 		break;
 	case INTRIN_STORE:
+		if (m->epilogue) {
+			wg_store_epilogue(g, in, m, depth);
+			break;
+		}
 		/* thread t of the warpgroup: warp w = t / 32 holds rows 16w + l / 4
 		 * and 8 below (l = t % 32), columns 8q + 2 (l % 4) and the next */
 		buf_puts(o, "{\n");

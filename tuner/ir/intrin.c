@@ -11,7 +11,10 @@
  * loop bindings, must be affine with coefficient 1 in exactly one loop of
  * the tile per dimension.  Nothing looks at an operator's or a buffer's
  * name, so a convolution's inner tile matches as well as a matmul's once
- * its loops have the shape.  The implementation is in codegen/cuda.c.
+ * its loops have the shape.  A warpgroup STORE also matches an epilogue
+ * inlined into it (match_epilogue): the pointwise work after a matmul done
+ * on the accumulator registers before they are stored.  The implementation
+ * is in codegen/cuda.c.
  *
  * The fragments (scopes wmma.matrix_a, wmma.matrix_b, wmma.accumulator) are
  * opaque per-warp registers: a fragment buffer is an array of m x n (or m x
@@ -218,6 +221,77 @@ static int match_copy(mctx *c, tir_intrin_match *m, tir_scope sc, tir_dtype dt, 
 	return 0;
 }
 
+/* A warpgroup STORE with an epilogue: dst[r, c] = f(acc[r, c], ...), the
+ * value any expression whose fragment loads are all of one accumulator at
+ * the tile (the same indices each time) and whose other loads are of
+ * memory; dst in memory, of any dtype, indexed by both tile loops. */
+typedef struct epi_ctx {
+	mctx *c;
+	tir_intrin_match *m;
+	int rc, nfrag;
+} epi_ctx;
+
+static void epi_load(tir_expr *load, void *ctx)
+{
+	epi_ctx *x = ctx;
+	mctx *c = x->c;
+	if (x->rc || !scope_is_fragment(load->buf->scope))
+		return;
+	tir_intrin_access a;
+	int f[3];
+	if (check_fragment(c, load->buf, acc_scope(c->in), c->in->acc) ||
+	    access_of(c, load->buf, load->idx, &a, f) || fragment_tile(c, &a, f[0], f[1], false)) {
+		x->rc = -1;
+		return;
+	}
+	a.row = f[0];
+	a.col = f[1];
+	if (x->nfrag++ == 0) {
+		x->m->src[0] = a;
+		return;
+	}
+	bool same = a.buf == x->m->src[0].buf;
+	for (int d = 0; same && d < a.buf->ndim; d++)
+		same = expr_equal(a.idx[d], x->m->src[0].idx[d]);
+	if (!same)
+		x->rc = mismatch(c, "its epilogue reads the accumulator at two places: ", a.buf->name);
+}
+
+static int match_epilogue(mctx *c, tir_intrin_match *m)
+{
+	const tir_block *b = c->b;
+	epi_ctx x = { c, m, 0, 0 };
+	if (b->reduce != REDUCE_NONE || !b->value)
+		return mismatch(c, "it is a reduction", NULL);
+	expr_visit_loads(b->value, epi_load, &x);
+	if (x.rc)
+		return -1;
+	if (x.nfrag == 0)
+		return mismatch(c, "it does not read the accumulator", NULL);
+	const tir_buffer *mb = b->store;
+	int e[3];
+	if (mb->scope != TIR_SCOPE_GLOBAL && mb->scope != TIR_SCOPE_SHARED)
+		return mismatch(c, "its memory operand is not in global or shared memory: ", mb->name);
+	if (access_of(c, mb, b->store_idx, &m->dst, e))
+		return -1;
+	if (e[0] < 0 || e[1] < 0)
+		return mismatch(c, "a tile loop does not index ", mb->name);
+	m->dst.row = e[0];
+	m->dst.col = e[1];
+	m->nsrc = 1;
+	m->epilogue = true;
+	return 0;
+}
+
+static int match_store(mctx *c, tir_intrin_match *m)
+{
+	const tir_expr *v = c->b->value;
+	if (c->in->unit == INTRIN_WARPGROUP && v && c->b->reduce == REDUCE_NONE &&
+	    !(v->kind == E_LOAD && v->buf->dtype == c->b->store->dtype))
+		return match_epilogue(c, m);
+	return match_copy(c, m, acc_scope(c->in), c->in->acc, false);
+}
+
 /* MMA over loops (i, j, k): acc[i, j] += cast(a[i, k]) * cast(b[k, j]); the
  * operands either way round, a and b fragments possibly transposed. */
 static int match_mma(mctx *c, tir_intrin_match *m)
@@ -348,7 +422,7 @@ int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,
 	case INTRIN_FILL:   rc = match_fill(&c, m); break;
 	case INTRIN_LOAD_A: rc = match_copy(&c, m, TIR_SCOPE_FRAG_A, in->in, true); break;
 	case INTRIN_LOAD_B: rc = match_copy(&c, m, TIR_SCOPE_FRAG_B, in->in, true); break;
-	case INTRIN_STORE:  rc = match_copy(&c, m, acc_scope(in), in->acc, false); break;
+	case INTRIN_STORE:  rc = match_store(&c, m); break;
 	default:            rc = match_mma(&c, m); break;
 	}
 	env_free(&c.env);

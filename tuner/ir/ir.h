@@ -548,7 +548,10 @@ typedef struct tir_intrin_access {
 
 /* A loop matched against an intrinsic's semantics: the loop and the loops
  * under it (outermost first), the block, the store (dst) and the loads
- * (src[0]: LOAD and STORE's source, MMA's a; src[1]: MMA's b). */
+ * (src[0]: LOAD and STORE's source, MMA's a; src[1]: MMA's b).  epilogue:
+ * a warpgroup STORE whose value is not the accumulator alone but a
+ * pointwise function of it (and of memory), dst[i, j] = f(acc[i, j], ...):
+ * codegen evaluates the block's value per accumulator register. */
 typedef struct tir_intrin_match {
 	const tir_intrin *in;
 	const tir_block *b;
@@ -556,13 +559,17 @@ typedef struct tir_intrin_match {
 	const tir_stmt *loops[3];
 	tir_intrin_access dst, src[2];
 	int nsrc;
+	bool epilogue;
 } tir_intrin_match;
 
 /* Whether the loop nest under `loop` (itself included) computes exactly the
  * semantics of `in` (intrins.def): a perfect nest of the intrinsic's extents
  * over one unpredicated block, whose store and loads have the scopes and
  * dtypes of the intrinsic and index the tile with unit coefficients, one loop
- * per dimension, the fragment tiles in their buffers' last two dimensions.
+ * per dimension, the fragment tiles in their buffers' last two dimensions —
+ * or, for a warpgroup STORE, an epilogue (see tir_intrin_match): the value
+ * any expression whose fragment loads are all the accumulator at the tile,
+ * stored to memory of any dtype.
  * Matching is by what the block computes, never by names.  Expressions of m
  * live in arena a.  Returns 0, or -1 with the first mismatch. */
 int intrin_match(tir_arena *a, const tir_program *p, const tir_stmt *loop,

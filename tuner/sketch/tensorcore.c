@@ -24,7 +24,9 @@
  * of its own (the input's im2col matrix); pad_einsum rounds the extents up
  * to a sampled multiple of the tile.  The input stages this leaves are
  * inlined into the shared-memory fetch (the im2col matrix is never stored).
- * A block left writing its own output stores its fragments there directly;
+ * A block left writing its own output stores its fragments there directly
+ * (wgmma: in 3 draws of 4 through the epilogue, its consumer inlined into
+ * the store of the registers);
  * otherwise the accumulator goes through a shared-memory tile that all
  * threads copy out, with the crop, the reindex and the epilogues inlined
  * into that copy (the parts' sum and what follows it: kernels of their own).
@@ -986,6 +988,22 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit,
 		TRY(cb = tir_get_block(s, after[c], err), "get consumer");
 		if (tir_reverse_compute_inline(s, cb, &ignored) == 0)
 			after[c] = NULL;
+	}
+	/* a warpgroup's accumulators stored straight to the output go through
+	 * the epilogue there, in registers (ir/intrin.c, match_epilogue): the
+	 * consumer left of the product inlined into the write-back — in 3
+	 * draws of 4, so that measurement also sees the epilogue as a kernel
+	 * of its own (more registers live at the store, fewer bytes moved) */
+	for (int c = 0; wg && direct && c < nafter && sched_rand(s) % 4 != 0; c++) {
+		tir_error ignored;
+		int cb;
+		if (!after[c])
+			continue;
+		TRY(cb = tir_get_block(s, after[c], err), "get consumer");
+		if (tir_reverse_compute_inline(s, cb, &ignored) == 0) {
+			after[c] = NULL;
+			break;
+		}
 	}
 	for (int c = cs >= 0 ? 1 : 0; c < nafter; c++)
 		if (after[c])
