@@ -5,7 +5,11 @@
 # It starts a real tird on a free loopback port with a temporary database and
 # drives it with tirctl, curl and tird-worker:
 #   health and metrics; a missing token (401); bad JSON (400); an invalid
-#   workload (400, tirctl exit 1); an oversized body (413); the worker routes
+#   workload (400, tirctl exit 1); an oversized body (413); the input edges
+#   by raw requests (text or a NUL after the body's document, a NUL or a
+#   control character in a string, invalid UTF-8 refused and never echoed
+#   raw, %00 in a path, two Content-Lengths, 600 and 2000 query parameters,
+#   a long URL, large headers: each a JSON error naming it); the worker routes
 #   by hand (register, an empty lease, heartbeat, results for a batch not
 #   leased or with a bad status, leave) and the job routes' errors (an
 #   unknown job, cancel while queued or running, cancel of an ended job);
@@ -113,6 +117,79 @@ code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary @"
 	|| fail "oversized body: HTTP $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/nothing")
 [ "$code" = 404 ] && pass "unknown route: 404" || fail "unknown route: HTTP $code"
+
+# ---- input edges: one JSON document, NULs, UTF-8, the HTTP layer's own errors -----------------
+# raw PORT PYEXPR: sends the bytes PYEXPR evaluates to and prints "STATUS KIND" of the answer,
+# KIND json (an {"error": {"code", "message"}} document in valid UTF-8), other, or none
+# (the connection closed without an answer); the body goes to $tmp/r
+cat > "$tmp/raw.py" <<'PYEOF'
+import json, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(eval(sys.argv[2]))
+data = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep and b"content-length:" in head.lower():
+            n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(body) >= n:
+                break
+except (socket.timeout, ConnectionResetError):
+    pass
+head, sep, body = data.partition(b"\r\n\r\n")
+open(sys.argv[3], "wb").write(body)
+if not data:
+    print("0 none"); sys.exit()
+status = head.split(b" ")[1].decode()
+try:
+    e = json.loads(body.decode("utf-8"))["error"]
+    kind = "json" if e["code"] and e["message"] else "other"
+except Exception:
+    kind = "other"
+print(status, kind)
+PYEOF
+raw() { python3 "$tmp/raw.py" "$port" "$1" "$tmp/r"; }
+hdr="b'POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer $TIRD_TOKEN\r\nConnection: close\r\n"
+job8='b"{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\",\"trials\":4}"'
+edge() {   # NAME EXPECTED-STATUS GREP-IN-MESSAGE PYEXPR
+	got=$(raw "$4")
+	[ "$got" = "$2 json" ] && jq -r .error.message "$tmp/r" | grep -q -- "$3" \
+		&& pass "$1: $2 naming the fault" || fail "$1: got '$got' $(head -c 300 "$tmp/r")"
+}
+post_body() {   # PYEXPR of the body: a POST /v1/jobs request with it
+	printf '%s' "$hdr'+b'Content-Length: '+str(len($1)).encode()+b'\r\n\r\n'+$1"
+}
+edge "a body with text after its JSON document" 400 "after the JSON document" "$(post_body "$job8+b'xyz'")"
+edge "a body with a NUL after its JSON document" 400 "NUL" "$(post_body "$job8+b'\\x00'")"
+edge "a NUL escaped inside a string (\\u0000)" 400 'NUL' \
+	"$(post_body "b'{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\\\\u0000:evil\"}'")"
+edge "a raw control character inside a string" 400 'control character' \
+	"$(post_body "b'{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\\x01\"}'")"
+edge "invalid UTF-8 in a body" 400 'not valid UTF-8' \
+	"$(post_body "b'{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\\xff\\xfe\"}'")"
+edge "invalid UTF-8 in a query, echoed escaped" 400 'state: "\\xff' \
+	"b'GET /v1/jobs?state=%FF%C0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "invalid UTF-8 in a path, echoed escaped" 404 'no route GET /v1/\\xfe' \
+	"b'GET /v1/%FE HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "a NUL in a path segment (%00)" 404 'no job' \
+	"b'GET /v1/jobs/1%00x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "two Content-Length headers" 400 'Content-Length' \
+	"$hdr'+b'Content-Length: 4\r\nContent-Length: 40\r\n\r\n{}{}'"
+edge "Content-Length and Transfer-Encoding both" 400 'Transfer-Encoding' \
+	"$hdr'+b'Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n'"
+edge "600 query parameters" 414 'query parameters' \
+	"b'GET /v1/best?'+b'&'.join(b'where=M%%3D%d' % i for i in range(600))+b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "2000 query parameters" 414 'query parameters' \
+	"b'GET /v1/best?'+b'&'.join(b'a%d' % i for i in range(2000))+b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "a 40 kB URL" 414 'URL' \
+	"b'GET /v1/jobs/'+b'9'*40000+b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "40 kB of headers" 431 'headers' \
+	"b'GET /v1/best HTTP/1.1\r\nHost: x\r\n'+b''.join(b'X-Pad-%d: %s\r\n' % (i, b'p'*1000) for i in range(40))+b'Connection: close\r\n\r\n'"
+edge "a body over the limit" 413 'limit' "$(post_body "b'{\"pad\":\"'+b'x'*5000+b'\"}'")"
 
 # ---- fusion plans -----------------------------------------------------------------------------
 fpost() { curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary "$1" "$url/v1/fuse"; }
