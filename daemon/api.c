@@ -46,6 +46,15 @@ static void answer_error(http_resp *out, const tird_error *e)
 		   "%s", e->msg);
 }
 
+/* A database failure as a 500 that names the operation; the store's own
+ * message (SQL, SQLite's words) goes to the log only (tird_store_fail). */
+static void answer_store(http_resp *out, const store_error *err, const char *what)
+{
+	tird_error e = { 0 };
+	tird_store_fail(&e, err, "%s", what);
+	answer_error(out, &e);
+}
+
 /* ---- targets ------------------------------------------------------------------------ */
 
 int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err)
@@ -615,7 +624,7 @@ void api_best(http_req *r, http_resp *out)
 			    &err) < 0) {
 		cJSON_Delete(c.arr);
 		free(q);
-		http_error(out, 500, "store", "%s", err.msg);
+		answer_store(out, &err, "reading the best");
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -689,7 +698,7 @@ void api_workload(http_req *r, http_resp *out)
 	int rc = store_workload_get(d->db, r->arg, &canon, &op, &flops, &err);
 	if (rc <= 0) {
 		if (rc < 0)
-			http_error(out, 500, "store", "%s", err.msg);
+			answer_store(out, &err, "reading a workload and its bests");
 		else
 			http_error(out, 404, "not_found", "no workload %s is stored", r->arg);
 		return;
@@ -703,7 +712,7 @@ void api_workload(http_req *r, http_resp *out)
 	if (store_best_each(d->db, op, t && *t ? tf : NULL, wl_row, &c, &err) < 0) {
 		free(canon);
 		free(op);
-		http_error(out, 500, "store", "%s", err.msg);
+		answer_store(out, &err, "reading a workload and its bests");
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -751,7 +760,7 @@ void api_records_export(http_req *r, http_resp *out)
 			       &err) < 0) {
 		cJSON_Delete(e.recs);
 		cJSON_Delete(e.keys);
-		http_error(out, 500, "store", "%s", err.msg);
+		answer_store(out, &err, "reading the records");
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -796,7 +805,7 @@ void api_records_import(http_req *r, http_resp *out)
 		const tir_workload *w = tir_records_workload(recs, i);
 		if (store_workload_put(d->db, tir_workload_key(w), tir_workload_op(w),
 				       tir_workload_canonical(w), tir_workload_flops(w), &err)) {
-			http_error(out, 500, "store", "%s", err.msg);
+			answer_store(out, &err, "storing the imported workloads and records");
 			goto out;
 		}
 	}
@@ -805,7 +814,7 @@ void api_records_import(http_req *r, http_resp *out)
 		const tir_record *x = tir_records_at(recs, i);
 		if (store_target_put(d->db, x->target, strncmp(x->target, "cuda:", 5) ? "cpu" : "cuda",
 				     &err)) {
-			http_error(out, 500, "store", "%s", err.msg);
+			answer_store(out, &err, "storing the imported workloads and records");
 			goto out;
 		}
 		/* the id is recomputed from the content, so a record imported twice,
@@ -819,7 +828,7 @@ void api_records_import(http_req *r, http_resp *out)
 		bool changed = false;
 		int rc = store_record_add(d->db, &rec, &changed, &err);
 		if (rc < 0) {
-			http_error(out, 500, "store", "after %d records: %s", added, err.msg);
+			answer_store(out, &err, "storing the imported records");
 			goto out;
 		}
 		if (changed)

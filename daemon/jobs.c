@@ -225,7 +225,7 @@ static int stored_view(jobs *js, int64_t id, job_view *v, tird_error *e)
 	store_error err;
 	int rc = store_job_get(js->d->db, id, &sj, &err);
 	if (rc < 0)
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "reading job %lld", (long long)id);
 	if (rc == 0)
 		return tird_fail(e, TIRD_E_NOT_FOUND, "no job %lld", (long long)id);
 	view_stored(&sj, v);
@@ -246,7 +246,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 			       tir_workload_flops(w), &err) ||
 	    store_target_put(d->db, t->key, t->kind == TIR_TARGET_CUDA ? "cuda" : "cpu", &err)) {
 		tir_workload_free(w);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "storing the workload and target of a job");
 	}
 
 	pthread_mutex_lock(&js->mu);
@@ -282,7 +282,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 		pthread_mutex_unlock(&js->mu);
 		tir_workload_free(w);
 		if (rc)
-			return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+			return tird_store_fail(e, &err, "storing a job answered from the cache");
 		log_info("job %lld: born done from the cache (%s on %s)", (long long)sj.id,
 			 sj.workload_key, t->key);
 		atomic_fetch_add(&d->metrics.jobs_cached, 1);
@@ -301,7 +301,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	if (store_job_insert(d->db, &sj, &err)) {
 		pthread_mutex_unlock(&js->mu);
 		tir_workload_free(w);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "storing a new job");
 	}
 	job *j = tird_xcalloc(1, sizeof *j);
 	j->id = sj.id;
@@ -381,7 +381,7 @@ int jobs_list(jobs *js, int state, int limit, job_list *out, tird_error *e)
 	store_error err;
 	if (store_jobs_list(js->d->db, state, limit, list_one, out, &err) < 0) {
 		job_list_clear(out);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "listing jobs");
 	}
 	/* the progress of active jobs, which the store's rows lag */
 	pthread_mutex_lock(&js->mu);

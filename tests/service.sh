@@ -20,7 +20,8 @@
 #   model with seed 7 shows them and finishes; bad options: 400 naming the
 #   field); export / import into a second tird: a file with one bad record
 #   (exit 1 naming it, nothing stored), then the export twice (idempotent);
-#   new CPU and CUDA cost models seeded from the records built beside tird,
+#   a database error (tables renamed under a third tird): 500 naming the
+#   operation, SQLite's words only in the log; new CPU and CUDA cost models seeded from the records built beside tird,
 #   from an export (--model-seed FILE) or not (none), and a seed file
 #   missing, cut short or not records (exit 1 naming the fault); tird killed
 #   with SIGKILL mid-job, restarted on the same database: the job resumes
@@ -406,6 +407,25 @@ i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
 "$TIRCTL" --server "$url2" --json best matmul | jq -e "any(.[]; .record_id==\"$rec\")" >/dev/null \
 	&& pass "the imported cache has the same best" || fail "best after import"
 kill $t2
+
+# ---- a database error: a generic message naming the operation, the SQL only in the log -------
+port4=$(free_port); url4=http://127.0.0.1:$port4
+"$TIRD" --listen 127.0.0.1:$port4 --db "$tmp/c.db" --local-workers none --model-seed none \
+	>"$tmp/tird4.log" 2>&1 &
+t4=$!; pids="$pids $t4"
+wait_up "$url4" || fail "the tird of the database error test did not start"
+sqlite3 "$tmp/c.db" "ALTER TABLE best RENAME TO best_gone; ALTER TABLE jobs RENAME TO jobs_gone"
+for route in "/v1/best?op=matmul|reading the best" "/v1/jobs|listing jobs"; do
+	path=${route%|*}; what=${route#*|}
+	code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url4$path")
+	[ "$code" = 500 ] && jq -e --arg w "$what" '.error.code=="store" and (.error.message|contains($w))
+		and (.error.message|test("gone|no such|SELECT|sqlite|table"; "i")|not)' "$tmp/r" >/dev/null \
+		&& pass "GET $path, a database error: 500 \"$(jq -r .error.message "$tmp/r")\"" \
+		|| fail "GET $path, a database error: HTTP $code $(cat "$tmp/r")"
+done
+grep -q "no such table" "$tmp/tird4.log" && pass "the database's own message is in tird's log" \
+	|| fail "no SQLite message in the log: $(tail -3 "$tmp/tird4.log")"
+kill $t4
 
 # ---- the seed a new CPU cost model starts from ------------------------------------------------
 grep -q "cost model for cpu: new, from 0 stored records (0 skipped), and [1-9][0-9]* rows of [1-9][0-9]* workloads from the seed $top/costmodel/seed/cpu.records" "$tmp/tird.log" \
