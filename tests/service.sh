@@ -20,6 +20,8 @@
 #   model with seed 7 shows them and finishes; bad options: 400 naming the
 #   field); export / import into a second tird: a file with one bad record
 #   (exit 1 naming it, nothing stored), then the export twice (idempotent);
+#   imports all or nothing (a bad record midway: nothing stored; a
+#   40,000-record import killed with SIGKILL: 0 or all of it, then all);
 #   a database error (tables renamed under a third tird): 500 naming the
 #   operation, SQLite's words only in the log; new CPU and CUDA cost models seeded from the records built beside tird,
 #   from an export (--model-seed FILE) or not (none), and a seed file
@@ -407,6 +409,55 @@ i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
 "$TIRCTL" --server "$url2" --json best matmul | jq -e "any(.[]; .record_id==\"$rec\")" >/dev/null \
 	&& pass "the imported cache has the same best" || fail "best after import"
 kill $t2
+
+# ---- imports are all or nothing ---------------------------------------------------------------
+# a bad record midway: a 400 naming it, nothing stored; a large import killed with SIGKILL while
+# its transaction writes: after the restart 0 or all of it, then the import again stores all
+jq '.records[1].status = "fine"' "$tmp/export.json" >"$tmp/badmid.json"
+port5=$(free_port); url5=http://127.0.0.1:$port5
+start5() {
+	"$TIRD" --listen 127.0.0.1:$port5 --db "$tmp/d.db" --local-workers none --model-seed none \
+		>>"$tmp/tird5.log" 2>&1 &
+	t5=$!; pids="$pids $t5"
+	wait_up "$url5" || fail "the tird of the import tests did not start"
+}
+start5
+"$TIRCTL" --server "$url5" import "$tmp/badmid.json" 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'records\[1\]: status "fine" is not a measurement status' "$tmp/err" &&
+	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = 0 ] \
+	&& pass "import with a bad record midway: exit 1, records[1] named, nothing stored" \
+	|| fail "bad record midway: exit $rc $(cat "$tmp/err"), $(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records') stored"
+nbig=40000
+python3 - "$tmp/export.json" "$tmp/big.json" $nbig <<'PYEOF'
+import json, sys
+e = json.load(open(sys.argv[1])); r0 = e["records"][0]; n = int(sys.argv[3])
+k = r0["workload_key"]
+recs = [{"workload_key": k, "target": r0["target"], "trace": '{"insts":[],"n":%d}' % i,
+         "status": "ok", "latency_us": 1000.0 + i} for i in range(n)]
+json.dump({"format": "tird-records/1", "workloads": {k: e["workloads"][k]}, "records": recs},
+          open(sys.argv[2], "w"))
+PYEOF
+wal0=$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)
+curl -s -o "$tmp/bigr" -H "$auth" -X POST --data-binary @"$tmp/big.json" "$url5/v1/records" &
+cpid=$!
+for i in $(seq 1 1000); do   # until the import has written 1 MB to the WAL, or has answered
+	[ "$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)" -gt $((wal0 + 1000000)) ] && break
+	kill -0 $cpid 2>/dev/null || break
+	sleep 0.01
+done
+kill -9 $t5; wait $t5 2>/dev/null; wait $cpid 2>/dev/null
+when=$([ -s "$tmp/bigr" ] && echo "after it answered" || echo "mid-import")
+kept=$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')
+{ [ "$kept" = 0 ] || [ "$kept" = $nbig ]; } \
+	&& pass "SIGKILL $when of a $nbig-record import: $kept stored (0 or all)" \
+	|| fail "SIGKILL $when of a $nbig-record import: $kept of $nbig stored"
+start5
+again=$("$TIRCTL" --server "$url5" --json import "$tmp/big.json")
+printf '%s' "$again" | jq -e ".imported + .skipped == $nbig and .imported == $nbig - $kept" >/dev/null &&
+	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = $nbig ] &&
+	[ "$(sqlite3 "$tmp/d.db" "SELECT trials FROM best WHERE workload_key = '$(jq -r '.records[0].workload_key' "$tmp/export.json")'")" = $nbig ] \
+	&& pass "the import again: all $nbig stored, the best counts them" || fail "import after the kill: $again"
+kill $t5
 
 # ---- a database error: a generic message naming the operation, the SQL only in the log -------
 port4=$(free_port); url4=http://127.0.0.1:$port4
