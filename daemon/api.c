@@ -46,6 +46,15 @@ static void answer_error(http_resp *out, const tird_error *e)
 		   "%s", e->msg);
 }
 
+/* A database failure as a 500 that names the operation; the store's own
+ * message (SQL, SQLite's words) goes to the log only (tird_store_fail). */
+static void answer_store(http_resp *out, const store_error *err, const char *what)
+{
+	tird_error e = { 0 };
+	tird_store_fail(&e, err, "%s", what);
+	answer_error(out, &e);
+}
+
 /* ---- targets ------------------------------------------------------------------------ */
 
 int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err)
@@ -615,7 +624,7 @@ void api_best(http_req *r, http_resp *out)
 			    &err) < 0) {
 		cJSON_Delete(c.arr);
 		free(q);
-		http_error(out, 500, "store", "%s", err.msg);
+		answer_store(out, &err, "reading the best");
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -689,7 +698,7 @@ void api_workload(http_req *r, http_resp *out)
 	int rc = store_workload_get(d->db, r->arg, &canon, &op, &flops, &err);
 	if (rc <= 0) {
 		if (rc < 0)
-			http_error(out, 500, "store", "%s", err.msg);
+			answer_store(out, &err, "reading a workload and its bests");
 		else
 			http_error(out, 404, "not_found", "no workload %s is stored", r->arg);
 		return;
@@ -703,7 +712,7 @@ void api_workload(http_req *r, http_resp *out)
 	if (store_best_each(d->db, op, t && *t ? tf : NULL, wl_row, &c, &err) < 0) {
 		free(canon);
 		free(op);
-		http_error(out, 500, "store", "%s", err.msg);
+		answer_store(out, &err, "reading a workload and its bests");
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -751,7 +760,7 @@ void api_records_export(http_req *r, http_resp *out)
 			       &err) < 0) {
 		cJSON_Delete(e.recs);
 		cJSON_Delete(e.keys);
-		http_error(out, 500, "store", "%s", err.msg);
+		answer_store(out, &err, "reading the records");
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
@@ -771,6 +780,10 @@ void api_records_export(http_req *r, http_resp *out)
 	http_json(out, 200, o);
 }
 
+/* POST /v1/records: a tird-records/1 document.  1. everything is checked
+ * (tir_records_parse: a bad record is a 400 naming records[i], nothing
+ * stored); 2. it is stored in one transaction (store_import): all of it or,
+ * on a database error, a full disk or a crash, none. */
 void api_records_import(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
@@ -778,8 +791,6 @@ void api_records_import(http_req *r, http_resp *out)
 		http_error(out, 400, "bad_request", "the request needs a JSON body");
 		return;
 	}
-	/* 1. check everything (tir_records_parse); 2. store it (each record one
-	 * transaction) */
 	tir_records_fault fault;
 	tir_error terr = { "" };
 	tir_records *recs = tir_records_parse(r->body, r->len, &d->cfg.limits, &fault, &terr);
@@ -791,48 +802,44 @@ void api_records_import(http_req *r, http_resp *out)
 		http_error(out, 400, codes[fault], "%s", terr.msg);
 		return;
 	}
-	store_error err;
-	for (int i = 0; i < tir_records_workloads(recs); i++) {
+	int nw = tir_records_workloads(recs), nr = tir_records_count(recs), nt = 0;
+	store_workload *wl = tird_xcalloc((size_t)nw + 1, sizeof *wl);
+	store_target *tg = tird_xcalloc((size_t)nr + 1, sizeof *tg);
+	store_record *rec = tird_xcalloc((size_t)nr + 1, sizeof *rec);
+	for (int i = 0; i < nw; i++) {
 		const tir_workload *w = tir_records_workload(recs, i);
-		if (store_workload_put(d->db, tir_workload_key(w), tir_workload_op(w),
-				       tir_workload_canonical(w), tir_workload_flops(w), &err)) {
-			http_error(out, 500, "store", "%s", err.msg);
-			goto out;
-		}
+		wl[i] = (store_workload){ tir_workload_key(w), tir_workload_op(w),
+					  tir_workload_canonical(w), tir_workload_flops(w) };
 	}
-	int added = 0, present = 0;
-	for (int i = 0; i < tir_records_count(recs); i++) {
+	for (int i = 0; i < nr; i++) {
 		const tir_record *x = tir_records_at(recs, i);
-		if (store_target_put(d->db, x->target, strncmp(x->target, "cuda:", 5) ? "cpu" : "cuda",
-				     &err)) {
-			http_error(out, 500, "store", "%s", err.msg);
-			goto out;
-		}
 		/* the id is recomputed from the content, so a record imported twice,
 		 * or exported by two caches, is stored once */
-		store_record rec = { .workload_key = tir_workload_key(tir_records_workload(recs,
-											    x->workload)),
-				     .target = x->target, .trace = x->trace, .status = x->status,
-				     .latency_us = x->latency_us, .max_rel_error = x->max_rel_error,
-				     .message = x->message, .worker = x->worker,
-				     .created = x->created };
-		bool changed = false;
-		int rc = store_record_add(d->db, &rec, &changed, &err);
-		if (rc < 0) {
-			http_error(out, 500, "store", "after %d records: %s", added, err.msg);
-			goto out;
-		}
-		if (changed)
-			atomic_fetch_add(&d->best_gen, 1);
-		added += rc == 1;
-		present += rc == 0;
+		rec[i] = (store_record){ .workload_key = wl[x->workload].key, .target = x->target,
+					 .trace = x->trace, .status = x->status,
+					 .latency_us = x->latency_us,
+					 .max_rel_error = x->max_rel_error, .message = x->message,
+					 .worker = x->worker, .created = x->created };
+		/* a target per record, put if new (the insert of a stored one is a
+		 * cheap no-op in the transaction; no quadratic search here) */
+		tg[nt++] = (store_target){ x->target, strncmp(x->target, "cuda:", 5) ? "cpu" : "cuda" };
 	}
-	log_info("import: %d records added, %d already stored", added, present);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "imported", added);
-	cJSON_AddNumberToObject(o, "skipped", present);
-	http_json(out, 200, o);
-out:
+	store_import_result res;
+	store_error err;
+	if (store_import(d->db, wl, nw, tg, nt, rec, nr, &res, &err)) {
+		answer_store(out, &err, "storing the import (nothing of it was stored)");
+	} else {
+		if (res.best_changed)
+			atomic_fetch_add(&d->best_gen, 1);
+		log_info("import: %d records added, %d already stored", res.added, res.present);
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "imported", res.added);
+		cJSON_AddNumberToObject(o, "skipped", res.present);
+		http_json(out, 200, o);
+	}
+	free(rec);
+	free(tg);
+	free(wl);
 	tir_records_free(recs);
 }
 

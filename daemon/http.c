@@ -8,6 +8,25 @@
  *   {"error": {"code": "...", "message": "..."}}
  * with a 4xx or 5xx status.
  *
+ * Input edges, checked here before any handler runs, each refused with a
+ * JSON error naming the fault:
+ *   - a body is valid UTF-8 with no NUL byte, no raw control character in a
+ *     string and no \u0000 escape (check_body); http_body_object takes
+ *     exactly one JSON document, nothing after it but white space;
+ *   - one Content-Length, and not with Transfer-Encoding (400); at most
+ *     MAX_QUERY_PARAMS query parameters and MAX_URL bytes of URL (414), at
+ *     most MAX_HEADER_BYTES of headers (431);
+ *   - %00 in a path or query is not decoded (unescape), so a NUL never cuts
+ *     a route argument or parameter short;
+ *   - error messages never carry invalid UTF-8: http_error writes each bad
+ *     byte as the text \xHH.
+ * libmicrohttpd refuses some requests itself before calling us (a request
+ * line or header line it cannot parse, HTTP/1.1 without Host, a
+ * Content-Length it cannot read, a malformed chunk, a request head over
+ * MHD_POOL_BYTES) and answers those with its own HTML body: 0.9.x has no
+ * hook for them.  The pool is sized so that every limit above is ours to
+ * answer well before libmicrohttpd's.
+ *
  * Threads: libmicrohttpd runs one thread per connection (its internal
  * polling thread accepts), so a handler may block — the long polls of
  * workers and of `tirctl tune --wait` do — without holding up other clients.
@@ -50,6 +69,22 @@ static const route routes[] = {
 };
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))
 _Static_assert(NROUTES < 64, "tird_metrics has room for 63 routes");
+
+/* Limits of a request's head, answered by first_call with a JSON error. */
+enum {
+	MAX_URL = 8192,            /* bytes of path and query */
+	MAX_QUERY_PARAMS = 64,
+	MAX_HEADER_BYTES = 16384,  /* names and values of every header */
+	/* libmicrohttpd's memory per connection: the request head and a record
+	 * (64 bytes) per header and query parameter live in it; when it runs
+	 * out, libmicrohttpd answers HTML, or (0.9.75, too many query
+	 * parameters) closes the connection with no answer.  256 KiB holds
+	 * any head within the limits above and ~3,900 one-letter query
+	 * parameters; it is mapped at once but touched only as far as used
+	 * (all of it once a kept-alive connection is reused: libmicrohttpd
+	 * zeroes the pool between requests). */
+	MHD_POOL_BYTES = 256 * 1024,
+};
 
 const char *http_route_name(int i)
 {
@@ -113,16 +148,64 @@ void http_json(http_resp *out, int status, cJSON *j)
 	cJSON_Delete(j);
 }
 
+/* The length of the valid UTF-8 sequence at s (n bytes left), or 0: no
+ * overlong forms, no surrogates, nothing past U+10FFFF (RFC 3629). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	if (c < 0x80)
+		return 1;
+	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+		     : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (len == 0 || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||   /* overlong, surrogate */
+	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))     /* overlong, > U+10FFFF */
+		return 0;
+	return len;
+}
+
+/* msg with every byte that is not valid UTF-8 written as the text \xHH,
+ * into out (n bytes, cut at a character). */
+static void utf8_clean(const char *msg, char *out, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)msg;
+	size_t left = strlen(msg), o = 0;
+	while (left) {
+		size_t k = utf8_len(s, left);
+		char esc[5];
+		const char *from = (const char *)s;
+		size_t w = k;
+		if (k == 0) {
+			snprintf(esc, sizeof esc, "\\x%02x", s[0]);
+			from = esc;
+			w = 4;
+			k = 1;
+		}
+		if (o + w >= n)
+			break;
+		memcpy(out + o, from, w);
+		o += w;
+		s += k;
+		left -= k;
+	}
+	out[o] = '\0';
+}
+
 void http_error(http_resp *out, int status, const char *code, const char *fmt, ...)
 {
-	char msg[768];
+	char msg[768], clean[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	utf8_clean(msg, clean, sizeof clean);
 	cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
 	cJSON_AddStringToObject(e, "code", code);
-	cJSON_AddStringToObject(e, "message", msg);
+	cJSON_AddStringToObject(e, "message", clean);
 	free(out->body);
 	http_json(out, status, j);
 }
@@ -140,12 +223,61 @@ cJSON *http_body_object(http_req *r, http_resp *out)
 		http_error(out, 400, "bad_json", "the body is not valid JSON (at byte %zu)", at);
 		return NULL;
 	}
+	size_t at = (size_t)(end - r->body);
+	while (at < r->len && r->body[at] && strchr(" \t\r\n", r->body[at]))
+		at++;
+	if (at < r->len) {
+		cJSON_Delete(j);
+		http_error(out, 400, "bad_json", "the body has %zu bytes after the JSON document "
+			   "(at byte %zu): send one document", r->len - at, at);
+		return NULL;
+	}
 	if (!cJSON_IsObject(j)) {
 		cJSON_Delete(j);
 		http_error(out, 400, "bad_request", "the body must be a JSON object");
 		return NULL;
 	}
 	return j;
+}
+
+/* Whether the n bytes of a body may be handed to a JSON parser: valid
+ * UTF-8, no NUL byte, and in strings no raw control character and no
+ * \u0000 (cJSON would cut the string there: "cpu\u0000:evil" would be
+ * "cpu").  false with why (n bytes) naming the fault and its byte. */
+static bool check_body(const char *body, size_t len, char *why, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)body;
+	bool in_string = false;
+	for (size_t i = 0; i < len;) {
+		unsigned c = s[i];
+		if (c == 0) {
+			snprintf(why, n, "the body has a NUL byte at byte %zu", i);
+			return false;
+		}
+		size_t k = utf8_len(s + i, len - i);
+		if (k == 0) {
+			snprintf(why, n, "the body is not valid UTF-8 (byte 0x%02x at byte %zu)", c, i);
+			return false;
+		}
+		if (in_string && c < 0x20) {
+			snprintf(why, n, "the body has a control character (0x%02x) inside a string at "
+				 "byte %zu: JSON strings escape them", c, i);
+			return false;
+		}
+		if (c == '"') {
+			in_string = !in_string;
+		} else if (in_string && c == '\\' && i + 1 < len) {
+			if (s[i + 1] == 'u' && len - i >= 6 && !memcmp(s + i + 2, "0000", 4)) {
+				snprintf(why, n, "the body has a NUL (\\u0000) inside a string at byte "
+					 "%zu: strings may not hold NUL", i);
+				return false;
+			}
+			if (s[i + 1] < 0x80)
+				k = 2;     /* an escaped quote is not the string's end */
+		}
+		i += k;
+	}
+	return true;
 }
 
 const char *http_query(http_req *r, const char *name)
@@ -260,9 +392,70 @@ static http_method method_of(const char *m)
 	return HTTP_NMETHODS;
 }
 
+/* The size of a request's head, for its limits. */
+typedef struct head_size {
+	size_t n, bytes, content_length;
+	bool transfer_encoding;
+} head_size;
+
+static MHD_RESULT count_value(void *cls, enum MHD_ValueKind kind, const char *key,
+			      const char *value)
+{
+	head_size *h = cls;
+	h->n++;
+	h->bytes += strlen(key) + (value ? strlen(value) : 0) + 2;   /* '=' or ": ", '&' */
+	if (kind == MHD_HEADER_KIND) {
+		h->content_length += !strcasecmp(key, "Content-Length");
+		h->transfer_encoding |= !strcasecmp(key, "Transfer-Encoding");
+	}
+	return MHD_YES;
+}
+
+/* A JSON error when the request's head is over a limit or ambiguous about
+ * its body's length (two Content-Lengths, or one with Transfer-Encoding: a
+ * proxy in front may read the body differently), else MHD_YES. */
+static MHD_RESULT check_head(struct MHD_Connection *c, req_ctx *rc, const char *url,
+			     bool *answered)
+{
+	head_size q = { 0 }, h = { 0 };
+	char msg[200];
+	*answered = true;
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_value, &q);
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_value, &h);
+	if (q.n > MAX_QUERY_PARAMS) {
+		snprintf(msg, sizeof msg, "the URL has %zu query parameters, at most %d",
+			 q.n, MAX_QUERY_PARAMS);
+		return send_error(c, rc, 414, "uri_too_long", msg);
+	}
+	if (strlen(url) + q.bytes > MAX_URL) {
+		snprintf(msg, sizeof msg, "the URL is %zu bytes long, at most %d",
+			 strlen(url) + q.bytes, MAX_URL);
+		return send_error(c, rc, 414, "uri_too_long", msg);
+	}
+	if (h.bytes > MAX_HEADER_BYTES) {
+		snprintf(msg, sizeof msg, "the request's headers are %zu bytes, at most %d",
+			 h.bytes, MAX_HEADER_BYTES);
+		return send_error(c, rc, 431, "headers_too_large", msg);
+	}
+	if (h.content_length > 1) {
+		snprintf(msg, sizeof msg, "the request has %zu Content-Length headers: send one",
+			 h.content_length);
+		return send_error(c, rc, 400, "bad_request", msg);
+	}
+	if (h.content_length && h.transfer_encoding)
+		return send_error(c, rc, 400, "bad_request", "the request has both Content-Length "
+				  "and Transfer-Encoding: send one");
+	*answered = false;
+	return MHD_YES;
+}
+
 static MHD_RESULT first_call(tird *d, struct MHD_Connection *c, req_ctx *rc,
 			     const char *url, const char *method)
 {
+	bool answered;
+	MHD_RESULT head = check_head(c, rc, url, &answered);
+	if (answered)
+		return head;
 	http_method m = method_of(method);
 	bool path_known = false;
 	for (int i = 0; i < NROUTES; i++) {
@@ -343,6 +536,9 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *ur
 			 rc->limit);
 		return send_error(c, rc, 413, "too_large", msg);
 	}
+	char why[160];
+	if (rc->len && !check_body(rc->body, rc->len, why, sizeof why))
+		return send_error(c, rc, 400, "bad_json", why);
 	http_req req = { d, c, routes[rc->route].method, url, rc->arg,
 			 rc->body ? rc->body : "", rc->len };
 	if (rc->body)
@@ -386,6 +582,33 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", msg);
 }
 
+static int hex(int c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* libmicrohttpd's decoding of %XX in a path, query key or value, in place,
+ * but for %00: a NUL would cut the text short ("/v1/jobs/1%00x" would ask
+ * for job 1), so it stays the three characters "%00".  Returns the length. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *w = s;
+	(void)cls;
+	(void)c;
+	for (const char *r = s; *r;) {
+		int hi, lo;
+		if (r[0] == '%' && (hi = hex(r[1])) >= 0 && (lo = hex(r[2])) >= 0 && (hi | lo)) {
+			*w++ = (char)(hi << 4 | lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
 int http_bind(tird *d, char *msg, size_t n)
 {
 	struct sockaddr_in sa = { 0 };
@@ -425,6 +648,8 @@ int http_start(tird *d, char *msg, size_t n)
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
+		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_END);
 	if (!m) {
 		snprintf(msg, n, "cannot serve on %s:%d", d->cfg.host, d->cfg.port);

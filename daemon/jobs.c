@@ -68,7 +68,9 @@ struct jobs {
 	pthread_cond_t work;       /* a job was queued, or stopping */
 	pthread_cond_t changed;    /* some job changed */
 	job *active;               /* queued and running jobs, oldest first */
-	bool stopping;
+	/* set by jobs_stop under mu; atomic because run_job reads it without
+	 * mu, after tir_tune returns (as it reads each job's cancel flag) */
+	atomic_bool stopping;
 	int nthreads;
 	pthread_t *threads;
 };
@@ -225,7 +227,7 @@ static int stored_view(jobs *js, int64_t id, job_view *v, tird_error *e)
 	store_error err;
 	int rc = store_job_get(js->d->db, id, &sj, &err);
 	if (rc < 0)
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "reading job %lld", (long long)id);
 	if (rc == 0)
 		return tird_fail(e, TIRD_E_NOT_FOUND, "no job %lld", (long long)id);
 	view_stored(&sj, v);
@@ -246,7 +248,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 			       tir_workload_flops(w), &err) ||
 	    store_target_put(d->db, t->key, t->kind == TIR_TARGET_CUDA ? "cuda" : "cpu", &err)) {
 		tir_workload_free(w);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "storing the workload and target of a job");
 	}
 
 	pthread_mutex_lock(&js->mu);
@@ -282,7 +284,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 		pthread_mutex_unlock(&js->mu);
 		tir_workload_free(w);
 		if (rc)
-			return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+			return tird_store_fail(e, &err, "storing a job answered from the cache");
 		log_info("job %lld: born done from the cache (%s on %s)", (long long)sj.id,
 			 sj.workload_key, t->key);
 		atomic_fetch_add(&d->metrics.jobs_cached, 1);
@@ -301,7 +303,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	if (store_job_insert(d->db, &sj, &err)) {
 		pthread_mutex_unlock(&js->mu);
 		tir_workload_free(w);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "storing a new job");
 	}
 	job *j = tird_xcalloc(1, sizeof *j);
 	j->id = sj.id;
@@ -344,7 +346,7 @@ int jobs_get(jobs *js, int64_t id, double wait_s, long version, job_view *v, tir
 	pthread_mutex_lock(&js->mu);
 	job *j;
 	while ((j = do_find(js, id)) && wait_s > 0 && j->version <= version &&
-	       !js->stopping && !atomic_load(&d->stopping))
+	       !atomic_load(&js->stopping) && !atomic_load(&d->stopping))
 		if (pthread_cond_timedwait(&js->changed, &js->mu, &until) == ETIMEDOUT)
 			break;
 	if ((j = do_find(js, id))) {
@@ -381,7 +383,7 @@ int jobs_list(jobs *js, int state, int limit, job_list *out, tird_error *e)
 	store_error err;
 	if (store_jobs_list(js->d->db, state, limit, list_one, out, &err) < 0) {
 		job_list_clear(out);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "listing jobs");
 	}
 	/* the progress of active jobs, which the store's rows lag */
 	pthread_mutex_lock(&js->mu);
@@ -610,7 +612,7 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	if (xgb)
 		models_save(d, j->target.kind);
 
-	if (js->stopping || atomic_load(&d->stopping)) {
+	if (atomic_load(&js->stopping) || atomic_load(&d->stopping)) {
 		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
 		return STORE_JOB_QUEUED;
 	}
@@ -638,14 +640,14 @@ static void *tuning_thread(void *arg)
 	pthread_mutex_lock(&js->mu);
 	for (;;) {
 		job *j = NULL;
-		while (!js->stopping) {
+		while (!atomic_load(&js->stopping)) {
 			for (j = js->active; j && j->state != STORE_JOB_QUEUED; j = j->next)
 				;
 			if (j)
 				break;
 			pthread_cond_wait(&js->work, &js->mu);
 		}
-		if (js->stopping)
+		if (atomic_load(&js->stopping))
 			break;
 		if (do_set_state(js, j, STORE_JOB_RUNNING, NULL)) {
 			/* the store refused: give up on it rather than loop */
@@ -658,7 +660,8 @@ static void *tuning_thread(void *arg)
 		char msg[512];
 		store_job_state end = run_job(js, j, msg, sizeof msg);
 		pthread_mutex_lock(&js->mu);
-		if (do_set_state(js, j, end, msg) == 0 && end == STORE_JOB_QUEUED && !js->stopping)
+		if (do_set_state(js, j, end, msg) == 0 && end == STORE_JOB_QUEUED &&
+		    !atomic_load(&js->stopping))
 			continue;          /* stays active, queued */
 		do_remove(js, j);
 		job_free(j);
@@ -757,6 +760,7 @@ jobs *jobs_start(tird *d, char *msg, size_t n)
 {
 	jobs *js = tird_xcalloc(1, sizeof *js);
 	js->d = d;
+	atomic_init(&js->stopping, false);
 	pthread_mutex_init(&js->mu, NULL);
 	pthread_cond_init(&js->work, NULL);
 	pthread_cond_init(&js->changed, NULL);
@@ -786,7 +790,7 @@ void jobs_stop(jobs *js)
 	if (!js)
 		return;
 	pthread_mutex_lock(&js->mu);
-	js->stopping = true;
+	atomic_store(&js->stopping, true);
 	for (job *j = js->active; j; j = j->next)
 		atomic_store(&j->cancel, 1);   /* tir_tune stops after the round; run_job sees stopping */
 	pthread_cond_broadcast(&js->work);

@@ -70,6 +70,18 @@ const char *tird_errcode_name(tird_errcode code)
 	return (unsigned)code < TIRD_E_COUNT ? errcode_names[code] : "";
 }
 
+int tird_store_fail(tird_error *e, const store_error *err, const char *what, ...)
+{
+	char op[256];
+	va_list ap;
+	va_start(ap, what);
+	vsnprintf(op, sizeof op, what, ap);
+	va_end(ap);
+	log_error("store: %s: %s", op, err ? err->msg : "(no message)");
+	return tird_fail(e, TIRD_E_STORE, "the database failed %s (tird's log has the details)",
+			 op);
+}
+
 int tird_fail(tird_error *e, tird_errcode code, const char *fmt, ...)
 {
 	if (e) {

@@ -86,6 +86,12 @@ typedef struct tird_error {
 /* Fills *e (may be NULL) and returns -1. */
 int tird_fail(tird_error *e, tird_errcode code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A database failure: logs the store's message (it holds SQL and SQLite's
+ * words, which are for the operator) and fills *e with TIRD_E_STORE and a
+ * message for the client that names only the operation, `what` ("reading
+ * job 3").  Returns -1. */
+int tird_store_fail(tird_error *e, const store_error *err, const char *what, ...)
+	__attribute__((format(printf, 3, 4)));
 /* "bad_request", ...; "" for TIRD_E_NONE. */
 const char *tird_errcode_name(tird_errcode code);
 

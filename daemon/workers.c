@@ -358,7 +358,7 @@ int workers_register(workers *ws, const tir_target *t, const char *name, worker_
 	    store_worker_put(d->db, w->id, w->target, w->name, "live", w->registered,
 			     w->last_seen, &err)) {
 		free(w);
-		return tird_fail(e, TIRD_E_STORE, "%s", err.msg);
+		return tird_store_fail(e, &err, "registering a worker");
 	}
 	pthread_mutex_lock(&ws->mu);
 	w->next = ws->list;

@@ -4,7 +4,8 @@
  * Every statement is declared once in STORE_STMTS and prepared at open; a
  * call binds, steps and resets under the store's mutex.  Functions that
  * change more than one row wrap them in BEGIN IMMEDIATE ... COMMIT, so each
- * state change is one transaction.  The database runs in WAL mode with
+ * state change is one transaction, and an import (store_import), however
+ * many rows, is one too.  The database runs in WAL mode with
  * synchronous=NORMAL: a committed transaction survives a killed process
  * (kill -9), and one in flight is rolled back at the next open.
  */
@@ -333,17 +334,24 @@ int store_schema_version(store *s)
 
 /* ---- workloads, targets -------------------------------------------------------------- */
 
-int store_workload_put(store *s, const char *key, const char *op,
-		       const char *canonical, double flops, store_error *err)
+/* The mutex held. */
+static int do_workload_put(store *s, const char *key, const char *op,
+			   const char *canonical, double flops, store_error *err)
 {
-	pthread_mutex_lock(&s->mu);
 	sqlite3_stmt *q = stmt(s, ST_WL_PUT);
 	bind_text(q, 1, key);
 	bind_text(q, 2, op);
 	bind_text(q, 3, canonical);
 	sqlite3_bind_double(q, 4, flops);
 	sqlite3_bind_double(q, 5, store_now());
-	int rc = exec(s, ST_WL_PUT, q, err);
+	return exec(s, ST_WL_PUT, q, err);
+}
+
+int store_workload_put(store *s, const char *key, const char *op,
+		       const char *canonical, double flops, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = do_workload_put(s, key, op, canonical, flops, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
@@ -371,14 +379,20 @@ int store_workload_get(store *s, const char *key, char **canonical, char **op,
 	return ret;
 }
 
-int store_target_put(store *s, const char *key, const char *kind, store_error *err)
+/* The mutex held. */
+static int do_target_put(store *s, const char *key, const char *kind, store_error *err)
 {
-	pthread_mutex_lock(&s->mu);
 	sqlite3_stmt *q = stmt(s, ST_TGT_PUT);
 	bind_text(q, 1, key);
 	bind_text(q, 2, kind);
 	sqlite3_bind_double(q, 3, store_now());
-	int rc = exec(s, ST_TGT_PUT, q, err);
+	return exec(s, ST_TGT_PUT, q, err);
+}
+
+int store_target_put(store *s, const char *key, const char *kind, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = do_target_put(s, key, kind, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
@@ -634,6 +648,50 @@ int store_record_add(store *s, store_record *r, bool *best_changed, store_error 
 	}
 	pthread_mutex_unlock(&s->mu);
 	return ret;
+}
+
+int store_import(store *s, const store_workload *w, int nw, const store_target *t, int nt,
+		 store_record *r, int nr, store_import_result *res, store_error *err)
+{
+	store_import_result got = { 0 };
+	store_error e = { "" };
+	int i = 0;
+	const char *what = "begin";
+	*res = got;
+	pthread_mutex_lock(&s->mu);
+	if (begin(s, &e))
+		goto fail;
+	for (what = "workloads"; i < nw; i++)
+		if (do_workload_put(s, w[i].key, w[i].op, w[i].canonical, w[i].flops, &e))
+			goto fail;
+	for (i = 0, what = "targets"; i < nt; i++)
+		if (do_target_put(s, t[i].key, t[i].kind, &e))
+			goto fail;
+	for (i = 0, what = "records"; i < nr; i++) {
+		bool changed = false;
+		int rc;
+		if (!r[i].workload_key || !r[i].target || !r[i].trace || !r[i].status) {
+			fail(&e, "workload_key, target, trace and status are required");
+			goto fail;
+		}
+		if ((rc = do_record_add(s, &r[i], &changed, &e)) < 0)
+			goto fail;
+		got.added += rc == 1;
+		got.present += rc == 0;
+		got.best_changed |= changed;
+	}
+	what = "commit";
+	if (commit(s, &e))
+		goto fail;
+	pthread_mutex_unlock(&s->mu);
+	*res = got;
+	return 0;
+fail:
+	rollback(s);
+	pthread_mutex_unlock(&s->mu);
+	if (!strcmp(what, "begin") || !strcmp(what, "commit"))
+		return fail(err, "import: %s: %s (nothing stored)", what, e.msg);
+	return fail(err, "import: %s[%d]: %s (nothing stored)", what, i, e.msg);
 }
 
 int store_records_each(store *s, const char *workload_key, const char *target,

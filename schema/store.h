@@ -142,6 +142,30 @@ typedef struct store_record {
  * The workload and target must have been put first. */
 int store_record_add(store *s, store_record *r, bool *best_changed, store_error *err);
 
+typedef struct store_workload {
+	const char *key, *op, *canonical;
+	double flops;
+} store_workload;
+
+typedef struct store_target {
+	const char *key, *kind;    /* kind: "cpu" or "cuda" */
+} store_target;
+
+/* What an import stored. */
+typedef struct store_import_result {
+	int added, present;        /* records inserted, records whose id was stored */
+	bool best_changed;         /* some best row's record changed */
+} store_import_result;
+
+/* Imports in ONE transaction: the workloads and targets that are new, then
+ * the records as store_record_add adds them (the best rows updated).  Either
+ * all of it is stored or, on any error, none: a bad record, a full disk or a
+ * killed process leaves the database as it was.  A record's workload and
+ * target must be among those given or stored already.  0 with *res, or -1
+ * with err naming the item at fault (records[i], workloads[i]). */
+int store_import(store *s, const store_workload *w, int nw, const store_target *t, int nt,
+		 store_record *r, int nr, store_import_result *res, store_error *err);
+
 /* Calls fn for each record of (workload_key, target) — either may be NULL
  * for all — oldest first.  The pointers in fn's record are valid during the
  * call only.  Returns the count or -1. */

@@ -41,12 +41,18 @@ static char *doc(const char *records)
 	return s;
 }
 
-static char *rec(const char *key, const char *target, const char *extra)
+static char *rec_as(const char *key, const char *target, const char *status,
+		    const char *extra)
 {
 	char *s = malloc(1024);
 	snprintf(s, 1024, "{\"workload_key\":\"%s\",\"target\":\"%s\",\"trace\":\"[]\","
-		 "\"status\":\"ok\"%s}", key, target, extra);
+		 "\"status\":\"%s\"%s}", key, target, status, extra);
 	return s;
+}
+
+static char *rec(const char *key, const char *target, const char *extra)
+{
+	return rec_as(key, target, "ok", extra);
 }
 
 START_TEST(reads_every_field)
@@ -54,7 +60,7 @@ START_TEST(reads_every_field)
 	keys();
 	char *r1 = rec(key2, "cpu:x86_64+avx2", ",\"latency_us\":12.5,\"max_rel_error\":1e-6,"
 		       "\"message\":\"m\",\"worker\":\"w1\",\"created\":1700000000");
-	char *r2 = rec(key1, "cuda:sm_90", "");
+	char *r2 = rec_as(key1, "cuda:sm_90", "build_error", "");   /* no latency: not ok */
 	char all[4096];
 	snprintf(all, sizeof all, "%s,%s", r1, r2);
 	char *text = doc(all);
@@ -79,6 +85,7 @@ START_TEST(reads_every_field)
 	/* absent optional fields: their defaults */
 	ck_assert_int_eq(b->workload, 0);
 	ck_assert_str_eq(b->target, "cuda:sm_90");
+	ck_assert_str_eq(b->status, "build_error");
 	ck_assert_double_eq(b->latency_us, 0);
 	ck_assert_double_eq(b->max_rel_error, -1);
 	ck_assert_ptr_null(b->message);
@@ -123,7 +130,7 @@ static const struct {
 	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"status\":\"ok\"}",
 	  TIR_RECORDS_BAD_DOCUMENT, "records[0]: workload_key, target, trace and status" },
 	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
-	  "\"status\":\"ok\"},{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":[],"
+	  "\"status\":\"ok\",\"latency_us\":1},{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":[],"
 	  "\"status\":\"ok\"}", TIR_RECORDS_BAD_DOCUMENT, "records[1]: workload_key" },
 	{ NULL, "{\"workload_key\":\"0123\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
 	  "\"status\":\"ok\"}", TIR_RECORDS_BAD_DOCUMENT, "records[0]: workload 0123 is not in" },
@@ -132,6 +139,27 @@ static const struct {
 	{ NULL, "{\"workload_key\":\"K2\",\"target\":\"tpu:v5\",\"trace\":\"[]\",\"status\":\"ok\"}",
 	  TIR_RECORDS_BAD_TARGET, "records[0]: target \"tpu:v5\" is not a full target key: " },
 	{ NULL, "1", TIR_RECORDS_BAD_DOCUMENT, "records[0]: workload_key" },
+	/* exactly one document */
+	{ "{\"workloads\":{},\"records\":[]}xyz", NULL, TIR_RECORDS_BAD_JSON,
+	  "not one JSON document: 3 bytes after it (at byte 29)" },
+	{ "{\"workloads\":{},\"records\":[]} {}", NULL, TIR_RECORDS_BAD_JSON,
+	  "not one JSON document: 2 bytes after it" },
+	/* a record's status and numbers */
+	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
+	  "\"status\":\"ok\",\"latency_us\":1},{\"workload_key\":\"K1\",\"target\":"
+	  "\"cpu:x86_64\",\"trace\":\"[]\",\"status\":\"fine\"}", TIR_RECORDS_BAD_DOCUMENT,
+	  "records[1]: status \"fine\" is not a measurement status" },
+	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
+	  "\"status\":\"ok\"}", TIR_RECORDS_BAD_DOCUMENT, "records[0]: an ok record needs latency_us" },
+	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
+	  "\"status\":\"ok\",\"latency_us\":-1e-9}", TIR_RECORDS_BAD_DOCUMENT,
+	  "records[0]: latency_us must be a finite number" },
+	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
+	  "\"status\":\"wrong_result\",\"max_rel_error\":1e999}", TIR_RECORDS_BAD_DOCUMENT,
+	  "records[0]: max_rel_error must be a finite number" },
+	{ NULL, "{\"workload_key\":\"K1\",\"target\":\"cpu:x86_64\",\"trace\":\"[]\","
+	  "\"status\":\"build_error\",\"created\":\"today\"}", TIR_RECORDS_BAD_DOCUMENT,
+	  "records[0]: created must be a finite number" },
 };
 
 /* s with every K1 / K2 replaced by the keys; malloc'd. */

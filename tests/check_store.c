@@ -2,7 +2,8 @@
  * check_store.c — the SQLite store (schema/): migrations (a 001 database
  * brought up to date with its jobs intact), the job state transitions and
  * search options, records and the best row per (workload, FULL target), record
- * ids and idempotent inserts, persistence across reopen.
+ * ids and idempotent inserts, an import all or nothing, persistence across
+ * reopen.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,66 @@ START_TEST(state_names_round_trip)
 }
 END_TEST
 
+/* An import of n records of WK on CPU1 ("i0", "i1", ...), the one at bad
+ * (if >= 0) naming a workload that is neither given nor stored. */
+static int import(int n, int bad, store_import_result *res, store_error *err)
+{
+	static const char *const nowhere =
+		"bbbb000000000000000000000000000000000000000000000000000000000002";
+	store_workload w = { WK, "matmul", "{\"op\":\"matmul\",\"M\":8}", 1024 };
+	store_target t = { CPU1, "cpu" };
+	store_record *r = calloc((size_t)n, sizeof *r);
+	char (*traces)[16] = calloc((size_t)n, sizeof *traces);
+	for (int i = 0; i < n; i++) {
+		snprintf(traces[i], sizeof traces[i], "i%d", i);
+		r[i] = (store_record){ .workload_key = i == bad ? nowhere : WK, .target = CPU1,
+				       .trace = traces[i], .status = "ok", .latency_us = 100 - i % 50,
+				       .max_rel_error = 0 };
+	}
+	int rc = store_import(db, &w, 1, &t, 1, r, n, res, err);
+	free(traces);
+	free(r);
+	return rc;
+}
+
+START_TEST(import_is_all_or_nothing)
+{
+	store_error err = { "" };
+	store_import_result res;
+	store_best b;
+	/* 200 good records and one bad (its workload unknown): nothing stored,
+	 * not even the workload and target put before the records */
+	ck_assert_int_eq(import(201, 150, &res, &err), -1);
+	ck_assert_msg(strstr(err.msg, "records[150]") && strstr(err.msg, "nothing stored"),
+		      "%s", err.msg);
+	ck_assert_int_eq(res.added, 0);
+	ck_assert_int_eq(store_record_count(db, WK, CPU1, &err), 0);
+	ck_assert_int_eq(store_workload_get(db, WK, NULL, NULL, NULL, &err), 0);
+	ck_assert_int_eq(store_best_get(db, WK, CPU1, &b, &err), 0);
+	/* the good ones: all stored, the best updated as record by record */
+	ck_assert_int_eq(import(200, -1, &res, &err), 0);
+	ck_assert_int_eq(res.added, 200);
+	ck_assert_int_eq(res.present, 0);
+	ck_assert(res.best_changed);
+	ck_assert_int_eq(store_record_count(db, WK, CPU1, &err), 200);
+	ck_assert_int_eq(store_best_get(db, WK, CPU1, &b, &err), 1);
+	ck_assert_double_eq(b.latency_us, 51);
+	ck_assert_int_eq(b.trials, 200);
+	store_best_clear(&b);
+	/* again: each id already stored, nothing changes */
+	ck_assert_int_eq(import(200, -1, &res, &err), 0);
+	ck_assert_int_eq(res.added, 0);
+	ck_assert_int_eq(res.present, 200);
+	ck_assert(!res.best_changed);
+	/* a failed import after them leaves them as they were */
+	ck_assert_int_eq(import(300, 299, &res, &err), -1);
+	ck_assert_int_eq(store_record_count(db, WK, CPU1, &err), 200);
+	ck_assert_int_eq(store_best_get(db, WK, CPU1, &b, &err), 1);
+	ck_assert_int_eq(b.trials, 200);
+	store_best_clear(&b);
+}
+END_TEST
+
 START_TEST(records_survive_reopen)
 {
 	put_basics();
@@ -343,6 +404,7 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, record_needs_a_stored_workload);
 	tcase_add_test(tc, job_transitions_check_the_stored_state);
 	tcase_add_test(tc, state_names_round_trip);
+	tcase_add_test(tc, import_is_all_or_nothing);
 	tcase_add_test(tc, records_survive_reopen);
 	tcase_add_test(tc, job_search_options_round_trip);
 	tcase_add_test(tc, migration_002_keeps_old_jobs);

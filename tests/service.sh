@@ -5,7 +5,11 @@
 # It starts a real tird on a free loopback port with a temporary database and
 # drives it with tirctl, curl and tird-worker:
 #   health and metrics; a missing token (401); bad JSON (400); an invalid
-#   workload (400, tirctl exit 1); an oversized body (413); the worker routes
+#   workload (400, tirctl exit 1); an oversized body (413); the input edges
+#   by raw requests (text or a NUL after the body's document, a NUL or a
+#   control character in a string, invalid UTF-8 refused and never echoed
+#   raw, %00 in a path, two Content-Lengths, 600 and 2000 query parameters,
+#   a long URL, large headers: each a JSON error naming it); the worker routes
 #   by hand (register, an empty lease, heartbeat, results for a batch not
 #   leased or with a bad status, leave) and the job routes' errors (an
 #   unknown job, cancel while queued or running, cancel of an ended job);
@@ -16,7 +20,10 @@
 #   model with seed 7 shows them and finishes; bad options: 400 naming the
 #   field); export / import into a second tird: a file with one bad record
 #   (exit 1 naming it, nothing stored), then the export twice (idempotent);
-#   new CPU and CUDA cost models seeded from the records built beside tird,
+#   imports all or nothing (a bad record midway: nothing stored; a
+#   40,000-record import killed with SIGKILL: 0 or all of it, then all);
+#   a database error (tables renamed under a third tird): 500 naming the
+#   operation, SQLite's words only in the log; new CPU and CUDA cost models seeded from the records built beside tird,
 #   from an export (--model-seed FILE) or not (none), and a seed file
 #   missing, cut short or not records (exit 1 naming the fault); tird killed
 #   with SIGKILL mid-job, restarted on the same database: the job resumes
@@ -113,6 +120,79 @@ code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary @"
 	|| fail "oversized body: HTTP $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/nothing")
 [ "$code" = 404 ] && pass "unknown route: 404" || fail "unknown route: HTTP $code"
+
+# ---- input edges: one JSON document, NULs, UTF-8, the HTTP layer's own errors -----------------
+# raw PORT PYEXPR: sends the bytes PYEXPR evaluates to and prints "STATUS KIND" of the answer,
+# KIND json (an {"error": {"code", "message"}} document in valid UTF-8), other, or none
+# (the connection closed without an answer); the body goes to $tmp/r
+cat > "$tmp/raw.py" <<'PYEOF'
+import json, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(eval(sys.argv[2]))
+data = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+        head, sep, body = data.partition(b"\r\n\r\n")
+        if sep and b"content-length:" in head.lower():
+            n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(body) >= n:
+                break
+except (socket.timeout, ConnectionResetError):
+    pass
+head, sep, body = data.partition(b"\r\n\r\n")
+open(sys.argv[3], "wb").write(body)
+if not data:
+    print("0 none"); sys.exit()
+status = head.split(b" ")[1].decode()
+try:
+    e = json.loads(body.decode("utf-8"))["error"]
+    kind = "json" if e["code"] and e["message"] else "other"
+except Exception:
+    kind = "other"
+print(status, kind)
+PYEOF
+raw() { python3 "$tmp/raw.py" "$port" "$1" "$tmp/r"; }
+hdr="b'POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer $TIRD_TOKEN\r\nConnection: close\r\n"
+job8='b"{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\",\"trials\":4}"'
+edge() {   # NAME EXPECTED-STATUS GREP-IN-MESSAGE PYEXPR
+	got=$(raw "$4")
+	[ "$got" = "$2 json" ] && jq -r .error.message "$tmp/r" | grep -q -- "$3" \
+		&& pass "$1: $2 naming the fault" || fail "$1: got '$got' $(head -c 300 "$tmp/r")"
+}
+post_body() {   # PYEXPR of the body: a POST /v1/jobs request with it
+	printf '%s' "$hdr'+b'Content-Length: '+str(len($1)).encode()+b'\r\n\r\n'+$1"
+}
+edge "a body with text after its JSON document" 400 "after the JSON document" "$(post_body "$job8+b'xyz'")"
+edge "a body with a NUL after its JSON document" 400 "NUL" "$(post_body "$job8+b'\\x00'")"
+edge "a NUL escaped inside a string (\\u0000)" 400 'NUL' \
+	"$(post_body "b'{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\\\\u0000:evil\"}'")"
+edge "a raw control character inside a string" 400 'control character' \
+	"$(post_body "b'{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\\x01\"}'")"
+edge "invalid UTF-8 in a body" 400 'not valid UTF-8' \
+	"$(post_body "b'{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":8},\"target\":\"cpu\\xff\\xfe\"}'")"
+edge "invalid UTF-8 in a query, echoed escaped" 400 'state: "\\xff' \
+	"b'GET /v1/jobs?state=%FF%C0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "invalid UTF-8 in a path, echoed escaped" 404 'no route GET /v1/\\xfe' \
+	"b'GET /v1/%FE HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "a NUL in a path segment (%00)" 404 'no job' \
+	"b'GET /v1/jobs/1%00x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "two Content-Length headers" 400 'Content-Length' \
+	"$hdr'+b'Content-Length: 4\r\nContent-Length: 40\r\n\r\n{}{}'"
+edge "Content-Length and Transfer-Encoding both" 400 'Transfer-Encoding' \
+	"$hdr'+b'Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n'"
+edge "600 query parameters" 414 'query parameters' \
+	"b'GET /v1/best?'+b'&'.join(b'where=M%%3D%d' % i for i in range(600))+b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "2000 query parameters" 414 'query parameters' \
+	"b'GET /v1/best?'+b'&'.join(b'a%d' % i for i in range(2000))+b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "a 40 kB URL" 414 'URL' \
+	"b'GET /v1/jobs/'+b'9'*40000+b' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'"
+edge "40 kB of headers" 431 'headers' \
+	"b'GET /v1/best HTTP/1.1\r\nHost: x\r\n'+b''.join(b'X-Pad-%d: %s\r\n' % (i, b'p'*1000) for i in range(40))+b'Connection: close\r\n\r\n'"
+edge "a body over the limit" 413 'limit' "$(post_body "b'{\"pad\":\"'+b'x'*5000+b'\"}'")"
 
 # ---- fusion plans -----------------------------------------------------------------------------
 fpost() { curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary "$1" "$url/v1/fuse"; }
@@ -329,6 +409,74 @@ i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
 "$TIRCTL" --server "$url2" --json best matmul | jq -e "any(.[]; .record_id==\"$rec\")" >/dev/null \
 	&& pass "the imported cache has the same best" || fail "best after import"
 kill $t2
+
+# ---- imports are all or nothing ---------------------------------------------------------------
+# a bad record midway: a 400 naming it, nothing stored; a large import killed with SIGKILL while
+# its transaction writes: after the restart 0 or all of it, then the import again stores all
+jq '.records[1].status = "fine"' "$tmp/export.json" >"$tmp/badmid.json"
+port5=$(free_port); url5=http://127.0.0.1:$port5
+start5() {
+	"$TIRD" --listen 127.0.0.1:$port5 --db "$tmp/d.db" --local-workers none --model-seed none \
+		>>"$tmp/tird5.log" 2>&1 &
+	t5=$!; pids="$pids $t5"
+	wait_up "$url5" || fail "the tird of the import tests did not start"
+}
+start5
+"$TIRCTL" --server "$url5" import "$tmp/badmid.json" 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'records\[1\]: status "fine" is not a measurement status' "$tmp/err" &&
+	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = 0 ] \
+	&& pass "import with a bad record midway: exit 1, records[1] named, nothing stored" \
+	|| fail "bad record midway: exit $rc $(cat "$tmp/err"), $(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records') stored"
+nbig=40000
+python3 - "$tmp/export.json" "$tmp/big.json" $nbig <<'PYEOF'
+import json, sys
+e = json.load(open(sys.argv[1])); r0 = e["records"][0]; n = int(sys.argv[3])
+k = r0["workload_key"]
+recs = [{"workload_key": k, "target": r0["target"], "trace": '{"insts":[],"n":%d}' % i,
+         "status": "ok", "latency_us": 1000.0 + i} for i in range(n)]
+json.dump({"format": "tird-records/1", "workloads": {k: e["workloads"][k]}, "records": recs},
+          open(sys.argv[2], "w"))
+PYEOF
+wal0=$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)
+curl -s -o "$tmp/bigr" -H "$auth" -X POST --data-binary @"$tmp/big.json" "$url5/v1/records" &
+cpid=$!
+for i in $(seq 1 1000); do   # until the import has written 1 MB to the WAL, or has answered
+	[ "$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)" -gt $((wal0 + 1000000)) ] && break
+	kill -0 $cpid 2>/dev/null || break
+	sleep 0.01
+done
+kill -9 $t5; wait $t5 2>/dev/null; wait $cpid 2>/dev/null
+when=$([ -s "$tmp/bigr" ] && echo "after it answered" || echo "mid-import")
+kept=$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')
+{ [ "$kept" = 0 ] || [ "$kept" = $nbig ]; } \
+	&& pass "SIGKILL $when of a $nbig-record import: $kept stored (0 or all)" \
+	|| fail "SIGKILL $when of a $nbig-record import: $kept of $nbig stored"
+start5
+again=$("$TIRCTL" --server "$url5" --json import "$tmp/big.json")
+printf '%s' "$again" | jq -e ".imported + .skipped == $nbig and .imported == $nbig - $kept" >/dev/null &&
+	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = $nbig ] &&
+	[ "$(sqlite3 "$tmp/d.db" "SELECT trials FROM best WHERE workload_key = '$(jq -r '.records[0].workload_key' "$tmp/export.json")'")" = $nbig ] \
+	&& pass "the import again: all $nbig stored, the best counts them" || fail "import after the kill: $again"
+kill $t5
+
+# ---- a database error: a generic message naming the operation, the SQL only in the log -------
+port4=$(free_port); url4=http://127.0.0.1:$port4
+"$TIRD" --listen 127.0.0.1:$port4 --db "$tmp/c.db" --local-workers none --model-seed none \
+	>"$tmp/tird4.log" 2>&1 &
+t4=$!; pids="$pids $t4"
+wait_up "$url4" || fail "the tird of the database error test did not start"
+sqlite3 "$tmp/c.db" "ALTER TABLE best RENAME TO best_gone; ALTER TABLE jobs RENAME TO jobs_gone"
+for route in "/v1/best?op=matmul|reading the best" "/v1/jobs|listing jobs"; do
+	path=${route%|*}; what=${route#*|}
+	code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url4$path")
+	[ "$code" = 500 ] && jq -e --arg w "$what" '.error.code=="store" and (.error.message|contains($w))
+		and (.error.message|test("gone|no such|SELECT|sqlite|table"; "i")|not)' "$tmp/r" >/dev/null \
+		&& pass "GET $path, a database error: 500 \"$(jq -r .error.message "$tmp/r")\"" \
+		|| fail "GET $path, a database error: HTTP $code $(cat "$tmp/r")"
+done
+grep -q "no such table" "$tmp/tird4.log" && pass "the database's own message is in tird's log" \
+	|| fail "no SQLite message in the log: $(tail -3 "$tmp/tird4.log")"
+kill $t4
 
 # ---- the seed a new CPU cost model starts from ------------------------------------------------
 grep -q "cost model for cpu: new, from 0 stored records (0 skipped), and [1-9][0-9]* rows of [1-9][0-9]* workloads from the seed $top/costmodel/seed/cpu.records" "$tmp/tird.log" \

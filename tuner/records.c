@@ -8,14 +8,18 @@
  *    "records": [{"workload_key": KEY, "target": "cpu:...", "trace": "...",
  *                 "status": "ok", "latency_us": 12.5, ...}, ...]}
  *
+ * The text must be exactly one JSON document (white space may follow it).
  * The whole document is checked before any of it is handed out, so a caller
  * that stores or learns from records never acts on half a file: every
  * workload parses (within the caller's limits) and its key is the SHA-256 of
  * its canonical form; every record names a workload of the file, a full
- * target key that parses, a trace and a status.  The first fault is reported
+ * target key that parses, a trace and a measurement status; its numbers
+ * (latency_us, max_rel_error, created) are finite and >= 0 where given, and
+ * an ok record has a latency.  The first fault is reported
  * with where it is (workloads["KEY"], records[i]) and what is wrong.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +81,20 @@ static double num_of(const cJSON *o, const char *name, double def)
 	return cJSON_IsNumber(x) ? x->valuedouble : def;
 }
 
+/* The first of a record's numbers that is given but is not a finite
+ * number >= 0 (1e999 parses as infinity), or NULL. */
+static const char *number_fault(const cJSON *o)
+{
+	static const char *const names[] = { "latency_us", "max_rel_error", "created" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, names[i]);
+		if (x && !cJSON_IsNull(x) && (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) ||
+					      x->valuedouble < 0))
+			return names[i];
+	}
+	return NULL;
+}
+
 /* Index of the workload whose key is key, or -1. */
 static int workload_index(const tir_records *r, const char *key)
 {
@@ -101,6 +119,14 @@ tir_records *tir_records_parse(const char *text, size_t len, const tir_limits *l
 	const char *end = NULL;
 	if (!(r->doc = cJSON_ParseWithLengthOpts(text, len, &end, 0))) {
 		tir_fail(err, "not JSON (at byte %zu)", end ? (size_t)(end - text) : (size_t)0);
+		return fail(r, fault, TIR_RECORDS_BAD_JSON);
+	}
+	size_t at = (size_t)(end - text);
+	while (at < len && text[at] && strchr(" \t\r\n", text[at]))
+		at++;
+	if (at < len) {            /* one document, nothing after it but white space */
+		tir_fail(err, "not one JSON document: %zu bytes after it (at byte %zu)",
+			 len - at, at);
 		return fail(r, fault, TIR_RECORDS_BAD_JSON);
 	}
 	if (!cJSON_IsObject(r->doc)) {
@@ -159,7 +185,22 @@ tir_records *tir_records_parse(const char *text, size_t len, const tir_limits *l
 				 i, rec->target, terr.msg[0] ? ": " : "", terr.msg);
 			return fail(r, fault, TIR_RECORDS_BAD_TARGET);
 		}
+		if (tir_measure_status_parse(rec->status) < 0) {
+			tir_fail(err, "records[%d]: status \"%.32s\" is not a measurement status "
+				 "(ok, build_error, run_error, ...)", i, rec->status);
+			return fail(r, fault, TIR_RECORDS_BAD_DOCUMENT);
+		}
+		const char *bad_num = number_fault(x);
+		if (bad_num) {
+			tir_fail(err, "records[%d]: %s must be a finite number >= 0 when given", i,
+				 bad_num);
+			return fail(r, fault, TIR_RECORDS_BAD_DOCUMENT);
+		}
 		rec->latency_us = num_of(x, "latency_us", 0);
+		if (!strcmp(rec->status, "ok") && !(rec->latency_us > 0)) {
+			tir_fail(err, "records[%d]: an ok record needs latency_us > 0", i);
+			return fail(r, fault, TIR_RECORDS_BAD_DOCUMENT);
+		}
 		rec->max_rel_error = num_of(x, "max_rel_error", -1);
 		rec->message = str_of(x, "message");
 		rec->worker = str_of(x, "worker");
