@@ -293,6 +293,11 @@ static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr
 		buf_puts(o, ";\n");
 		return;
 	}
+	/* a value cast to the storage type: the conversion of the store
+	 * rounds it, the cast's own rounding (round[]) would be a second */
+	if (scvt && !accumulate && v->kind == E_CAST && v->dtype == b->store->dtype &&
+	    c->d->round[v->dtype] && dtype_is_float(v->a->dtype))
+		v = v->a;
 	if (scvt)
 		buf_printf(o, "%s(", scvt);
 	if (fn) {
