@@ -171,6 +171,10 @@ typedef struct cg_ctx {
 	 * of the element it computes (cuda_mma.c) */
 	const tir_buffer *reg_buf;
 	const char *reg_expr;
+	/* the common subexpressions of the block being printed (cg_block):
+	 * an expression equal to cse[i], i < ncse, prints as tir_cse<i> */
+	const tir_expr **cse;
+	int ncse;
 } cg_ctx;
 
 /* Fills c->bufname with unique C identifiers for every buffer (malloc'd,
