@@ -116,6 +116,7 @@ void cu_async_prelude(tir_buf *o);
  * stage) when its body is one copy of contiguous aligned lanes; false,
  * nothing printed, otherwise. */
 bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth);
+bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth);
 /* In a copy stage, block b as one cp.async when it copies one element of 4
  * or 8 bytes from global to shared memory; false, nothing printed,
  * otherwise. */

@@ -9,7 +9,8 @@
  *       [T, serial] with T bound to threadIdx.x and the block annotated
  *       "cross_thread_reduction" (codegen/cuda_reduce.c: per-thread partials
  *       and a tree across the threads), a spatial member's loops fused and
- *       split [serial, T] (adjacent threads, adjacent elements); what the
+ *       split [serial, T, a sampled vector] (adjacent threads, adjacent
+ *       vectors, the vector stored at once); what the
  *       members other than the anchor write — a row's max, sum, mean —
  *       kept in shared memory (set_scope "shared"), where thread 0 of the
  *       reduction writes it and every thread reads it after a barrier (the
@@ -221,6 +222,20 @@ static int block_per_row(tir_sched *s, sketch_group *g, tir_error *err)
 	}
 	SKETCH_TRY(trv = tir_sample_categorical(s, nc, cand, NULL, err), "threads per row");
 	SKETCH_TRY(tir_bind(s, g->row, "blockIdx.x", err), "bind the rows");
+	/* the spatial members' stores in a sampled vector of up to 16 bytes
+	 * of the anchor's elements (codegen/cuda_copy.c, cu_vector_store:
+	 * each lane's value in a register, one wide store) */
+	int vrv = -1;
+	bool spatial = false;
+	for (int m = 0; m < g->n; m++)
+		spatial = spatial || !block_is_reduction(g->member[m]);
+	if (spatial) {
+		static const int64_t vecs[] = { 1, 2, 4, 8 };
+		int nv = 0;
+		while (nv < 4 && vecs[nv] * dtype_bytes(g->member[0]->store->dtype) <= 16)
+			nv++;
+		SKETCH_TRY(vrv = tir_sample_categorical(s, nv, vecs, NULL, err), "the stores' vector");
+	}
 	for (int m = 0; m < g->n; m++) {
 		tir_block *b = g->member[m];
 		int sp[TIR_MAX_IO], rd[TIR_MAX_IO], ns, nr, f, o[2];
@@ -237,7 +252,7 @@ static int block_per_row(tir_sched *s, sketch_group *g, tir_error *err)
 			SKETCH_TRY(tir_annotate(s, g->rv[m], "cross_thread_reduction", 1, err),
 				   "annotate");
 		} else {
-			SKETCH_TRY(spatial_threads(s, sp, ns, trv, -1, err), "bind the threads");
+			SKETCH_TRY(spatial_threads(s, sp, ns, trv, vrv, err), "bind the threads");
 		}
 		if (m > 0 && b->store->role == BUF_TEMP)
 			SKETCH_TRY(tir_set_scope(s, g->rv[m], 0, "shared", err), "shared row values");
