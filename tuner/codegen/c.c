@@ -270,6 +270,14 @@ void cg_block_iters(cg_ctx *c, const tir_block *b, int depth)
 	}
 }
 
+const tir_expr *cg_stored_value(const cg_ctx *c, const tir_block *b, const tir_expr *v)
+{
+	if (c->d->store_cvt[b->store->dtype] && v->kind == E_CAST && v->dtype == b->store->dtype &&
+	    c->d->round[v->dtype] && dtype_is_float(v->a->dtype))
+		return v->a;
+	return v;
+}
+
 /* store[off] = value (converted to the storage type), or with reducer r
  * store[off] = combine(store[off], value): `store + value` for SUM,
  * tir_maxf(value, store) / tir_minf(value, store) for MAX / MIN.  The
@@ -298,11 +306,8 @@ static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr
 		buf_puts(o, ";\n");
 		return;
 	}
-	/* a value cast to the storage type: the conversion of the store
-	 * rounds it, the cast's own rounding (round[]) would be a second */
-	if (scvt && !accumulate && v->kind == E_CAST && v->dtype == b->store->dtype &&
-	    c->d->round[v->dtype] && dtype_is_float(v->a->dtype))
-		v = v->a;
+	if (!accumulate)
+		v = cg_stored_value(c, b, v);
 	if (scvt)
 		buf_printf(o, "%s(", scvt);
 	if (fn) {

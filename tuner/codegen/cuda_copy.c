@@ -402,7 +402,7 @@ bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth)
 	buf_puts(o, "tir_vs[");
 	cg_var(o, l->var);
 	buf_printf(o, "] = %s(", scvt ? scvt : "");
-	cg_expr(&g->c, b->value);
+	cg_expr(&g->c, cg_stored_value(&g->c, b, b->value));
 	buf_puts(o, ");\n");
 	buf_indent(o, depth + 1);
 	buf_puts(o, "}\n");
@@ -431,4 +431,14 @@ bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth)
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 	return true;
+}
+
+const char *cu_vec_type(tir_dtype t, int64_t bytes)
+{
+	return vec_type(t, bytes);
+}
+
+bool cu_aligned_lanes(cu_gen *g, const tir_block *b, tir_expr *off, const tir_var *v, int64_t n)
+{
+	return aligned_lanes(g->c.L, b, off, v, n);
 }

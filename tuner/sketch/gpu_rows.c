@@ -21,11 +21,11 @@
  *       block writing more, or writing a parameter (which must stay in global
  *       memory, where a barrier does not order it), is left a kernel of its
  *       own.  Where the row of an input that only the group reads fits
- *       (GPU_ROW_SHARED), in one draw of two Inductor's persistent
+ *       (GPU_ROW_PERSIST), in one draw of two Inductor's persistent
  *       reduction: that row fetched once into shared memory by all the
  *       threads (cache_read_all under the row loop, in sampled vectors of
- *       up to 16 bytes) and read there by every member (else each member reads it from global memory: a loop over
- *       the row).
+ *       up to 16 bytes) and read there by every member (else each member
+ *       reads it from global memory: a loop over the row).
  *   a thread per row (SKETCH_GPU_ROW_THREAD): the row loop split [blocks, a
  *       sampled 32 to 256 threads] and bound; each thread computes its row's
  *       members one after the other, a row's partial results (at most
@@ -42,6 +42,7 @@
 #include "sketch.h"
 
 #define GPU_ROW_SHARED (16 * 1024)
+#define GPU_ROW_PERSIST (48 * 1024)   /* an input's row held for the group */
 #define GPU_ROW_LOCAL 16
 #define GPU_ROW_WARP 32
 
@@ -171,7 +172,7 @@ static bool row_input(const tir_program *p, const sketch_group *g, const tir_buf
 }
 
 /* Inductor's persistent reduction: where what the row reads of an input
- * fits (GPU_ROW_SHARED bytes) and only the group reads it, in one draw of
+ * fits (GPU_ROW_PERSIST bytes) and only the group reads it, in one draw of
  * two, the input a row at a time in shared memory, fetched once by all the
  * threads (cache_read_all: a copy under the row loop) and read there
  * by every member, instead of each member reading the row from global
@@ -186,7 +187,8 @@ static int persist(tir_sched *s, sketch_group *g, int trv, tir_error *err)
 			const tir_buffer *buf = g->member[m]->reads[r].buf;
 			int64_t elems;
 			if (buf == best || buf == g->member[m]->store || !row_input(s->p, g, buf, &elems) ||
-			    elems * dtype_bytes(buf->dtype) > GPU_ROW_SHARED || elems < 2 || elems <= most)
+			    elems * dtype_bytes(buf->dtype) > GPU_ROW_PERSIST || elems < 2 ||
+			    elems <= most)
 				continue;
 			best = buf;
 			most = elems;
