@@ -395,6 +395,8 @@ static char *job_body(const args *a, cJSON *w)
 	return s;
 }
 
+#define TIRCTL_ALTERNATIVES 4   /* plans of near ties tried by --fusion measured */
+
 /* The key of kernel k of p as a workload of its own (its graph document). */
 static void kernel_key(const tir_fusion_plan *p, int k, char *key)
 {
@@ -472,7 +474,10 @@ static double latency_of(const cJSON *ks, const char *key)
  * the Inductor plan's kernels and the parts of each fusion (its members,
  * a kernel each) are tuned, a fusion is kept only where the fused kernel is
  * faster than its parts together, and "decisions" gives both times:
- * [{"kernel", "nodes", "fused_us", "parts_us", "kept"}]. */
+ * [{"kernel", "nodes", "fused_us", "parts_us", "kept"}]; then the plans
+ * the greedy order skipped at near ties (tir_fusion_plan_alternatives) are
+ * tuned too, and the fastest plan of all is the answer ("kernels"):
+ * "alternatives": [{"kernels", "latency_us", "chosen"}]. */
 static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 {
 	tir_error err = { "" };
@@ -497,7 +502,7 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 	tir_fusion_plan *parts = NULL, *final = NULL;
 	unsigned char *split = NULL;
 	cJSON *out = cJSON_CreateObject(), *ks = cJSON_CreateArray(), *pks = cJSON_CreateArray();
-	cJSON *dec = cJSON_CreateArray();
+	cJSON *dec = cJSON_CreateArray(), *alts = NULL;
 	int rc = TIRCTL_OK;
 	if (!p) {
 		tirctl_err("tune: %s: %s", a->pos[0], err.msg);
@@ -563,6 +568,47 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 		}
 		cJSON_Delete(ks);
 		ks = fk;
+		/* the plans the greedy order skipped at a near tie, each tuned
+		 * kernel by kernel: the fastest of them all is the answer */
+		tir_fusion_plan *alt[TIRCTL_ALTERNATIVES];
+		int na = tir_fusion_plan_alternatives(w, alt, TIRCTL_ALTERNATIVES, &err), chosen = -1;
+		if (na < 0) {
+			tirctl_err("tune: %s: %s", a->pos[0], err.msg);
+			rc = TIRCTL_BAD_INPUT;
+			goto out;
+		}
+		double best = 0;
+		for (const cJSON *x = ks->child; x; x = x->next)
+			best += num(x, "latency_us");
+		alts = cJSON_CreateArray();
+		for (int i = 0; i < na; i++) {
+			cJSON *aks = cJSON_CreateArray();
+			if (rc == TIRCTL_OK)
+				rc = submit_kernels(g, a, alt[i], aks);
+			if (rc == TIRCTL_OK)
+				rc = wait_kernels(g, a, aks);
+			double t = 0;
+			for (const cJSON *x = aks->child; x; x = x->next)
+				t += num(x, "latency_us");
+			cJSON *ao = cJSON_CreateObject();
+			cJSON_AddItemToObject(ao, "kernels", aks);
+			cJSON_AddNumberToObject(ao, "latency_us", t);
+			cJSON_AddItemToArray(alts, ao);
+			if (rc == TIRCTL_OK && t < best) {
+				best = t;
+				chosen = i;
+			}
+			tir_fusion_plan_free(alt[i]);
+		}
+		if (rc)
+			goto out;
+		for (int i = 0; i < na; i++)
+			cJSON_AddBoolToObject(cJSON_GetArrayItem(alts, i), "chosen", i == chosen);
+		if (chosen >= 0) {
+			cJSON_Delete(ks);
+			ks = cJSON_Duplicate(cJSON_GetObjectItem(cJSON_GetArrayItem(alts, chosen),
+								 "kernels"), 1);
+		}
 	}
 	cJSON_AddStringToObject(out, "fusion", tir_fuse_mode_name(mode));
 	cJSON_AddStringToObject(out, "mode", tir_fuse_mode_name(mode));   /* as a plan's */
@@ -571,6 +617,8 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 	if (measured) {
 		cJSON_AddItemToObject(out, "decisions", dec);
 		dec = NULL;
+		cJSON_AddItemToObject(out, "alternatives", alts);
+		alts = NULL;
 	}
 	const cJSON *kl = cJSON_GetObjectItem(out, "kernels");
 	double total = 0;
@@ -594,6 +642,15 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj)
 			printf("  %s %s: fused %.3f us, parts %.3f us\n",
 			       cJSON_IsTrue(cJSON_GetObjectItem(d, "kept")) ? "kept  " : "undone",
 			       str(d, "kernel"), num(d, "fused_us"), num(d, "parts_us"));
+		int ai = 0;
+		for (const cJSON *x = measured ? cJSON_GetObjectItem(out, "alternatives")->child : NULL;
+		     x; x = x->next, ai++) {
+			printf("  alternative %d (a near tie the greedy order decided, the other way):", ai);
+			for (const cJSON *k = cJSON_GetObjectItem(x, "kernels")->child; k; k = k->next)
+				printf(" %s", str(k, "name"));
+			printf(": %.3f us%s\n", num(x, "latency_us"),
+			       cJSON_IsTrue(cJSON_GetObjectItem(x, "chosen")) ? ", chosen" : "");
+		}
 		if (a->wait)
 			printf("graph: %.3f us\n", total);
 	}
@@ -602,6 +659,7 @@ out:
 	cJSON_Delete(ks);
 	cJSON_Delete(pks);
 	cJSON_Delete(dec);
+	cJSON_Delete(alts);
 	free(split);
 	tir_fusion_plan_free(final);
 	tir_fusion_plan_free(parts);

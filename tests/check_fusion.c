@@ -417,6 +417,45 @@ START_TEST(score_order)
 }
 END_TEST
 
+/* Near ties: a = exp(x) (an output) fuses with b = sum(a, dim 1) or with
+ * d = sum(a), scores equal but for proximity; the greedy pass takes (a, b)
+ * and then cannot add d (other loop sizes).  The one alternative takes
+ * (a, d) instead and keeps b apart, with the refusal recorded; its kernels
+ * compute the graph.  seed10's plan, one kernel without a tie, has none.
+ * fz_score_near: template and node type equal, memory within 1.25x. */
+START_TEST(alternatives)
+{
+	tir_workload *w = parse("{\"op\":\"graph\",\"inputs\":{\"x\":{\"shape\":[64,32]}},"
+				"\"nodes\":[{\"name\":\"a\",\"op\":\"exp\",\"args\":[\"x\"]},"
+				"{\"name\":\"b\",\"op\":\"sum\",\"args\":[\"a\"],\"dim\":1},"
+				"{\"name\":\"d\",\"op\":\"sum\",\"args\":[\"a\"]}],"
+				"\"outputs\":[\"a\",\"b\",\"d\"]}");
+	tir_error err = { "" };
+	tir_fusion_plan *p = tir_fusion_plan_new(w, TIR_FUSE_INDUCTOR, &err), *alt[4];
+	ck_assert_msg(p, "%s", err.msg);
+	char *pj = tir_fusion_plan_json(p);
+	ck_assert_msg(strstr(pj, "\"nodes\":[\"a\",\"b\"]"), "%s", pj);
+	int n = tir_fusion_plan_alternatives(w, alt, 4, &err);
+	ck_assert_msg(n == 1, "%d alternatives: %s", n, err.msg);
+	char *aj = tir_fusion_plan_json(alt[0]);
+	ck_assert_msg(strstr(aj, "\"nodes\":[\"a\",\"d\"]") && strstr(aj, "\"nodes\":[\"b\"]") &&
+		      strstr(aj, "near tie"), "%s", aj);
+	kernels_compute_graph("the alternative", w, alt[0]);
+	free(pj);
+	free(aj);
+	tir_fusion_plan_free(alt[0]);
+	tir_fusion_plan_free(p);
+	tir_workload_free(w);
+	w = parse_file("examples/graphs/seed10.json");
+	ck_assert_int_eq(tir_fusion_plan_alternatives(w, alt, 4, &err), 0);
+	tir_workload_free(w);
+	fz_score x = { 2, 0, 1000, 0, -1 }, y = { 2, 0, 1250, 0, -7 }, z = { 2, 0, 1251, 0, -1 },
+		 e = { 1, 0, 1000, 0, -1 };
+	ck_assert(fz_score_near(&x, &y) && fz_score_near(&y, &x));
+	ck_assert(!fz_score_near(&x, &z) && !fz_score_near(&x, &e));
+}
+END_TEST
+
 /* A kernel's inputs are random, so its reference may be NaN where another
  * kernel's value would never be negative (TVM's layernorm: rsqrt(var + eps)
  * of a random var): a candidate must then match the NaN; the unscheduled
@@ -476,6 +515,7 @@ int main(void)
 	tcase_add_test(tc, max_fusion_size);
 	tcase_add_test(tc, plans_compute_the_graph);
 	tcase_add_test(tc, score_order);
+	tcase_add_test(tc, alternatives);
 	tcase_add_test(tc, nan_reference);
 	tcase_add_test(tc, bad_plans);
 	suite_add_tcase(s, tc);

@@ -231,6 +231,15 @@ int tir_fusion_kernel_members(const tir_fusion_plan *p, int k);
  * member (the parts of a fusion), the others as they are; mode m. */
 tir_fusion_plan *tir_fusion_plan_split(const tir_fusion_plan *p, const unsigned char *split,
 				       tir_fuse_mode m, tir_error *err);
+/* Beyond Inductor: the plans its greedy order skipped.  Where fuse_nodes
+ * took a fusion over another of one of its nodes with a near-equal score
+ * (template and node type equal, memory within 1.25x) and could then not
+ * take the other, the Inductor plan with the fusion taken refused is an
+ * alternative.  Fills out[0..n) with up to max of them, each different
+ * from the Inductor plan and from the others, and returns n (the caller
+ * frees them); -1 with a message for a graph that has no plan. */
+int tir_fusion_plan_alternatives(const tir_workload *w, tir_fusion_plan **out, int max,
+				 tir_error *err);
 /* Whether every member of kernel k of p is a member of kernel k2 of p2 (a
  * part of it), for plans of one graph. */
 int tir_fusion_kernel_within(const tir_fusion_plan *p, int k, const tir_fusion_plan *p2,

@@ -63,6 +63,8 @@ void fz_reject(tir_fusion_plan *p, int a, int b, const char *fmt, ...)
  * by their first member, fills nodes, names and bytes.  Every realized live
  * node must be in a group, and every group member realized. */
 int fz_plan_finish(tir_fusion_plan *p, const int *group_of, tir_error *err);
+/* Whether plans p and q of one graph make the same kernels (members). */
+bool fz_plan_same(const tir_fusion_plan *p, const tir_fusion_plan *q);
 /* The eager plan (mode TIR_FUSE_EAGER). */
 int fz_eager(tir_fusion_plan *p, tir_error *err);
 
@@ -83,7 +85,14 @@ typedef struct fz_score {
  * proximity) in that order. */
 bool fz_score_lt(const fz_score *x, const fz_score *y);
 
+/* Whether two scores are a near tie: template and node type equal, memory
+ * within 1.25x. */
+bool fz_score_near(const fz_score *x, const fz_score *y);
+
 int fz_inductor(tir_fusion_plan *p, tir_error *err);
+/* tir_fusion_plan_alternatives (tir.h). */
+int fz_inductor_alternatives(const tir_workload *w, tir_fusion_plan **out, int max,
+			     tir_error *err);
 /* can_fuse (with the cycle check) of the scheduler nodes of w realizing
  * nodes node1 and node2, in that order: 1, or 0 with the WhyNoFuse sentence
  * in why; -1 with a message (not a graph, not scheduler nodes). */

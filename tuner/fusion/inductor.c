@@ -59,6 +59,12 @@
 #define FZ_PAIR_ATTEMPTS 64     /* max_fusion_buffer_group_pairwise_attempts */
 #define FZ_ROUNDS 10
 #define FZ_MEMORY_RATIO 16      /* FusionScore.__lt__'s threshold */
+/* beyond Inductor: two candidates of one node whose scores are this close
+ * in memory (and equal in template and node type) are a near tie; where the
+ * greedy pass took one and could then not take the other, the plan with the
+ * taken one refused is an alternative (tir_fusion_plan_alternatives) */
+#define FZ_NEAR_RATIO_NUM 5
+#define FZ_NEAR_RATIO_DEN 4         /* 1.25 */
 #define FZ_MAX_DIGITS (2 * TIR_MAX_ITERS)
 
 /* ---- iteration spaces and linear forms ---------------------------------------------- */
@@ -264,6 +270,9 @@ typedef struct sched {
 	int *snode_of;                      /* per value: its scheduler node, or -1 */
 	unsigned char *anc;                 /* anc[a * n + b]: b is an ancestor of a */
 	int *group;                         /* per snode: its fused node (union-find root) */
+	int ban[2];                         /* snodes never put in one fused node (-1: none) */
+	int (*ties)[2];                     /* where not NULL: merges a near tie decided, */
+	int nties, maxties;                 /* (snodes of the candidate taken) */
 } sched;
 
 static int64_t value_elems(const tir_gvalue *x)
@@ -798,6 +807,15 @@ bool fz_score_lt(const fz_score *x, const fz_score *y)
 	return x->proximity < y->proximity;
 }
 
+bool fz_score_near(const fz_score *x, const fz_score *y)
+{
+	int64_t hi = x->memory > y->memory ? x->memory : y->memory;
+	int64_t lo = x->memory < y->memory ? x->memory : y->memory;
+	return x->template_score == y->template_score &&
+	       x->node_type_score == y->node_type_score &&
+	       hi * FZ_NEAR_RATIO_DEN <= lo * FZ_NEAR_RATIO_NUM;
+}
+
 /* ---- fuse_nodes ----------------------------------------------------------------------- */
 
 typedef struct cand { int a, b; fz_score sc; } cand;
@@ -889,10 +907,17 @@ static int fuse_nodes_once(sched *S)
 	if (nc > 1)
 		qsort(c, (size_t)nc, sizeof *c, cmp_cand);
 	int merged = 0;
+	bool *took = xcalloc((size_t)nc + 1, sizeof *took);
 	for (int i = 0; i < nc; i++) {
 		int ra = root(S, c[i].a), rb = root(S, c[i].b);
 		if (ra == rb)
 			continue;
+		if (S->ban[0] >= 0 && ((root(S, S->ban[0]) == ra && root(S, S->ban[1]) == rb) ||
+				       (root(S, S->ban[0]) == rb && root(S, S->ban[1]) == ra))) {
+			reject_once(S, S->ban[0], S->ban[1], "kept apart to measure the other fusion "
+				    "of a near tie (tir_fusion_plan_alternatives)");
+			continue;
+		}
 		fnode f1, f2;
 		if (!pair_can_fuse(S, ra, rb, c[i].a, c[i].b, &f1, &f2))
 			continue;
@@ -906,8 +931,27 @@ static int fuse_nodes_once(sched *S)
 		}
 		int lo = f1.root < f2.root ? f1.root : f2.root, hi = f1.root ^ f2.root ^ lo;
 		S->group[hi] = lo;
+		took[i] = true;
 		merged++;
 	}
+	/* the near ties this round decided: a merge taken over a later
+	 * candidate of one of its nodes, of a near-equal score, that then did
+	 * not merge */
+	for (int i = 0; i < nc && S->ties; i++) {
+		bool tie = false;
+		for (int k = i + 1; k < nc && took[i] && !tie; k++) {
+			bool shares = c[k].a == c[i].a || c[k].a == c[i].b || c[k].b == c[i].a ||
+				      c[k].b == c[i].b;
+			tie = shares && !took[k] && root(S, c[k].a) != root(S, c[k].b) &&
+			      fz_score_near(&c[i].sc, &c[k].sc);
+		}
+		if (tie && S->nties < S->maxties) {
+			S->ties[S->nties][0] = c[i].a;
+			S->ties[S->nties][1] = c[i].b;
+			S->nties++;
+		}
+	}
+	free(took);
 	free(c);
 	return merged;
 }
@@ -920,13 +964,22 @@ static int groups(const sched *S)
 	return k;
 }
 
-int fz_inductor(tir_fusion_plan *p, tir_error *err)
+/* fuse_nodes over p's scheduler nodes, with snodes ban[0] and ban[1] (-1:
+ * none) never in one fused node; where ties is not NULL, up to maxties
+ * near ties decided are put there (their count in *nties). */
+static int inductor_run(tir_fusion_plan *p, const int ban[2], int (*ties)[2], int maxties,
+			int *nties, tir_error *err)
 {
 	sched S;
 	if (sched_build(&S, p, err)) {
 		sched_free(&S);
 		return -1;
 	}
+	S.ban[0] = ban[0];
+	S.ban[1] = ban[1];
+	S.ties = ties;
+	S.nties = 0;
+	S.maxties = maxties;
 	for (int round = 0; round < FZ_ROUNDS && groups(&S) > 1; round++)
 		if (!fuse_nodes_once(&S))
 			break;
@@ -937,8 +990,48 @@ int fz_inductor(tir_fusion_plan *p, tir_error *err)
 		group_of[S.s[a].node] = root(&S, a);
 	int rc = fz_plan_finish(p, group_of, err);
 	free(group_of);
+	if (nties)
+		*nties = S.nties;
 	sched_free(&S);
 	return rc;
+}
+
+int fz_inductor(tir_fusion_plan *p, tir_error *err)
+{
+	static const int none[2] = { -1, -1 };
+	return inductor_run(p, none, NULL, 0, NULL, err);
+}
+
+int fz_inductor_alternatives(const tir_workload *w, tir_fusion_plan **out, int max,
+			     tir_error *err)
+{
+	int (*ties)[2] = xcalloc((size_t)max + 1, sizeof *ties), nties = 0, n = 0;
+	static const int none[2] = { -1, -1 };
+	tir_fusion_plan *p = fz_plan_new(w, TIR_FUSE_INDUCTOR, err);
+	int rc = p ? inductor_run(p, none, ties, max, &nties, err) : -1;
+	for (int t = 0; rc == 0 && t < nties; t++) {
+		tir_fusion_plan *q = fz_plan_new(w, TIR_FUSE_INDUCTOR, err);
+		if (!q || inductor_run(q, ties[t], NULL, 0, NULL, err)) {
+			tir_fusion_plan_free(q);
+			rc = -1;
+			break;
+		}
+		bool seen = fz_plan_same(q, p);
+		for (int k = 0; k < n && !seen; k++)
+			seen = fz_plan_same(q, out[k]);
+		if (seen)
+			tir_fusion_plan_free(q);
+		else
+			out[n++] = q;
+	}
+	tir_fusion_plan_free(p);
+	free(ties);
+	if (rc) {
+		for (int k = 0; k < n; k++)
+			tir_fusion_plan_free(out[k]);
+		return -1;
+	}
+	return n;
 }
 
 int fz_inductor_why(const tir_workload *w, const char *node1, const char *node2, char *why,

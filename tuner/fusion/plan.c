@@ -364,6 +364,24 @@ tir_fusion_plan *tir_fusion_plan_split(const tir_fusion_plan *p, const unsigned 
 	return q;
 }
 
+bool fz_plan_same(const tir_fusion_plan *p, const tir_fusion_plan *q)
+{
+	if (p->g != q->g || p->nkernels != q->nkernels)
+		return false;
+	for (int k = 0; k < p->nkernels; k++)
+		if (memcmp(p->k[k].members, q->k[k].members, (size_t)p->g->nnodes))
+			return false;
+	return true;
+}
+
+int tir_fusion_plan_alternatives(const tir_workload *w, tir_fusion_plan **out, int max,
+				 tir_error *err)
+{
+	if (max < 0)
+		return tir_fail(err, "fuse: alternatives: a negative count");
+	return fz_inductor_alternatives(w, out, max, err);
+}
+
 int tir_fusion_kernel_within(const tir_fusion_plan *p, int k, const tir_fusion_plan *p2, int k2)
 {
 	if (!p || !p2 || k < 0 || k >= p->nkernels || k2 < 0 || k2 >= p2->nkernels ||
