@@ -227,6 +227,13 @@ wid=$(jq -r .worker_id "$tmp/r")
 code=$(post POST /v1/workers '{"target":"cuda:sm_12"}')
 [ "$code" = 400 ] && jq -e '.error.code=="invalid_target"' "$tmp/r" >/dev/null \
 	&& pass "worker with a bad target: 400 invalid_target" || fail "bad worker target: HTTP $code"
+for bad in 'cpu:sparc|unknown architecture "sparc"' 'cpu:x86_64+avx512f|"avx512f" without "avx2"' \
+	'cpu:x86_64+neon|unknown feature "neon" for x86_64'; do
+	t=${bad%%|*}; why=${bad#*|}
+	code=$(post POST /v1/jobs "{\"workload\":$(cat "$tmp/mm24.json"),\"target\":\"$t\",\"trials\":4}")
+	[ "$code" = 400 ] && jq -e --arg w "$why" '.error.code=="invalid_target" and (.error.message|contains($w))' "$tmp/r" >/dev/null \
+		&& pass "a job for $t: 400 naming $why" || fail "job for $t: HTTP $code $(cat "$tmp/r")"
+done
 code=$(post POST "/v1/workers/$wid/lease?wait=0")
 [ "$code" = 204 ] && pass "lease with nothing pending: 204" || fail "empty lease: HTTP $code"
 code=$(post POST "/v1/workers/$wid/heartbeat")
