@@ -65,6 +65,10 @@ static const migration migrations[] = {
 		      "max_rel_error, message, worker, job_id, created FROM records " \
 		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
 		      "ORDER BY created, rowid") \
+	X(REC_PAGE,   "SELECT id, workload_key, target, trace, status, latency_us, " \
+		      "max_rel_error, message, worker, job_id, created, rowid FROM records " \
+		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
+		      "AND rowid > ?3 ORDER BY rowid LIMIT ?4") \
 	X(REC_COUNT,  "SELECT count(*) FROM records WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_ROW,   "SELECT latency_us, record_id FROM best WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_NEW,   "INSERT INTO best(workload_key, target, op, record_id, latency_us, trials, " \
@@ -722,6 +726,43 @@ int store_records_each(store *s, const char *workload_key, const char *target,
 	}
 	if (rc != SQLITE_DONE)
 		n = db_fail(s, err, "records");
+	sqlite3_reset(q);
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int store_records_page(store *s, const char *workload_key, const char *target,
+		       int64_t *cursor, int limit,
+		       void (*fn)(void *ctx, const store_record *r), void *ctx,
+		       store_error *err)
+{
+	int n = 0, rc;
+	pthread_mutex_lock(&s->mu);
+	sqlite3_stmt *q = stmt(s, ST_REC_PAGE);
+	bind_text(q, 1, workload_key);
+	bind_text(q, 2, target);
+	sqlite3_bind_int64(q, 3, *cursor);
+	sqlite3_bind_int(q, 4, limit);
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		store_record r = { .max_rel_error = -1 };
+		col_copy(q, 0, r.id, sizeof r.id);
+		r.workload_key = (const char *)sqlite3_column_text(q, 1);
+		r.target = (const char *)sqlite3_column_text(q, 2);
+		r.trace = (const char *)sqlite3_column_text(q, 3);
+		r.status = (const char *)sqlite3_column_text(q, 4);
+		r.latency_us = sqlite3_column_double(q, 5);
+		if (sqlite3_column_type(q, 6) != SQLITE_NULL)
+			r.max_rel_error = sqlite3_column_double(q, 6);
+		r.message = (const char *)sqlite3_column_text(q, 7);
+		r.worker = (const char *)sqlite3_column_text(q, 8);
+		r.job_id = sqlite3_column_int64(q, 9);
+		r.created = sqlite3_column_double(q, 10);
+		*cursor = sqlite3_column_int64(q, 11);
+		fn(ctx, &r);
+		n++;
+	}
+	if (rc != SQLITE_DONE)
+		n = db_fail(s, err, "records page");
 	sqlite3_reset(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;

@@ -60,6 +60,41 @@ static int add(const char *target, const char *trace, const char *status, double
 	return rc;
 }
 
+static void count_rec(void *ctx, const store_record *r)
+{
+	(void)r;
+	(*(int *)ctx)++;
+}
+
+/* store_records_page: every record once, in pages, whatever the page size;
+ * a filter applies; a record added between pages comes in a later one. */
+START_TEST(records_page_through_every_record_once)
+{
+	put_basics();
+	char tr[64];
+	for (int i = 0; i < 10; i++) {
+		snprintf(tr, sizeof tr, "{\"insts\":[],\"n\":%d}", i);
+		add(i % 2 ? CPU2 : CPU1, tr, "ok", 10.0 + i, NULL);
+	}
+	store_error err;
+	int64_t cursor = 0;
+	int seen = 0, pages = 0, n;
+	while ((n = store_records_page(db, NULL, NULL, &cursor, 3, count_rec, &seen, &err)) > 0) {
+		pages++;
+		if (pages == 2)
+			add(CPU1, "{\"insts\":[],\"late\":1}", "ok", 5, NULL);
+	}
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(seen, 11);
+	ck_assert_int_eq(pages, 4);
+	cursor = 0;
+	seen = 0;
+	while (store_records_page(db, WK, CPU2, &cursor, 2, count_rec, &seen, &err) > 0)
+		;
+	ck_assert_int_eq(seen, 5);
+}
+END_TEST
+
 START_TEST(migrations_apply_once)
 {
 	ck_assert_int_ge(store_schema_version(db), 1);
@@ -408,6 +443,7 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, records_survive_reopen);
 	tcase_add_test(tc, job_search_options_round_trip);
 	tcase_add_test(tc, migration_002_keeps_old_jobs);
+	tcase_add_test(tc, records_page_through_every_record_once);
 	suite_add_tcase(s, tc);
 	return s;
 }
