@@ -6,7 +6,8 @@
  *   jobs [--state S] [--limit N]     status JOB     wait JOB     cancel JOB
  *   best OP [--target T] [--where KEY=VALUE ...]
  *   show KEY [--target T] [--tir|--trace|--source]
- *   workers     export [FILE] [--workload KEY] [--target T]     import FILE
+ *   workers     export [FILE] [--workload KEY] [--target T]     import FILE [--trust]
+ *   records rm ID
  *
  * Each prints text for people, or with --json exactly one JSON document on
  * stdout.  Progress goes to stderr: a bar on a terminal, plain lines
@@ -34,7 +35,7 @@ typedef struct args {
 	long long seed;            /* with has_seed */
 	bool has_seed;
 	double timeout_s;
-	bool wait, tir, trace, source;
+	bool wait, tir, trace, source, trust;
 	const char *where[32];
 	int nwhere;
 } args;
@@ -73,6 +74,7 @@ static int parse(int argc, char **argv, const char *accepts, int maxpos, tirctl_
 		if (!strcmp(n, "tir")) { a->tir = true; continue; }
 		if (!strcmp(n, "trace")) { a->trace = true; continue; }
 		if (!strcmp(n, "source")) { a->source = true; continue; }
+		if (!strcmp(n, "trust")) { a->trust = true; continue; }
 		const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
 		if (!v || !*v) {
 			tirctl_err("%s: %s needs a value", argv[0], name);
@@ -906,7 +908,7 @@ int tirctl_export(tirctl_globals *g, int argc, char **argv)
 int tirctl_import(tirctl_globals *g, int argc, char **argv)
 {
 	args a;
-	if (parse(argc, argv, "", 1, g, &a))
+	if (parse(argc, argv, "trust", 1, g, &a))
 		return TIRCTL_USAGE;
 	int rc;
 	char *text = file_arg(&a, false, "import", "FILE (from tirctl export), or - for stdin",
@@ -914,15 +916,49 @@ int tirctl_import(tirctl_globals *g, int argc, char **argv)
 	if (!text)
 		return rc;
 	cJSON *j;
-	rc = tirctl_call(g, "POST", "/v1/records", text, 600, &j);
+	rc = tirctl_call(g, "POST", a.trust ? "/v1/records?trust=1" : "/v1/records", text, 600,
+			 &j);
 	free(text);
 	if (rc)
 		return rc;
 	if (g->json)
 		tirctl_print_json(j);
 	else
-		printf("imported %.0f records (%.0f already stored)\n", num(j, "imported"),
-		       num(j, "skipped"));
+		printf("imported %.0f records (%.0f already stored)%s\n", num(j, "imported"),
+		       num(j, "skipped"), a.trust ? ", trusted" : ", untrusted until measured here");
+	cJSON_Delete(j);
+	return TIRCTL_OK;
+}
+
+/* tirctl records rm ID...: DELETE /v1/records/{id} for each, the best of its
+ * (workload, target) recomputed by tird. */
+int tirctl_records(tirctl_globals *g, int argc, char **argv)
+{
+	args a;
+	if (argc < 3 || strcmp(argv[1], "rm")) {
+		tirctl_err("records: usage: tirctl records rm ID");
+		return TIRCTL_USAGE;
+	}
+	if (parse(argc - 1, argv + 1, "", 1, g, &a))
+		return TIRCTL_USAGE;
+	if (a.npos != 1) {
+		tirctl_err("records rm: expected one record ID (64 hex digits, from tirctl export)");
+		return TIRCTL_USAGE;
+	}
+	char *id = tirctl_escape(a.pos[0]);
+	char path[600];
+	snprintf(path, sizeof path, "/v1/records/%s", id);
+	free(id);
+	cJSON *j;
+	int rc = tirctl_call(g, "DELETE", path, NULL, 60, &j);
+	if (rc)
+		return rc;
+	if (g->json)
+		tirctl_print_json(j);
+	else
+		printf("removed %s%s\n", a.pos[0],
+		       cJSON_IsTrue(cJSON_GetObjectItem(j, "best_changed")) ? "; its best recomputed"
+									 : "");
 	cJSON_Delete(j);
 	return TIRCTL_OK;
 }

@@ -41,7 +41,10 @@
 	X(workers, tirctl_workers, "", "list measurement workers") \
 	X(export,  tirctl_export, "[FILE] [--workload KEY] [--target T]", \
 	  "export records (idempotent to import)") \
-	X(import,  tirctl_import, "FILE", "import records") \
+	X(import,  tirctl_import, "FILE [--trust]", \
+	  "import records (admin); untrusted until measured here unless --trust") \
+	X(records, tirctl_records, "rm ID", \
+	  "remove a record (admin); its best is recomputed") \
 	X(fuse,    tirctl_fuse, "FILE|- [--mode inductor|tvm|eager|measured --target T [--trials N]]", \
 	  "offline: the fusion plan of a graph workload (kernels, bytes, refusals)")
 

@@ -49,7 +49,7 @@ void tirctl_print_json(const cJSON *j);
  * Each takes argv[0] = its name and returns the exit status. */
 #define TIRCTL_SERVICE_COMMANDS(X) \
 	X(tune) X(jobs) X(status) X(wait) X(cancel) X(best) X(show) \
-	X(workers) X(export) X(import)
+	X(workers) X(export) X(import) X(records)
 #define TIRCTL_SERVICE_DECL(name) int tirctl_##name(tirctl_globals *g, int argc, char **argv);
 TIRCTL_SERVICE_COMMANDS(TIRCTL_SERVICE_DECL)
 #undef TIRCTL_SERVICE_DECL

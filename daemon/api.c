@@ -29,6 +29,8 @@ static int http_status_of(tird_errcode code)
 	case TIRD_E_INVALID_WORKLOAD:
 	case TIRD_E_INVALID_TARGET:
 		return 400;
+	case TIRD_E_FORBIDDEN:
+		return 403;
 	case TIRD_E_NOT_FOUND:
 	case TIRD_E_UNKNOWN_WORKER:
 		return 404;
@@ -746,8 +748,10 @@ void api_workload(http_req *r, http_resp *out)
  * of 100k records at once took tird from 238 MB to 1.97 GB when each was
  * built as one cJSON tree and one string).  The document is
  *   {"format": ..., "records": [...], "workloads": {KEY: workload, ...}}
- * with the workloads last: they are those of the records sent, gathered on
- * the way, so a record stored during the export comes with its workload. */
+ * each record as view_record writes it (with its provenance: origin,
+ * trusted, source, token, host), the workloads last: they are those of the
+ * records sent, gathered on the way, so a record stored during the export
+ * comes with its workload. */
 enum { EXPORT_PAGE = 256 };
 
 typedef enum { EX_RECORDS, EX_WORKLOADS, EX_DONE } export_phase;
@@ -898,10 +902,15 @@ void api_records_export(http_req *r, http_resp *out)
 	out->stream_free = export_free;
 }
 
-/* POST /v1/records: a tird-records/1 document.  1. everything is checked
- * (tir_records_parse: a bad record is a 400 naming records[i], nothing
- * stored); 2. it is stored in one transaction (store_import): all of it or,
- * on a database error, a full disk or a crash, none. */
+/* POST /v1/records[?trust=1]: a tird-records/1 document.  1. everything is
+ * checked (tir_records_parse: the document; trust_check_import: every trace
+ * replays and validates for its target, every ok record keeps to the bounds
+ * of its workload; a bad record is a 400 naming records[i], nothing stored);
+ * 2. it is stored in one transaction (store_import): all of it or, on a
+ * database error, a full disk or a crash, none.  The records are stored
+ * imported, with their source (the token and the address), and untrusted
+ * unless trust=1: an untrusted record is never a best and counts in no
+ * best's trials until a worker of this tird measures its trace again. */
 void api_records_import(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
@@ -909,6 +918,12 @@ void api_records_import(http_req *r, http_resp *out)
 		http_error(out, 400, "bad_request", "the request needs a JSON body");
 		return;
 	}
+	const char *tq = http_query(r, "trust");
+	if (tq && strcmp(tq, "1") && strcmp(tq, "0") && strcmp(tq, "true") && strcmp(tq, "false")) {
+		http_error(out, 400, "bad_request", "trust: expected 1 or 0 (got \"%.40s\")", tq);
+		return;
+	}
+	bool trust = tq && (!strcmp(tq, "1") || !strcmp(tq, "true"));
 	tir_records_fault fault;
 	tir_error terr = { "" };
 	tir_records *recs = tir_records_parse(r->body, r->len, &d->cfg.limits, &fault, &terr);
@@ -920,7 +935,18 @@ void api_records_import(http_req *r, http_resp *out)
 		http_error(out, 400, codes[fault], "%s", terr.msg);
 		return;
 	}
+	char **canon = trust_check_import(recs, &terr);
+	if (!canon) {
+		http_error(out, 400, "invalid_record", "%s (nothing of the import was stored)",
+			   terr.msg);
+		tir_records_free(recs);
+		return;
+	}
 	int nw = tir_records_workloads(recs), nr = tir_records_count(recs), nt = 0;
+	const char *who = r->token ? r->token->name : "an open tird";
+	char source[200];
+	snprintf(source, sizeof source, "import by %s from %s%s", who, r->peer,
+		 trust ? ", trusted" : "");
 	store_workload *wl = tird_xcalloc((size_t)nw + 1, sizeof *wl);
 	store_target *tg = tird_xcalloc((size_t)nr + 1, sizeof *tg);
 	store_record *rec = tird_xcalloc((size_t)nr + 1, sizeof *rec);
@@ -931,13 +957,16 @@ void api_records_import(http_req *r, http_resp *out)
 	}
 	for (int i = 0; i < nr; i++) {
 		const tir_record *x = tir_records_at(recs, i);
-		/* the id is recomputed from the content, so a record imported twice,
-		 * or exported by two caches, is stored once */
+		/* the id is recomputed from the content and the trace made canonical,
+		 * so a record imported twice, exported by two caches, or cloned with
+		 * a space added, is stored once */
 		rec[i] = (store_record){ .workload_key = wl[x->workload].key, .target = x->target,
-					 .trace = x->trace, .status = x->status,
+					 .trace = canon[i], .status = x->status,
 					 .latency_us = x->latency_us,
 					 .max_rel_error = x->max_rel_error, .message = x->message,
-					 .worker = x->worker, .created = x->created };
+					 .worker = x->worker, .created = x->created,
+					 .imported = true, .trusted = trust, .source = source,
+					 .token = r->token ? r->token->name : NULL, .host = r->peer };
 		/* a target per record, put if new (the insert of a stored one is a
 		 * cheap no-op in the transaction; no quadratic search here) */
 		tg[nt++] = (store_target){ x->target, strncmp(x->target, "cuda:", 5) ? "cpu" : "cuda" };
@@ -949,16 +978,55 @@ void api_records_import(http_req *r, http_resp *out)
 	} else {
 		if (res.best_changed)
 			atomic_fetch_add(&d->best_gen, 1);
-		log_info("import: %d records added, %d already stored", res.added, res.present);
+		log_info("import by %s from %s: %d records added (%s), %d already stored", who,
+			 r->peer, res.added, trust ? "trusted" : "untrusted until measured here",
+			 res.present);
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddNumberToObject(o, "imported", res.added);
 		cJSON_AddNumberToObject(o, "skipped", res.present);
+		cJSON_AddBoolToObject(o, "trusted", trust);
 		http_json(out, 200, o);
 	}
+	for (int i = 0; i < nr; i++)
+		free(canon[i]);
+	free(canon);
 	free(rec);
 	free(tg);
 	free(wl);
 	tir_records_free(recs);
+}
+
+/* DELETE /v1/records/{id} (admin): the record removed and the best of its
+ * (workload, target) recomputed from what remains. */
+void api_record_remove(http_req *r, http_resp *out)
+{
+	tird *d = r->d;
+	size_t n = strlen(r->arg);
+	if (n != 64 || strspn(r->arg, "0123456789abcdef") != 64) {
+		http_error(out, 404, "not_found", "no record \"%.80s\" (a record id is 64 hex "
+			   "digits)", r->arg);
+		return;
+	}
+	bool changed = false;
+	store_error err;
+	int rc = store_record_remove(d->db, r->arg, &changed, &err);
+	if (rc < 0) {
+		answer_store(out, &err, "removing a record");
+		return;
+	}
+	if (rc == 0) {
+		http_error(out, 404, "not_found", "no record %s is stored", r->arg);
+		return;
+	}
+	if (changed)
+		atomic_fetch_add(&d->best_gen, 1);
+	log_info("record %s removed by %s from %s%s", r->arg,
+		 r->token ? r->token->name : "an open tird", r->peer,
+		 changed ? "; its best recomputed" : "");
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "removed", r->arg);
+	cJSON_AddBoolToObject(o, "best_changed", changed);
+	http_json(out, 200, o);
 }
 
 /* ---- lower: a program and its code, no measurement ------------------------------------------------ */
@@ -1056,7 +1124,7 @@ void api_worker_register(http_req *r, http_resp *out)
 	else if (tir_target_parse(tj->valuestring, &t, &terr))
 		http_error(out, 400, "invalid_target", "%s", terr.msg);
 	else if (workers_register(r->d->workers, &t, cJSON_IsString(nj) ? nj->valuestring : NULL,
-				  &w, &e))
+				  r->token, r->peer, &w, &e))
 		answer_error(out, &e);
 	else {
 		jobs_wake(r->d->jobs);     /* a job queued for this target may start */
@@ -1082,7 +1150,8 @@ void api_worker_lease(http_req *r, http_resp *out)
 	const char *wq = http_query(r, "wait");
 	cJSON *doc = NULL;
 	tird_error e = { 0 };
-	int rc = workers_lease(r->d->workers, r->arg, wq ? atof(wq) : 20, batch_doc, &doc, &e);
+	int rc = workers_lease(r->d->workers, r->arg, r->token, wq ? atof(wq) : 20, batch_doc,
+			       &doc, &e);
 	if (rc < 0) {
 		answer_error(out, &e);
 	} else if (rc == 0) {
@@ -1129,7 +1198,8 @@ void api_worker_results(http_req *r, http_resp *out)
 					    cJSON_IsString(msg) ? msg->valuestring : NULL };
 	}
 	tird_error e = { 0 };
-	if (workers_results(r->d->workers, r->arg, (int64_t)bj->valuedouble, n, res, &e)) {
+	if (workers_results(r->d->workers, r->arg, r->token, (int64_t)bj->valuedouble, n, res,
+			    &e)) {
 		answer_error(out, &e);
 	} else {
 		cJSON *o = cJSON_CreateObject();
@@ -1150,7 +1220,7 @@ static void answer_ok(http_resp *out)
 void api_worker_heartbeat(http_req *r, http_resp *out)
 {
 	tird_error e = { 0 };
-	if (workers_heartbeat(r->d->workers, r->arg, &e))
+	if (workers_heartbeat(r->d->workers, r->arg, r->token, &e))
 		answer_error(out, &e);
 	else
 		answer_ok(out);
@@ -1159,7 +1229,7 @@ void api_worker_heartbeat(http_req *r, http_resp *out)
 void api_worker_leave(http_req *r, http_resp *out)
 {
 	tird_error e = { 0 };
-	if (workers_leave(r->d->workers, r->arg, &e))
+	if (workers_leave(r->d->workers, r->arg, r->token, &e))
 		answer_error(out, &e);
 	else
 		answer_ok(out);

@@ -130,6 +130,124 @@ int config_load(tird_config *c, const char *path, char *msg, size_t n)
 	return rc;
 }
 
+static const char *const scope_names[] = {
+#define TIRD_SCOPE_NAME(id, name) name,
+	TIRD_SCOPES(TIRD_SCOPE_NAME)
+#undef TIRD_SCOPE_NAME
+};
+
+const char *tird_scopes_name(unsigned scopes, char *buf, size_t n)
+{
+	size_t at = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < TIRD_NSCOPES; i++)
+		if (scopes & (1u << i))
+			at += (size_t)snprintf(buf + at, at < n ? n - at : 0, "%s%s", at ? "," : "",
+					       scope_names[i]);
+	return buf;
+}
+
+static void free_tokens(tird_config *c)
+{
+	for (int i = 0; i < c->ntokens; i++)
+		free(c->tokens[i].secret);
+	free(c->tokens);
+	c->tokens = NULL;
+	c->ntokens = 0;
+	c->token = NULL;
+}
+
+/* "read,submit" into *scopes; -1 naming the word that is not a scope. */
+static int parse_scopes(char *s, unsigned *scopes, char *msg, size_t n)
+{
+	char *save = NULL;
+	*scopes = 0;
+	for (char *w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		int found = -1;
+		for (int i = 0; i < TIRD_NSCOPES; i++)
+			if (!strcmp(w, scope_names[i]))
+				found = i;
+		if (found < 0) {
+			snprintf(msg, n, "\"%.40s\" is not a scope (read, submit, worker, admin)", w);
+			return -1;
+		}
+		*scopes |= 1u << found;
+	}
+	return 0;
+}
+
+/* The token file: one token a line, `TOKEN [SCOPES [NAME]]` (SCOPES a
+ * comma-separated list of read, submit, worker, admin; '#' starts a comment).
+ * A line of a token alone is today's (version 1) file: that token may do
+ * everything.  Tokens are at least 8 characters, each given once. */
+static int load_tokens(tird_config *c, char *msg, size_t n)
+{
+	FILE *f = fopen(c->token_file, "r");
+	if (!f) {
+		snprintf(msg, n, "token_file %s: %s", c->token_file, strerror(errno));
+		return -1;
+	}
+	char line[1024];
+	int lineno = 0, rc = 0;
+	while (rc == 0 && fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *save = NULL, *secret = strtok_r(line, " \t\r\n", &save);
+		if (!secret)
+			continue;
+		char *scopes = strtok_r(NULL, " \t\r\n", &save);
+		char *name = strtok_r(NULL, " \t\r\n", &save);
+		char *extra = strtok_r(NULL, " \t\r\n", &save);
+		char m[160];
+		tird_token t = { .scopes = TIRD_SCOPE_ALL };
+		if (strlen(secret) < 8) {
+			snprintf(m, sizeof m, "the token is shorter than 8 characters");
+			rc = -1;
+		} else if (extra) {
+			snprintf(m, sizeof m, "expected TOKEN [SCOPES [NAME]], got more");
+			rc = -1;
+		} else if (scopes && parse_scopes(scopes, &t.scopes, m, sizeof m)) {
+			rc = -1;
+		} else {
+			if (name && strlen(name) >= sizeof t.name) {
+				snprintf(m, sizeof m, "the name is longer than %zu characters",
+					 sizeof t.name - 1);
+				rc = -1;
+			}
+			for (int i = 0; rc == 0 && i < c->ntokens; i++)
+				if (!strcmp(c->tokens[i].secret, secret) ||
+				    (name && !strcmp(c->tokens[i].name, name))) {
+					snprintf(m, sizeof m, "the %s of line %d again",
+						 strcmp(c->tokens[i].secret, secret) ? "name" : "token",
+						 i + 1);
+					rc = -1;
+				}
+		}
+		if (rc) {
+			snprintf(msg, n, "token_file %s:%d: %s", c->token_file, lineno, m);
+			break;
+		}
+		if (name)
+			snprintf(t.name, sizeof t.name, "%s", name);
+		else
+			snprintf(t.name, sizeof t.name, "token-%d", lineno);
+		t.secret = tird_strdup(secret);
+		c->tokens = tird_xrealloc(c->tokens, (size_t)(c->ntokens + 1) * sizeof *c->tokens);
+		c->tokens[c->ntokens++] = t;
+	}
+	fclose(f);
+	if (rc == 0 && c->ntokens == 0) {
+		snprintf(msg, n, "token_file %s: empty (no token)", c->token_file);
+		rc = -1;
+	}
+	for (int i = 0; rc == 0 && i < c->ntokens && !c->token; i++)
+		if (c->tokens[i].scopes & (TIRD_SCOPE(WORKER) | TIRD_SCOPE(ADMIN)))
+			c->token = c->tokens[i].secret;
+	return rc;
+}
+
 int config_finish(tird_config *c, char *msg, size_t n)
 {
 	/* listen: HOST:PORT, or :PORT / PORT for 127.0.0.1 */
@@ -176,27 +294,9 @@ int config_finish(tird_config *c, char *msg, size_t n)
 		c->limits.max_flops = (double)c->max_gflop * 1e9;
 	if ((size_t)c->max_body < c->limits.max_json_bytes)
 		c->limits.max_json_bytes = (size_t)c->max_body;
-	free(c->token);
-	c->token = NULL;
-	if (c->token_file[0]) {
-		FILE *f = fopen(c->token_file, "r");
-		char buf[512] = "";
-		if (!f || !fgets(buf, sizeof buf, f)) {
-			snprintf(msg, n, "token_file %s: %s", c->token_file,
-				 f ? "empty" : strerror(errno));
-			if (f)
-				fclose(f);
-			return -1;
-		}
-		fclose(f);
-		char *t = trim(buf);
-		if (strlen(t) < 8) {
-			snprintf(msg, n, "token_file %s: the token is shorter than 8 characters",
-				 c->token_file);
-			return -1;
-		}
-		c->token = tird_strdup(t);
-	}
+	free_tokens(c);
+	if (c->token_file[0] && load_tokens(c, msg, n))
+		return -1;
 	return 0;
 }
 
@@ -224,6 +324,5 @@ void config_free(tird_config *c)
 			free(*sp);
 			*sp = NULL;
 		}
-	free(c->token);
-	c->token = NULL;
+	free_tokens(c);
 }

@@ -61,7 +61,11 @@ typedef int MHD_RESULT;
 typedef enum MHD_Result MHD_RESULT;
 #endif
 
-enum { OPEN, READ, WRITE };
+/* A route's access: who may call it when tokens are set (tird.h, TIRD_ROUTES). */
+enum { OPEN, READ, SUBMIT, WORKER, ADMIN };
+static const unsigned access_scope[] = { 0, TIRD_SCOPE_ALL, TIRD_SCOPE(SUBMIT),
+					 TIRD_SCOPE(WORKER), 0 };
+static const char *const access_name[] = { "none", "read", "submit", "worker", "admin" };
 enum { SMALL, LARGE };
 
 typedef struct route {
@@ -115,6 +119,7 @@ typedef struct req_ctx {
 	bool too_large;
 	struct timespec t0;
 	int status;                /* what was answered, for metrics */
+	const tird_token *token;   /* the bearer's, NULL: none */
 } req_ctx;
 
 static double since(const struct timespec *t0)
@@ -412,19 +417,43 @@ static MHD_RESULT send_error(struct MHD_Connection *c, req_ctx *rc, int status,
 	return send_resp(c, rc, &out);
 }
 
-/* Constant-time comparison of the Authorization header with the token. */
-static bool authorized(const tird *d, struct MHD_Connection *c)
+/* The token of the Authorization header, or NULL: every token is compared,
+ * each in constant time, so the time says nothing of which came close. */
+static const tird_token *bearer(const tird *d, struct MHD_Connection *c)
 {
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
-		return false;
+		return NULL;
 	h += 7;
-	const char *t = d->cfg.token;
-	size_t hl = strlen(h), tl = strlen(t);
-	unsigned diff = hl != tl;
-	for (size_t i = 0; i < tl; i++)
-		diff |= (unsigned char)t[i] ^ (unsigned char)(i < hl ? h[i] : 0);
-	return diff == 0;
+	size_t hl = strlen(h);
+	const tird_token *found = NULL;
+	for (int k = 0; k < d->cfg.ntokens; k++) {
+		const char *t = d->cfg.tokens[k].secret;
+		size_t tl = strlen(t);
+		unsigned diff = hl != tl;
+		for (size_t i = 0; i < tl; i++)
+			diff |= (unsigned char)t[i] ^ (unsigned char)(i < hl ? h[i] : 0);
+		if (diff == 0)
+			found = &d->cfg.tokens[k];
+	}
+	return found;
+}
+
+/* The client's address ("127.0.0.1"), or "?" */
+static void peer_of(struct MHD_Connection *c, char *buf, size_t n)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(buf, n, "?");
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf,
+			  (socklen_t)n);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf,
+			  (socklen_t)n);
 }
 
 /* ---- the access handler ------------------------------------------------------------ */
@@ -525,10 +554,19 @@ static MHD_RESULT first_call(tird *d, struct MHD_Connection *c, req_ctx *rc,
 				  path_known ? "method_not_allowed" : "not_found", msg);
 	}
 	const route *r = &routes[rc->route];
-	if (d->cfg.token && (r->access == WRITE || (r->access == READ && d->cfg.protect_reads)) &&
-	    !authorized(d, c))
+	rc->token = d->cfg.ntokens ? bearer(d, c) : NULL;
+	bool needs = d->cfg.ntokens && r->access != OPEN &&
+		     (r->access != READ || d->cfg.protect_reads);
+	if (needs && !rc->token)
 		return send_error(c, rc, 401, "unauthorized",
 				  "this route needs the header Authorization: Bearer TOKEN");
+	if (needs && !(rc->token->scopes & (access_scope[r->access] | TIRD_SCOPE(ADMIN)))) {
+		char msg[320], sc[64];
+		snprintf(msg, sizeof msg, "token %s (scopes %s) may not %s %.100s: it needs the %s "
+			 "scope", rc->token->name, tird_scopes_name(rc->token->scopes, sc, sizeof sc),
+			 method, routes[rc->route].pattern, access_name[r->access]);
+		return send_error(c, rc, 403, "forbidden", msg);
+	}
 	rc->limit = (size_t)(r->limit == LARGE ? d->cfg.max_import_body : d->cfg.max_body);
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
 	if (cl && strtoull(cl, NULL, 10) > rc->limit) {
@@ -588,7 +626,8 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *ur
 	if (rc->len && !check_body(rc->body, rc->len, why, sizeof why))
 		return send_error(c, rc, 400, "bad_json", why);
 	http_req req = { d, c, routes[rc->route].method, url, rc->arg,
-			 rc->body ? rc->body : "", rc->len };
+			 rc->body ? rc->body : "", rc->len, rc->token, "" };
+	peer_of(c, req.peer, sizeof req.peer);
 	if (rc->body)
 		rc->body[rc->len] = '\0';
 	http_resp out = { 500, NULL, NULL, NULL, NULL, NULL };

@@ -600,7 +600,9 @@ static void on_result(void *ctx, const tir_candidate *c)
 			   .status = tir_measure_status_name((tir_measure_status)c->status),
 			   .latency_us = ok ? c->latency_us : 0,
 			   .max_rel_error = c->max_rel_error, .message = c->msg,
-			   .worker = rc->mc.worker[0] ? rc->mc.worker : NULL, .job_id = j->id };
+			   .worker = rc->mc.worker[0] ? rc->mc.worker : NULL, .job_id = j->id,
+			   .token = rc->mc.token[0] ? rc->mc.token : NULL,
+			   .host = rc->mc.host[0] ? rc->mc.host : NULL };
 	bool changed = false;
 	store_error err;
 	int ins = store_record_add(d->db, &r, &changed, &err);
@@ -652,6 +654,8 @@ typedef struct prior_set {
 static void add_prior(void *ctx, const store_record *r)
 {
 	prior_set *p = ctx;
+	if (!r->trusted)           /* an untrusted import is no measurement */
+		return;
 	if (p->n == p->cap) {
 		p->cap = p->cap ? p->cap * 2 : 64;
 		p->c = tird_xrealloc(p->c, (size_t)p->cap * sizeof *p->c);
@@ -674,6 +678,54 @@ static void prior_free(prior_set *p)
 	free(p->c);
 }
 
+typedef struct trace_list {
+	char **t;
+	int n;
+	int max;
+} trace_list;
+
+static void add_trace(void *ctx, const store_record *r)
+{
+	trace_list *l = ctx;
+	if (l->n < l->max)
+		l->t[l->n++] = tird_strdup(r->trace);
+}
+
+/* The untrusted imports of j's (workload, target), fastest claim first, a
+ * batch at most, measured again by a worker of this tird before the search:
+ * each measurement replaces its import (store_record_add), so an import is
+ * served as a best only once measured here, and at the latency measured
+ * here.  0, or -1 with rc->mc.why (cancelled, stopping, no worker). */
+static int remeasure_imports(run_ctx *rc)
+{
+	job *j = rc->j;
+	tird *d = rc->js->d;
+	store_error err;
+	trace_list l = { tird_xcalloc((size_t)j->batch, sizeof(char *)), 0, j->batch };
+	if (store_untrusted_each(d->db, j->key, j->target.key, j->batch, add_trace, &l,
+				 &err) < 0)
+		log_warn("job %lld: cannot read the imports to measure again: %s",
+			 (long long)j->id, err.msg);
+	int ret = 0;
+	if (l.n > 0) {
+		log_info("job %lld: measuring %d imported records again before the search",
+			 (long long)j->id, l.n);
+		tir_candidate *out = tird_xcalloc((size_t)l.n, sizeof *out);
+		ret = workers_measure(&rc->mc, j->w, &j->target, l.n,
+				      (const char *const *)l.t, out);
+		for (int i = 0; i < l.n; i++) {
+			if (ret == 0)
+				on_result(rc, &out[i]);
+			free((char *)out[i].msg);
+		}
+		free(out);
+	}
+	for (int i = 0; i < l.n; i++)
+		free(l.t[i]);
+	free(l.t);
+	return ret;
+}
+
 /* Runs j (running, not under js->mu) and returns the state it ends in, with
  * the message in msg. */
 static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
@@ -681,6 +733,30 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	tird *d = js->d;
 	store_error err;
 	prior_set prior = { 0 };
+	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
+				.workload_key = j->key, .cancel = &j->cancel },
+		       tir_workload_flops(j->w), 0 };
+	if (remeasure_imports(&rm) < 0) {
+		if (atomic_load(&js->stopping) || atomic_load(&d->stopping)) {
+			snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
+			return STORE_JOB_QUEUED;
+		}
+		if (atomic_load(&j->cancel)) {
+			snprintf(msg, n, "cancelled by a user");
+			return STORE_JOB_CANCELLED;
+		}
+		if (rm.mc.no_worker_since > 0) {
+			/* as in the search below: its thread back, it waits in the
+			 * queue for a worker (jobs_cron) */
+			pthread_mutex_lock(&js->mu);
+			j->waiting_since = rm.mc.no_worker_since;
+			pthread_mutex_unlock(&js->mu);
+			snprintf(msg, n, "%.400s; back in the queue until one comes", rm.mc.why);
+			return STORE_JOB_QUEUED;
+		}
+		snprintf(msg, n, "%s", rm.mc.why);
+		return STORE_JOB_FAILED;
+	}
 	if (store_records_each(d->db, j->key, j->target.key, add_prior, &prior, &err) < 0) {
 		snprintf(msg, n, "cannot read stored records: %s", err.msg);
 		prior_free(&prior);

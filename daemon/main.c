@@ -346,7 +346,10 @@ int main(int argc, char **argv)
 	}
 	log_info("tird %s listening on http://%s:%d (db %s, schema %d, cpu %s%s)",
 		 PACKAGE_VERSION, d.cfg.host, d.cfg.port, d.cfg.db, store_schema_version(d.db),
-		 d.cpu.key, d.cfg.token ? ", writes need the token" : "");
+		 d.cpu.key, d.cfg.ntokens ? ", writes need a token of their scope" : "");
+	if (d.cfg.ntokens && !d.cfg.token && strcmp(d.cfg.local_workers, "none"))
+		log_warn("no token of the token file has the worker scope: the local workers "
+			 "cannot register");
 	locals_start(&d, &l);
 
 	for (;;) {

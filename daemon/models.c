@@ -59,7 +59,8 @@ typedef struct rec_list {
 static void copy_record(void *ctx, const store_record *r)
 {
 	rec_list *l = ctx;
-	if (!r->target || !r->trace || strncmp(r->target, l->prefix, strlen(l->prefix)))
+	if (!r->target || !r->trace || strncmp(r->target, l->prefix, strlen(l->prefix)) ||
+	    !r->trusted)           /* an untrusted import teaches the model nothing */
 		return;
 	if (l->n == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 256;

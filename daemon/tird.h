@@ -16,6 +16,8 @@
  *              seed and the stored records, saved
  *   workers.c  the worker registry, leases, the measurement dispatcher
  *   metrics.c  counters and the Prometheus text of GET /metrics
+ *   trust.c    what tird believes: the bounds of a result, imports replayed
+ *              and validated
  *
  * Calls go one way: http → api → {jobs, workers, models, store, views};
  * jobs → {workers (to measure), models}; metrics reads jobs and workers.
@@ -67,6 +69,7 @@ void log_msg(log_level l, const char *fmt, ...) __attribute__((format(printf, 2,
 	X(NOT_FOUND,        "not_found")        /* no such job or workload */ \
 	X(CONFLICT,         "conflict")         /* the job has ended */ \
 	X(UNKNOWN_WORKER,   "unknown_worker")   /* not registered, or gone */ \
+	X(FORBIDDEN,        "forbidden")        /* not this caller's to do */ \
 	X(LEASE_LOST,       "lease_lost")       /* the batch is no longer the worker's */ \
 	X(QUEUE_FULL,       "queue_full")       /* max_queued_jobs are queued */ \
 	X(STORE,            "store")            /* the database failed */
@@ -110,7 +113,7 @@ char *tird_strdup(const char *s);
 	X(listen,          STR,  listen,          "127.0.0.1:8642", "address and port to listen on") \
 	X(db,              STR,  db,              "./tird.db",      "SQLite database file") \
 	X(local_workers,   STR,  local_workers,   "auto",  "auto, none, cpu, cuda or cpu,cuda") \
-	X(token_file,      STR,  token_file,      "",      "file holding the bearer token writes need") \
+	X(token_file,      STR,  token_file,      "",      "file of bearer tokens, one a line: TOKEN [SCOPES [NAME]]") \
 	X(protect_reads,   BOOL, protect_reads,   "false", "reads need the token too") \
 	X(log_level,       STR,  log_level,       "info",  "debug, info, warn or error") \
 	X(tuning_threads,  INT,  tuning_threads,  "2",     "jobs tuned at once") \
@@ -133,6 +136,36 @@ char *tird_strdup(const char *s);
 	X(model_save_s,    INT,  model_save_s,    "300",   "... or this many seconds after the first row it learnt since then (and at shutdown)") \
 	X(model_seed,      STR,  model_seed,      "",      "records a new cost model starts from, each kind's (default: the seeds built or installed with tird; none: no seed)")
 
+/* A token's scopes, X(id, name): what its bearer may do.  read: every read
+ * route (with protect_reads; every token may read); submit: submit and cancel
+ * jobs; worker: register as a worker, lease, post results; admin:
+ * everything, imports and record removal among it. */
+#define TIRD_SCOPES(X) \
+	X(READ,   "read") \
+	X(SUBMIT, "submit") \
+	X(WORKER, "worker") \
+	X(ADMIN,  "admin")
+
+enum {
+#define TIRD_SCOPE_BIT(id, name) TIRD_SCOPE_BIT_##id,
+	TIRD_SCOPES(TIRD_SCOPE_BIT)
+#undef TIRD_SCOPE_BIT
+	TIRD_NSCOPES
+};
+#define TIRD_SCOPE(id) (1u << TIRD_SCOPE_BIT_##id)
+#define TIRD_SCOPE_ALL ((1u << TIRD_NSCOPES) - 1)
+
+/* One line of the token file. */
+typedef struct tird_token {
+	char *secret;
+	char name[64];             /* its identity in logs and records: the NAME
+				    * given, else "token-LINE" */
+	unsigned scopes;           /* TIRD_SCOPE bits; a line without scopes: all */
+} tird_token;
+
+/* The scopes' names joined by ',' ("read,submit") into buf. */
+const char *tird_scopes_name(unsigned scopes, char *buf, size_t n);
+
 typedef struct tird_config {
 #define TIRD_CFG_FIELD_STR(f)  char *f;
 #define TIRD_CFG_FIELD_INT(f)  long f;
@@ -140,7 +173,10 @@ typedef struct tird_config {
 #define TIRD_CFG_FIELD(name, type, f, def, help) TIRD_CFG_FIELD_##type(f)
 	TIRD_CONFIG(TIRD_CFG_FIELD)
 #undef TIRD_CFG_FIELD
-	char *token;               /* read from token_file; NULL: none */
+	tird_token *tokens;        /* read from token_file; ntokens 0: none, all open */
+	int ntokens;
+	char *token;               /* the secret local workers use (the first token
+				    * with the worker scope); NULL: none */
 	char host[64];             /* listen, split */
 	int port;
 	tir_limits limits;         /* from the max_* settings */
@@ -195,6 +231,8 @@ typedef struct http_req {
 	const char *arg;           /* the path segment matched by '*', or "" */
 	const char *body;          /* NUL-terminated, may be "" */
 	size_t len;
+	const tird_token *token;   /* the bearer's token, NULL: none (or no tokens set) */
+	char peer[64];             /* the client's address */
 } http_req;
 
 /* A streamed body (libmicrohttpd's callback responses): called for the next
@@ -223,27 +261,29 @@ typedef void (*http_handler)(http_req *r, http_resp *out);
 
 /* The routes: X(method, pattern, handler, access, body limit).  '*' in a
  * pattern matches one path segment (http_req.arg).  access: OPEN (never
- * needs the token), READ (needs it with protect_reads), WRITE (needs it when
- * a token is set).  body: SMALL (max_body) or LARGE (max_import_body). */
+ * needs a token), READ (needs one with protect_reads; any token may read),
+ * SUBMIT, WORKER, ADMIN (need a token with that scope, or admin, when tokens
+ * are set).  body: SMALL (max_body) or LARGE (max_import_body). */
 #define TIRD_ROUTES(X) \
 	X(GET,    "/healthz",                 api_healthz,        OPEN,  SMALL) \
 	X(GET,    "/metrics",                 api_metrics,        READ,  SMALL) \
-	X(POST,   "/v1/jobs",                 api_jobs_submit,    WRITE, SMALL) \
+	X(POST,   "/v1/jobs",                 api_jobs_submit,    SUBMIT, SMALL) \
 	X(GET,    "/v1/jobs",                 api_jobs_list,      READ,  SMALL) \
 	X(GET,    "/v1/jobs/*",               api_job_get,        READ,  SMALL) \
-	X(DELETE, "/v1/jobs/*",               api_job_cancel,     WRITE, SMALL) \
+	X(DELETE, "/v1/jobs/*",               api_job_cancel,     SUBMIT, SMALL) \
 	X(GET,    "/v1/best",                 api_best,           READ,  SMALL) \
 	X(GET,    "/v1/workloads/*",          api_workload,       READ,  SMALL) \
 	X(GET,    "/v1/records",              api_records_export, READ,  SMALL) \
-	X(POST,   "/v1/records",              api_records_import, WRITE, LARGE) \
+	X(POST,   "/v1/records",              api_records_import, ADMIN, LARGE) \
+	X(DELETE, "/v1/records/*",            api_record_remove,  ADMIN, SMALL) \
 	X(POST,   "/v1/lower",                api_lower,          READ,  SMALL) \
 	X(POST,   "/v1/fuse",                 api_fuse,           READ,  SMALL) \
 	X(GET,    "/v1/workers",              api_workers_list,   READ,  SMALL) \
-	X(POST,   "/v1/workers",              api_worker_register, WRITE, SMALL) \
-	X(POST,   "/v1/workers/*/lease",      api_worker_lease,   WRITE, SMALL) \
-	X(POST,   "/v1/workers/*/results",    api_worker_results, WRITE, LARGE) \
-	X(POST,   "/v1/workers/*/heartbeat",  api_worker_heartbeat, WRITE, SMALL) \
-	X(DELETE, "/v1/workers/*",            api_worker_leave,   WRITE, SMALL)
+	X(POST,   "/v1/workers",              api_worker_register, WORKER, SMALL) \
+	X(POST,   "/v1/workers/*/lease",      api_worker_lease,   WORKER, SMALL) \
+	X(POST,   "/v1/workers/*/results",    api_worker_results, WORKER, LARGE) \
+	X(POST,   "/v1/workers/*/heartbeat",  api_worker_heartbeat, WORKER, SMALL) \
+	X(DELETE, "/v1/workers/*",            api_worker_leave,   WORKER, SMALL)
 
 #define TIRD_ROUTE_DECL(m, pat, fn, acc, lim) void fn(http_req *r, http_resp *out);
 TIRD_ROUTES(TIRD_ROUTE_DECL)
@@ -403,6 +443,36 @@ struct worker_batch;
 cJSON *view_worker(const struct worker_info *w);
 cJSON *view_batch(const struct worker_batch *b);
 
+/* ---- trust.c: what tird believes of results and imports ------------------------------------ */
+
+/* The bounds a result of a workload on a target keeps to be stored as ok. */
+typedef struct trust_bounds {
+	double tolerance;          /* the largest max_rel_error (tir_workload_tolerance) */
+	double floor_us;           /* the smallest latency: the flops at a peak no
+				    * hardware of the target's kind reaches */
+} trust_bounds;
+
+/* The bounds of w on t.  0, or -1 with a message when w's program cannot be
+ * built. */
+int trust_bounds_of(const tir_workload *w, const tir_target *t, trust_bounds *b,
+		    tir_error *err);
+/* Re-checks a result: an ok whose latency is not finite, not > 0 or under
+ * the floor becomes run_error; one whose max_rel_error is missing (< 0),
+ * not finite or over the tolerance becomes wrong_result.  true when it
+ * stands as given, else false with *status changed and the reason in why. */
+bool trust_check_result(const trust_bounds *b, int *status, double latency_us,
+			double max_rel_error, char *why, size_t n);
+/* Replays trace on w's program and validates it for t: 0 with *canon (the
+ * canonical trace, tir_sched_trace; malloc'd), or -1 naming the fault. */
+int trust_canonical_trace(const tir_workload *w, const tir_target *t, const char *trace,
+			  char **canon, tir_error *err);
+/* Checks every record of an import (on every core): its trace replays and
+ * validates for its target, an ok one keeps to the bounds.  The canonical
+ * trace of each record (an array of tir_records_count strings, malloc'd, as
+ * each is), or NULL with err naming the first record at fault
+ * ("records[3]: ..."). */
+char **trust_check_import(const tir_records *recs, tir_error *err);
+
 /* ---- workers.c ----------------------------------------------------------------------- */
 
 typedef struct workers workers;
@@ -427,18 +497,24 @@ typedef struct measure_ctx {
 	const char *canonical;     /* the workload, as workers get it */
 	const char *workload_key;
 	const atomic_int *cancel;
-	char worker[48];           /* who measured the last batch */
+	char worker[48];           /* who measured the last batch: its id, */
+	char token[64];            /* its token's identity ("" none), */
+	char host[200];            /* its name and address */
 	char why[512];             /* why the last batch failed, if it did */
 	double no_worker_since;    /* set when it failed for want of a worker:
 				    * since when none was live */
+	trust_bounds bounds;       /* what its results keep to (workers_measure) */
+	int bounds_state;          /* 0 not yet made, 1 made, -1 not to be made */
 } measure_ctx;
 
 /* A tir_measure_batch_fn: queues the batch for a worker of t and waits for
- * its results.  ctx is a measure_ctx.  out[i].msg are malloc'd (tir_tune
- * frees them).  -1 with ctx->why when the job is cancelled, the daemon
- * stops, or no worker of t is live for 2 lease_s (at most worker_wait_s):
- * then ctx->no_worker_since is set and the job goes back to the queue to
- * wait there, without a tuning thread (jobs.c). */
+ * its results, which are re-checked (trust_check_result: an "ok" beyond the
+ * bounds of w on t is stored as the error it is).  ctx is a measure_ctx.
+ * out[i].msg are malloc'd (tir_tune frees them).  -1 with ctx->why when the
+ * job is cancelled, the daemon stops, or no worker of t is live for 2
+ * lease_s (at most worker_wait_s): then ctx->no_worker_since is set and the
+ * job goes back to the queue to wait there, without a tuning thread
+ * (jobs.c). */
 int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		    const char *const *traces, tir_candidate *out);
 
@@ -447,6 +523,8 @@ typedef struct worker_info {
 	char id[48];
 	char target[128];
 	char name[128];
+	char token[64];            /* the identity of the token it registered with */
+	char peer[64];             /* the address it registered from */
 	bool live;
 	double registered, last_seen;
 	int64_t batch_id;          /* the batch it holds, 0: none */
@@ -462,28 +540,35 @@ typedef struct worker_batch {
 	const char *const *traces;
 } worker_batch;
 
-/* Registers a worker of full target t (name NULL: "unnamed").  0 with *out,
- * or -1 with e (STORE). */
-int workers_register(workers *ws, const tir_target *t, const char *name, worker_info *out,
-		     tird_error *e);
+/* Every worker route names its caller, tok: the bearer's token (NULL when
+ * tird has no tokens).  A worker is bound to the token it registered with:
+ * its other routes with any other token are FORBIDDEN. */
+
+/* Registers a worker of full target t (name NULL: "unnamed") for tok from
+ * address peer.  0 with *out, or -1 with e (STORE). */
+int workers_register(workers *ws, const tir_target *t, const char *name, const tird_token *tok,
+		     const char *peer, worker_info *out, tird_error *e);
 /* Waits up to wait_s seconds (at most 30) for a pending batch of the
  * worker's target and leases it: 1 with fn(ctx, batch) called under the
  * registry's lock (to copy what it needs), 0 when none came, -1 with e
- * (UNKNOWN_WORKER). */
-int workers_lease(workers *ws, const char *id, double wait_s,
+ * (UNKNOWN_WORKER, FORBIDDEN). */
+int workers_lease(workers *ws, const char *id, const tird_token *tok, double wait_s,
 		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e);
 /* The results of batch batch_id from worker id: res[0..n) (status,
- * latency_us, max_rel_error, msg; an "ok" without a latency becomes a
- * run_error) are copied into the batch, which wakes its job.  Accepted for
- * the worker's own lease, or for a batch re-queued and not yet leased
- * again.  0, or -1 with e (LEASE_LOST; BAD_REQUEST when n is not the
- * batch's size). */
-int workers_results(workers *ws, const char *id, int64_t batch_id, int n,
-		    const tir_candidate *res, tird_error *e);
+ * latency_us, max_rel_error, msg) are copied into the batch, which wakes its
+ * job (workers_measure re-checks them).  Accepted only from the live worker
+ * that holds the batch's lease, for the batch's target, with the token it
+ * registered with: a worker id not registered (or gone) is FORBIDDEN, as is
+ * another token; a registered worker that does not hold the lease (it was
+ * lost, re-queued or given to another) is LEASE_LOST; BAD_REQUEST when n is
+ * not the batch's size.  0, or -1 with e. */
+int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t batch_id,
+		    int n, const tir_candidate *res, tird_error *e);
 /* A live worker says it is alive (its leases are extended) / leaves (its
- * batch goes back to the queue).  0, or -1 with e (UNKNOWN_WORKER). */
-int workers_heartbeat(workers *ws, const char *id, tird_error *e);
-int workers_leave(workers *ws, const char *id, tird_error *e);
+ * batch goes back to the queue).  0, or -1 with e (UNKNOWN_WORKER,
+ * FORBIDDEN). */
+int workers_heartbeat(workers *ws, const char *id, const tird_token *tok, tird_error *e);
+int workers_leave(workers *ws, const char *id, const tird_token *tok, tird_error *e);
 /* Every worker known (live, or gone in the last ten minutes), newest first:
  * returns the count, *out malloc'd. */
 int workers_list(workers *ws, worker_info **out);

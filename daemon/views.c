@@ -127,6 +127,16 @@ cJSON *view_record(const store_record *r)
 	if (r->worker)
 		cJSON_AddStringToObject(o, "worker", r->worker);
 	cJSON_AddNumberToObject(o, "created", r->created);
+	/* provenance: how this tird came by it (an importer ignores these and
+	 * decides its own trust) */
+	cJSON_AddStringToObject(o, "origin", r->imported ? "imported" : "measured");
+	cJSON_AddBoolToObject(o, "trusted", r->trusted);
+	if (r->source)
+		cJSON_AddStringToObject(o, "source", r->source);
+	if (r->token)
+		cJSON_AddStringToObject(o, "token", r->token);
+	if (r->host)
+		cJSON_AddStringToObject(o, "host", r->host);
 	return o;
 }
 
@@ -137,6 +147,10 @@ cJSON *view_worker(const struct worker_info *w)
 	cJSON_AddStringToObject(o, "target", w->target);
 	cJSON_AddStringToObject(o, "name", w->name);
 	cJSON_AddStringToObject(o, "state", w->live ? "live" : "gone");
+	if (w->token[0])
+		cJSON_AddStringToObject(o, "token", w->token);
+	if (w->peer[0])
+		cJSON_AddStringToObject(o, "address", w->peer);
 	cJSON_AddNumberToObject(o, "registered", w->registered);
 	cJSON_AddNumberToObject(o, "last_seen", w->last_seen);
 	if (w->batch_id)

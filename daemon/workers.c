@@ -16,6 +16,8 @@
  *                                 worker_wait_s: the job then goes back to
  *                                 the queue, giving its tuning thread back)
  *
+ * Results are taken from the worker that holds the lease only (with the token
+ * it registered with), and re-checked (trust.c) before the job sees them.
  * A worker is alive while it polls, heartbeats or posts; silent for lease_s
  * it is marked gone by the cron duty (workers_cron) and its batch goes back
  * to the queue to be finished by another worker.
@@ -46,6 +48,7 @@ typedef struct batch {
 	tir_candidate *out;        /* out[i].msg malloc'd: tir_tune frees them */
 	batch_state state;
 	char worker[48];
+	char token[64], host[200];     /* of the worker that posted the results */
 	double deadline;
 	struct batch *next;
 } batch;
@@ -54,6 +57,8 @@ typedef struct worker {
 	char id[48];
 	char target[128];
 	char name[128];
+	char token[64];            /* its token's identity, "" when tird has none */
+	char peer[64];
 	double registered, last_seen;
 	bool live;
 	int polling;               /* lease requests waiting now */
@@ -248,6 +253,39 @@ static void do_unlink(workers *ws, batch *b)
 		}
 }
 
+/* The worker's word is not taken: every "ok" is checked against the bounds
+ * of w on t (trust.c) and stored as the error it is when beyond them. */
+static void recheck(measure_ctx *mc, const tir_workload *w, const tir_target *t, int n,
+		    tir_candidate *out)
+{
+	if (mc->bounds_state == 0) {
+		tir_error err = { "" };
+		mc->bounds_state = trust_bounds_of(w, t, &mc->bounds, &err) ? -1 : 1;
+		if (mc->bounds_state < 0)   /* the search built it: this cannot be */
+			log_error("job %lld: no bounds for its results: %s", (long long)mc->job_id,
+				  err.msg);
+	}
+	for (int i = 0; i < n; i++) {
+		char why[320];
+		if (out[i].status != TIR_MEASURE_OK)
+			continue;
+		if (mc->bounds_state < 0) {
+			snprintf(why, sizeof why, "reported ok, but the result cannot be checked");
+			out[i].status = TIR_MEASURE_RUN_ERROR;
+		} else if (trust_check_result(&mc->bounds, &out[i].status, out[i].latency_us,
+					      out[i].max_rel_error, why, sizeof why)) {
+			continue;
+		}
+		log_warn("job %lld: worker %s %s: stored as %s", (long long)mc->job_id, mc->worker,
+			 why, tir_measure_status_name((tir_measure_status)out[i].status));
+		char msg[400];
+		snprintf(msg, sizeof msg, "worker %s %s", mc->worker, why);
+		free((char *)out[i].msg);
+		out[i].msg = tird_strdup(msg);
+		out[i].latency_us = 0;
+	}
+}
+
 int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		    const char *const *traces, tir_candidate *out)
 {
@@ -322,9 +360,13 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 		set_batch_state(ws, &b, B_ERROR, mc->why);
 	} else {
 		snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
+		snprintf(mc->token, sizeof mc->token, "%s", b.token);
+		snprintf(mc->host, sizeof mc->host, "%s", b.host);
 	}
 	do_unlink(ws, &b);
 	pthread_mutex_unlock(&ws->mu);
+	if (rc == 0)
+		recheck(mc, w, t, n, out);
 	return rc;
 }
 
@@ -354,19 +396,23 @@ static void info_of(const workers *ws, const worker *w, worker_info *out)
 	out->registered = w->registered;
 	out->last_seen = w->last_seen;
 	out->batch_id = w->batch_id;
+	memcpy(out->token, w->token, sizeof out->token);
+	memcpy(out->peer, w->peer, sizeof out->peer);
 	long lease = ws->d->cfg.lease_s;
 	out->lease_s = (double)lease;
 	out->heartbeat_s = lease >= 3 ? (double)(lease / 3) : 0.5;
 }
 
-int workers_register(workers *ws, const tir_target *t, const char *name, worker_info *out,
-		     tird_error *e)
+int workers_register(workers *ws, const tir_target *t, const char *name, const tird_token *tok,
+		     const char *peer, worker_info *out, tird_error *e)
 {
 	tird *d = ws->d;
 	worker *w = tird_xcalloc(1, sizeof *w);
 	random_id(w->id, sizeof w->id);
 	snprintf(w->target, sizeof w->target, "%s", t->key);
 	snprintf(w->name, sizeof w->name, "%s", name ? name : "unnamed");
+	snprintf(w->token, sizeof w->token, "%s", tok ? tok->name : "");
+	snprintf(w->peer, sizeof w->peer, "%s", peer ? peer : "");
 	w->registered = w->last_seen = store_now();
 	w->live = true;
 	store_error err;
@@ -382,22 +428,38 @@ int workers_register(workers *ws, const tir_target *t, const char *name, worker_
 	info_of(ws, w, out);
 	pthread_cond_broadcast(&ws->changed);
 	pthread_mutex_unlock(&ws->mu);
-	log_info("worker %s registered (%s, %s)", out->id, out->name, out->target);
+	log_info("worker %s registered (%s, %s, token %s, from %s)", out->id, out->name,
+		 out->target, out->token[0] ? out->token : "none", out->peer);
 	return 0;
 }
 
-/* The live worker id (ws->mu held), or NULL with e (UNKNOWN_WORKER). */
-static worker *do_live_worker(workers *ws, const char *id, tird_error *e)
+/* Whether tok is the token worker w registered with (ws->mu held); else
+ * fills e (FORBIDDEN). */
+static bool do_same_token(const worker *w, const tird_token *tok, tird_error *e)
+{
+	const char *name = tok ? tok->name : "";
+	if (!strcmp(w->token, name))
+		return true;
+	tird_fail(e, TIRD_E_FORBIDDEN, "worker %s was registered with token %s, not %s: only "
+		  "that token may act for it", w->id, w->token[0] ? w->token : "(none)",
+		  name[0] ? name : "(none)");
+	return false;
+}
+
+/* The live worker id (ws->mu held), or NULL with e (UNKNOWN_WORKER, or
+ * FORBIDDEN for another token). */
+static worker *do_live_worker(workers *ws, const char *id, const tird_token *tok,
+			      tird_error *e)
 {
 	worker *w = do_find_worker(ws, id);
 	if (!w || !w->live) {
 		tird_fail(e, TIRD_E_UNKNOWN_WORKER, "no live worker %s; register again", id);
 		return NULL;
 	}
-	return w;
+	return do_same_token(w, tok, e) ? w : NULL;
 }
 
-int workers_lease(workers *ws, const char *id, double wait_s,
+int workers_lease(workers *ws, const char *id, const tird_token *tok, double wait_s,
 		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e)
 {
 	tird *d = ws->d;
@@ -407,7 +469,7 @@ int workers_lease(workers *ws, const char *id, double wait_s,
 		wait_s = 30;
 	double until = store_now() + wait_s;
 	pthread_mutex_lock(&ws->mu);
-	worker *w = do_live_worker(ws, id, e);
+	worker *w = do_live_worker(ws, id, tok, e);
 	if (!w) {
 		pthread_mutex_unlock(&ws->mu);
 		return -1;
@@ -450,32 +512,45 @@ int workers_lease(workers *ws, const char *id, double wait_s,
 	return 1;
 }
 
-int workers_results(workers *ws, const char *id, int64_t batch_id, int n,
-		    const tir_candidate *res, tird_error *e)
+int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t batch_id,
+		    int n, const tir_candidate *res, tird_error *e)
 {
 	pthread_mutex_lock(&ws->mu);
 	worker *w = do_find_worker(ws, id);
-	if (w)
-		w->last_seen = store_now();
 	batch *b = do_find_batch(ws, batch_id);
-	/* the worker's own lease, or a batch re-queued and not yet leased again */
-	if (!b || !(b->state == B_PENDING ||
-		    (b->state == B_LEASED && !strcmp(b->worker, id)))) {
-		pthread_mutex_unlock(&ws->mu);
-		return tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
-				 (long long)batch_id, id);
+	int rc = -1;
+	if (!w || !w->live) {
+		tird_fail(e, TIRD_E_FORBIDDEN, "worker %s is not registered (or is gone): only the "
+			  "worker that holds batch %lld's lease may post its results", id,
+			  (long long)batch_id);
+		goto out;
+	}
+	if (!do_same_token(w, tok, e))
+		goto out;
+	w->last_seen = store_now();
+	/* the worker's own lease only: a batch re-queued or leased to another
+	 * is no longer this worker's to answer */
+	if (!b || b->state != B_LEASED || strcmp(b->worker, id) != 0) {
+		tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
+			  (long long)batch_id, id);
+		goto out;
+	}
+	if (strcmp(b->target, w->target) != 0) {
+		tird_fail(e, TIRD_E_FORBIDDEN, "batch %lld is for %s, worker %s measures %s",
+			  (long long)batch_id, b->target, id, w->target);
+		goto out;
 	}
 	if (n != b->n) {
-		pthread_mutex_unlock(&ws->mu);
-		return tird_fail(e, TIRD_E_BAD_REQUEST, "batch %lld has %d candidates, not %d",
-				 (long long)b->id, b->n, n);
+		tird_fail(e, TIRD_E_BAD_REQUEST, "batch %lld has %d candidates, not %d",
+			  (long long)b->id, b->n, n);
+		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		tir_candidate *c = &b->out[i];
 		c->status = res[i].status;
 		c->latency_us = res[i].latency_us;
 		c->max_rel_error = res[i].max_rel_error;
-		free((char *)c->msg);      /* results posted twice: the last wins */
+		free((char *)c->msg);
 		c->msg = NULL;
 		if (c->status == TIR_MEASURE_OK && !(c->latency_us > 0)) {
 			c->status = TIR_MEASURE_RUN_ERROR;
@@ -484,18 +559,20 @@ int workers_results(workers *ws, const char *id, int64_t batch_id, int n,
 			c->msg = tird_strdup(res[i].msg);
 		}
 	}
-	snprintf(b->worker, sizeof b->worker, "%s", id);
-	if (w && w->batch_id == b->id)
-		w->batch_id = 0;
+	snprintf(b->token, sizeof b->token, "%s", w->token);
+	snprintf(b->host, sizeof b->host, "%s (%s)", w->name, w->peer);
+	w->batch_id = 0;
 	set_batch_state(ws, b, B_MEASURED, id);
+	rc = 0;
+out:
 	pthread_mutex_unlock(&ws->mu);
-	return 0;
+	return rc;
 }
 
-int workers_heartbeat(workers *ws, const char *id, tird_error *e)
+int workers_heartbeat(workers *ws, const char *id, const tird_token *tok, tird_error *e)
 {
 	pthread_mutex_lock(&ws->mu);
-	worker *w = do_live_worker(ws, id, e);
+	worker *w = do_live_worker(ws, id, tok, e);
 	if (w) {
 		double now = store_now();
 		w->last_seen = now;
@@ -507,10 +584,10 @@ int workers_heartbeat(workers *ws, const char *id, tird_error *e)
 	return w ? 0 : -1;
 }
 
-int workers_leave(workers *ws, const char *id, tird_error *e)
+int workers_leave(workers *ws, const char *id, const tird_token *tok, tird_error *e)
 {
 	pthread_mutex_lock(&ws->mu);
-	worker *w = do_live_worker(ws, id, e);
+	worker *w = do_live_worker(ws, id, tok, e);
 	if (w)
 		do_worker_gone(ws, w, "left");
 	pthread_mutex_unlock(&ws->mu);

@@ -38,6 +38,10 @@ static const migration migrations[] = {
 #define JOB_COLS "id, workload_key, target, trials, batch, state, cached, trials_done, " \
 	"errors, best_us, message, created, started, finished, cost_model, seed"
 
+/* The columns of a record row, in record_from_row's order. */
+#define REC_COLS "id, workload_key, target, trace, status, latency_us, max_rel_error, " \
+	"message, worker, job_id, created, origin, trusted, source, token, host"
+
 /* X(id, SQL) */
 #define STORE_STMTS(X) \
 	X(BEGIN,      "BEGIN IMMEDIATE") \
@@ -59,23 +63,42 @@ static const migration migrations[] = {
 	X(JOB_LIST,   "SELECT " JOB_COLS " FROM jobs WHERE (?1 IS NULL OR state = ?1) " \
 		      "ORDER BY id DESC LIMIT ?2") \
 	X(REC_INSERT, "INSERT OR IGNORE INTO records(id, workload_key, target, trace, status, " \
-		      "latency_us, max_rel_error, message, worker, job_id, created) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)") \
-	X(REC_EACH,   "SELECT id, workload_key, target, trace, status, latency_us, " \
-		      "max_rel_error, message, worker, job_id, created FROM records " \
+		      "latency_us, max_rel_error, message, worker, job_id, created, origin, " \
+		      "trusted, source, token, host) " \
+		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)") \
+	X(REC_ORIGIN, "SELECT origin, workload_key, target FROM records WHERE id = ?1") \
+	X(REC_REPLACE, "UPDATE records SET status = ?5, latency_us = ?6, max_rel_error = ?7, " \
+		      "message = ?8, worker = ?9, job_id = ?10, created = ?11, origin = ?12, " \
+		      "trusted = ?13, source = ?14, token = ?15, host = ?16 " \
+		      "WHERE id = ?1 AND workload_key = ?2 AND target = ?3 AND trace = ?4") \
+	X(REC_DELETE, "DELETE FROM records WHERE id = ?1") \
+	X(REC_EACH,   "SELECT " REC_COLS " FROM records " \
 		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
 		      "ORDER BY created, rowid") \
-	X(REC_PAGE,   "SELECT id, workload_key, target, trace, status, latency_us, " \
-		      "max_rel_error, message, worker, job_id, created, rowid FROM records " \
+	X(REC_PAGE,   "SELECT " REC_COLS ", rowid FROM records " \
 		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
 		      "AND rowid > ?3 ORDER BY rowid LIMIT ?4") \
-	X(REC_COUNT,  "SELECT count(*) FROM records WHERE workload_key = ?1 AND target = ?2") \
+	X(REC_UNTRUSTED, "SELECT " REC_COLS " FROM records WHERE workload_key = ?1 AND " \
+		      "target = ?2 AND trusted = 0 AND status = 'ok' AND latency_us > 0 " \
+		      "ORDER BY latency_us, rowid LIMIT ?3") \
+	X(REC_COUNT,  "SELECT count(*) FROM records WHERE workload_key = ?1 AND target = ?2 " \
+		      "AND trusted") \
 	X(BEST_ROW,   "SELECT latency_us, record_id FROM best WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_NEW,   "INSERT INTO best(workload_key, target, op, record_id, latency_us, trials, " \
 		      "updated) SELECT ?1, ?2, op, ?3, ?4, 1, ?5 FROM workloads WHERE key = ?1") \
 	X(BEST_TRIAL, "UPDATE best SET trials = trials + 1, updated = ?3 " \
 		      "WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_SET,   "UPDATE best SET record_id = ?3, latency_us = ?4, updated = ?5 " \
+		      "WHERE workload_key = ?1 AND target = ?2") \
+	X(BEST_ENSURE, "INSERT OR IGNORE INTO best(workload_key, target, op, record_id, " \
+		      "latency_us, trials, updated) SELECT ?1, ?2, op, NULL, NULL, 0, ?3 " \
+		      "FROM workloads WHERE key = ?1") \
+	X(BEST_UNSET, "UPDATE best SET record_id = NULL, latency_us = NULL WHERE record_id = ?1") \
+	X(BEST_RECOMPUTE, "UPDATE best SET trials = (SELECT count(*) FROM records WHERE " \
+		      "workload_key = ?1 AND target = ?2 AND trusted), (record_id, latency_us) = " \
+		      "(SELECT id, latency_us FROM records WHERE workload_key = ?1 AND target = ?2 " \
+		      "AND trusted AND status = 'ok' AND latency_us > 0 " \
+		      "ORDER BY latency_us, rowid LIMIT 1), updated = ?3 " \
 		      "WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_GET,   "SELECT b.workload_key, b.target, b.op, w.canonical, w.flops, " \
 		      "b.record_id, r.trace, b.latency_us, b.trials, b.updated " \
@@ -558,19 +581,14 @@ int store_jobs_list(store *s, int state, int limit,
 
 /* ---- records and best --------------------------------------------------------------------- */
 
-/* Inserts r and updates the best row; the mutex held, inside a transaction. */
-static int do_record_add(store *s, store_record *r, bool *best_changed, store_error *err)
+/* Binds r's columns ?1..?16 (REC_INSERT's and REC_REPLACE's order). */
+static void bind_record(sqlite3_stmt *q, const store_record *r, bool ok, double now)
 {
-	double now = store_now();
-	if (!r->id[0])
-		store_record_id(r->workload_key, r->target, r->trace, r->id);
-	sqlite3_stmt *q = stmt(s, ST_REC_INSERT);
 	bind_text(q, 1, r->id);
 	bind_text(q, 2, r->workload_key);
 	bind_text(q, 3, r->target);
 	bind_text(q, 4, r->trace);
 	bind_text(q, 5, r->status);
-	bool ok = r->status && !strcmp(r->status, "ok") && r->latency_us > 0;
 	bind_pos(q, 6, ok ? r->latency_us : 0);
 	if (r->max_rel_error >= 0)
 		sqlite3_bind_double(q, 7, r->max_rel_error > 1e300 ? 1e300 : r->max_rel_error);
@@ -579,10 +597,95 @@ static int do_record_add(store *s, store_record *r, bool *best_changed, store_er
 	if (r->job_id > 0)
 		sqlite3_bind_int64(q, 10, r->job_id);
 	sqlite3_bind_double(q, 11, r->created > 0 ? r->created : now);
+	bind_text(q, 12, r->imported ? "imported" : "measured");
+	sqlite3_bind_int(q, 13, !r->imported || r->trusted);
+	bind_text(q, 14, r->source);
+	bind_text(q, 15, r->token);
+	bind_text(q, 16, r->host);
+}
+
+/* The record id of the best row of (wk, target) into out ("" none); the
+ * mutex held.  0 or -1. */
+static int do_best_id(store *s, const char *wk, const char *target, char out[65],
+		      store_error *err)
+{
+	sqlite3_stmt *q = stmt(s, ST_BEST_ROW);
+	bind_text(q, 1, wk);
+	bind_text(q, 2, target);
+	int rc = sqlite3_step(q);
+	out[0] = '\0';
+	if (rc == SQLITE_ROW)
+		col_copy(q, 1, out, 65);
+	sqlite3_reset(q);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "best");
+}
+
+/* Recomputes the best row of (wk, target) from its trusted records (made
+ * when missing); the mutex held, inside a transaction.  *changed: whether
+ * its record changed. */
+static int do_best_recompute(store *s, const char *wk, const char *target, bool *changed,
+			     store_error *err)
+{
+	char before[65], after[65];
+	double now = store_now();
+	if (do_best_id(s, wk, target, before, err))
+		return -1;
+	sqlite3_stmt *q = stmt(s, ST_BEST_ENSURE);
+	bind_text(q, 1, wk);
+	bind_text(q, 2, target);
+	sqlite3_bind_double(q, 3, now);
+	if (exec(s, ST_BEST_ENSURE, q, err))
+		return -1;
+	q = stmt(s, ST_BEST_RECOMPUTE);
+	bind_text(q, 1, wk);
+	bind_text(q, 2, target);
+	sqlite3_bind_double(q, 3, now);
+	if (exec(s, ST_BEST_RECOMPUTE, q, err) || do_best_id(s, wk, target, after, err))
+		return -1;
+	if (changed)
+		*changed = strcmp(before, after) != 0;
+	return 0;
+}
+
+/* Inserts r and updates the best row; the mutex held, inside a transaction. */
+static int do_record_add(store *s, store_record *r, bool *best_changed, store_error *err)
+{
+	double now = store_now();
+	if (!r->id[0])
+		store_record_id(r->workload_key, r->target, r->trace, r->id);
+	bool ok = r->status && !strcmp(r->status, "ok") && r->latency_us > 0 &&
+		  r->latency_us < 1e300;
+	bool trusted = !r->imported || r->trusted;
+	sqlite3_stmt *q = stmt(s, ST_REC_INSERT);
+	bind_record(q, r, ok, now);
 	if (exec(s, ST_REC_INSERT, q, err))
 		return -1;
-	if (sqlite3_changes(s->db) == 0)
-		return 0;
+	if (sqlite3_changes(s->db) == 0) {
+		if (r->imported)
+			return 0;
+		/* a measurement here of a stored id: it replaces an import */
+		q = stmt(s, ST_REC_ORIGIN);
+		bind_text(q, 1, r->id);
+		int rc = sqlite3_step(q);
+		bool was_import = rc == SQLITE_ROW && sqlite3_column_text(q, 0) &&
+				  !strcmp((const char *)sqlite3_column_text(q, 0), "imported");
+		sqlite3_reset(q);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return db_fail(s, err, "record origin");
+		if (!was_import)
+			return 0;
+		q = stmt(s, ST_REC_REPLACE);
+		bind_record(q, r, ok, now);
+		if (exec(s, ST_REC_REPLACE, q, err))
+			return -1;
+		if (sqlite3_changes(s->db) == 0)
+			return 0;          /* an id collision of other content: keep it */
+		if (do_best_recompute(s, r->workload_key, r->target, best_changed, err))
+			return -1;
+		return 1;
+	}
+	if (!trusted)
+		return 1;                  /* stored, counting for nothing yet */
 
 	q = stmt(s, ST_BEST_ROW);
 	bind_text(q, 1, r->workload_key);
@@ -698,35 +801,56 @@ fail:
 	return fail(err, "import: %s[%d]: %s (nothing stored)", what, i, e.msg);
 }
 
-int store_records_each(store *s, const char *workload_key, const char *target,
-		       void (*fn)(void *ctx, const store_record *r), void *ctx,
-		       store_error *err)
+/* A record of a REC_COLS row; its pointers are the statement's. */
+static void record_from_row(sqlite3_stmt *q, store_record *r)
+{
+	*r = (store_record){ .max_rel_error = -1 };
+	col_copy(q, 0, r->id, sizeof r->id);
+	r->workload_key = (const char *)sqlite3_column_text(q, 1);
+	r->target = (const char *)sqlite3_column_text(q, 2);
+	r->trace = (const char *)sqlite3_column_text(q, 3);
+	r->status = (const char *)sqlite3_column_text(q, 4);
+	r->latency_us = sqlite3_column_double(q, 5);
+	if (sqlite3_column_type(q, 6) != SQLITE_NULL)
+		r->max_rel_error = sqlite3_column_double(q, 6);
+	r->message = (const char *)sqlite3_column_text(q, 7);
+	r->worker = (const char *)sqlite3_column_text(q, 8);
+	r->job_id = sqlite3_column_int64(q, 9);
+	r->created = sqlite3_column_double(q, 10);
+	const unsigned char *origin = sqlite3_column_text(q, 11);
+	r->imported = origin && !strcmp((const char *)origin, "imported");
+	r->trusted = sqlite3_column_int(q, 12) != 0;
+	r->source = (const char *)sqlite3_column_text(q, 13);
+	r->token = (const char *)sqlite3_column_text(q, 14);
+	r->host = (const char *)sqlite3_column_text(q, 15);
+}
+
+/* Steps q (bound), calling fn for each row; the mutex held. */
+static int each_record(store *s, sqlite3_stmt *q, void (*fn)(void *ctx, const store_record *r),
+		       void *ctx, store_error *err)
 {
 	int n = 0, rc;
-	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_REC_EACH);
-	bind_text(q, 1, workload_key);
-	bind_text(q, 2, target);
 	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		store_record r = { .max_rel_error = -1 };
-		col_copy(q, 0, r.id, sizeof r.id);
-		r.workload_key = (const char *)sqlite3_column_text(q, 1);
-		r.target = (const char *)sqlite3_column_text(q, 2);
-		r.trace = (const char *)sqlite3_column_text(q, 3);
-		r.status = (const char *)sqlite3_column_text(q, 4);
-		r.latency_us = sqlite3_column_double(q, 5);
-		if (sqlite3_column_type(q, 6) != SQLITE_NULL)
-			r.max_rel_error = sqlite3_column_double(q, 6);
-		r.message = (const char *)sqlite3_column_text(q, 7);
-		r.worker = (const char *)sqlite3_column_text(q, 8);
-		r.job_id = sqlite3_column_int64(q, 9);
-		r.created = sqlite3_column_double(q, 10);
+		store_record r;
+		record_from_row(q, &r);
 		fn(ctx, &r);
 		n++;
 	}
 	if (rc != SQLITE_DONE)
 		n = db_fail(s, err, "records");
 	sqlite3_reset(q);
+	return n;
+}
+
+int store_records_each(store *s, const char *workload_key, const char *target,
+		       void (*fn)(void *ctx, const store_record *r), void *ctx,
+		       store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	sqlite3_stmt *q = stmt(s, ST_REC_EACH);
+	bind_text(q, 1, workload_key);
+	bind_text(q, 2, target);
+	int n = each_record(s, q, fn, ctx, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -744,20 +868,9 @@ int store_records_page(store *s, const char *workload_key, const char *target,
 	sqlite3_bind_int64(q, 3, *cursor);
 	sqlite3_bind_int(q, 4, limit);
 	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		store_record r = { .max_rel_error = -1 };
-		col_copy(q, 0, r.id, sizeof r.id);
-		r.workload_key = (const char *)sqlite3_column_text(q, 1);
-		r.target = (const char *)sqlite3_column_text(q, 2);
-		r.trace = (const char *)sqlite3_column_text(q, 3);
-		r.status = (const char *)sqlite3_column_text(q, 4);
-		r.latency_us = sqlite3_column_double(q, 5);
-		if (sqlite3_column_type(q, 6) != SQLITE_NULL)
-			r.max_rel_error = sqlite3_column_double(q, 6);
-		r.message = (const char *)sqlite3_column_text(q, 7);
-		r.worker = (const char *)sqlite3_column_text(q, 8);
-		r.job_id = sqlite3_column_int64(q, 9);
-		r.created = sqlite3_column_double(q, 10);
-		*cursor = sqlite3_column_int64(q, 11);
+		store_record r;
+		record_from_row(q, &r);
+		*cursor = sqlite3_column_int64(q, 16);    /* the rowid, after REC_COLS */
 		fn(ctx, &r);
 		n++;
 	}
@@ -766,6 +879,77 @@ int store_records_page(store *s, const char *workload_key, const char *target,
 	sqlite3_reset(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+int store_untrusted_each(store *s, const char *workload_key, const char *target, int limit,
+			 void (*fn)(void *ctx, const store_record *r), void *ctx,
+			 store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	sqlite3_stmt *q = stmt(s, ST_REC_UNTRUSTED);
+	bind_text(q, 1, workload_key);
+	bind_text(q, 2, target);
+	sqlite3_bind_int(q, 3, limit > 0 ? limit : -1);
+	int n = each_record(s, q, fn, ctx, err);
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int store_record_remove(store *s, const char *id, bool *best_changed, store_error *err)
+{
+	char wk[65], target[128];
+	const char *what = "begin";
+	store_error e = { "" };
+	int ret = -1;
+	if (best_changed)
+		*best_changed = false;
+	pthread_mutex_lock(&s->mu);
+	bool was_best = false, changed = false;
+	sqlite3_stmt *q;
+	int rc;
+	if (begin(s, &e))
+		goto fail;
+	q = stmt(s, ST_REC_ORIGIN);
+	bind_text(q, 1, id);
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW) {
+		col_copy(q, 1, wk, sizeof wk);
+		col_copy(q, 2, target, sizeof target);
+	}
+	sqlite3_reset(q);
+	if (rc != SQLITE_ROW) {
+		rollback(s);
+		ret = rc == SQLITE_DONE ? 0 : db_fail(s, err, "record");
+		goto out;
+	}
+	/* the best row lets go of it first (best.record_id references it) */
+	what = "the best row";
+	q = stmt(s, ST_BEST_UNSET);
+	bind_text(q, 1, id);
+	if (exec(s, ST_BEST_UNSET, q, &e))
+		goto fail;
+	was_best = sqlite3_changes(s->db) > 0;
+	what = "the record";
+	q = stmt(s, ST_REC_DELETE);
+	bind_text(q, 1, id);
+	if (exec(s, ST_REC_DELETE, q, &e))
+		goto fail;
+	what = "the best row";
+	if (do_best_recompute(s, wk, target, &changed, &e))
+		goto fail;
+	what = "commit";
+	if (commit(s, &e))
+		goto fail;
+	if (best_changed)
+		*best_changed = changed || was_best;
+	ret = 1;
+	goto out;
+fail:
+	rollback(s);
+	fail(err, "removing record %.16s: %s: %s", id, what, e.msg);
+out:
+	pthread_mutex_unlock(&s->mu);
+	return ret;
 }
 
 int store_record_count(store *s, const char *workload_key, const char *target,

@@ -132,14 +132,31 @@ typedef struct store_record {
 	const char *worker;        /* may be NULL */
 	int64_t job_id;            /* 0: none (an import) */
 	double created;            /* 0: now */
+	/* provenance (003_provenance.sql).  Zero: measured by a worker of this
+	 * tird, trusted.  An import sets imported, and trusted only when the
+	 * admin trusts it; an untrusted record is stored but counts for nothing
+	 * (neither best.trials nor the best) until a measurement here of the
+	 * same trace replaces it. */
+	bool imported;
+	bool trusted;              /* read back: counts; ignored on add unless imported */
+	const char *source;        /* an import's origin; may be NULL */
+	const char *token;         /* the identity of the measuring or importing token */
+	const char *host;          /* the worker's name and address, or the importer's */
 } store_record;
 
 /* Adds one measured candidate and updates the best row of its (workload,
  * target) in the same transaction: trials + 1, and the record becomes the
- * best when it is ok and faster.  An id already stored changes nothing.
- * Returns 1 when inserted, 0 when the id was already stored, -1 on error;
- * *best_changed (may be NULL) says whether the best row's record changed.
- * The workload and target must have been put first. */
+ * best when it is ok and faster.  The best and trials count trusted records
+ * only: an untrusted import is stored and changes neither.  An id already
+ * stored changes nothing, except that a measurement here (r->imported
+ * false) of an id stored as an import replaces the import (its numbers,
+ * provenance and trust) and the best row is recomputed: a forged import
+ * never outlives a genuine measurement of its trace.
+ * Returns 1 when inserted or an import was replaced, 0 when the id was
+ * already stored, -1 on error; *best_changed (may be NULL) says whether the
+ * best row's record changed.  The workload and target must have been put
+ * first.  The caller has checked the numbers: an "ok" record is stored as
+ * ok only with a finite latency_us > 0. */
 int store_record_add(store *s, store_record *r, bool *best_changed, store_error *err);
 
 typedef struct store_workload {
@@ -166,6 +183,20 @@ typedef struct store_import_result {
 int store_import(store *s, const store_workload *w, int nw, const store_target *t, int nt,
 		 store_record *r, int nr, store_import_result *res, store_error *err);
 
+/* Removes record id and recomputes the best row of its (workload, target)
+ * (trials, and the fastest trusted ok record) in one transaction.  1 removed
+ * (*best_changed says whether the best's record changed), 0 no such record,
+ * -1 error. */
+int store_record_remove(store *s, const char *id, bool *best_changed, store_error *err);
+
+/* Calls fn for each untrusted ok import of (workload_key, target), fastest
+ * claim first, at most limit: the traces a job measures again before its
+ * search (a measurement replaces the import).  The pointers are valid during
+ * the call only.  Returns the count or -1. */
+int store_untrusted_each(store *s, const char *workload_key, const char *target, int limit,
+			 void (*fn)(void *ctx, const store_record *r), void *ctx,
+			 store_error *err);
+
 /* Calls fn for each record of (workload_key, target) — either may be NULL
  * for all — oldest first.  The pointers in fn's record are valid during the
  * call only.  Returns the count or -1. */
@@ -182,7 +213,7 @@ int store_records_page(store *s, const char *workload_key, const char *target,
 		       int64_t *cursor, int limit,
 		       void (*fn)(void *ctx, const store_record *r), void *ctx,
 		       store_error *err);
-/* Records stored for (workload_key, target). */
+/* Trusted records stored for (workload_key, target): what best.trials counts. */
 int store_record_count(store *s, const char *workload_key, const char *target,
 		       store_error *err);
 

@@ -321,6 +321,47 @@ START_TEST(test_cuda_unscheduled)
 }
 END_TEST
 
+static int occurrences(const char *s, const char *what)
+{
+	int n = 0;
+	for (const char *q = s; (q = strstr(q, what)); q += strlen(what))
+		n++;
+	return n;
+}
+
+/* A value that repeats an inlined expression computes it once: t = x + b
+ * read three times by y = t * sigmoid(t) + t * t (inlined into y's block)
+ * is one declaration, tir_cse0, in C and in CUDA; and the result is right. */
+START_TEST(test_cse)
+{
+	tir_workload *w = parse("{\"op\":\"graph\",\"inputs\":{\"x\":{\"shape\":[37]},"
+				"\"b\":{\"shape\":[37]}},\"nodes\":["
+				"{\"name\":\"t\",\"op\":\"add\",\"args\":[\"x\",\"b\"]},"
+				"{\"name\":\"s\",\"op\":\"sigmoid\",\"args\":[\"t\"]},"
+				"{\"name\":\"u\",\"op\":\"mul\",\"args\":[\"t\",\"s\"]},"
+				"{\"name\":\"v\",\"op\":\"mul\",\"args\":[\"t\",\"t\"]},"
+				"{\"name\":\"y\",\"op\":\"add\",\"args\":[\"u\",\"v\"]}],"
+				"\"outputs\":[\"y\"]}");
+	tir_error err;
+	tir_program *p = tir_program_build(w, &err);
+	ck_assert_msg(p, "build: %s", err.msg);
+	const char *keys[] = { "cpu", "cuda:sm_90" };
+	for (int k = 0; k < 2; k++) {
+		tir_target t = target(keys[k]);
+		tir_code *c = tir_codegen(p, &t, &err);
+		ck_assert_msg(c, "%s: %s", keys[k], err.msg);
+		ck_assert_msg(occurrences(c->source, "tir_cse0 = (x[") == 1 &&
+			      occurrences(c->source, "x[") == 1 && !strstr(c->source, "tir_cse1"),
+			      "%s: x + b not computed once:\n%s", keys[k], c->source);
+		tir_code_free(c);
+	}
+	double e = run_c_against_reference(w, p);
+	ck_assert_msg(e <= tolerance(w), "error %g > %g", e, tolerance(w));
+	tir_program_free(p);
+	tir_workload_free(w);
+}
+END_TEST
+
 /* The generated C of a small program, byte for byte. */
 START_TEST(test_c_golden)
 {
@@ -976,6 +1017,7 @@ static Suite *codegen_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_c_unscheduled, 0, NWORKLOADS);
 	tcase_add_test(tc, test_c_golden);
+	tcase_add_test(tc, test_cse);
 	tcase_add_test(tc, test_c_floordiv);
 	tcase_add_test(tc, test_c_grouped_channel);
 	suite_add_tcase(s, tc);

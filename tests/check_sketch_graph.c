@@ -701,6 +701,37 @@ START_TEST(wgmma_epilogue)
 }
 END_TEST
 
+/* gpu-rows stores a softmax's normalized row in sampled vectors: some
+ * candidate stores whole float4s (each lane's value computed into a
+ * register array first), some the row's copy-in loads float4s, and they
+ * compile with NVRTC. */
+START_TEST(row_vectors)
+{
+	tir_workload *w = parse("softmax", SOFTMAX("[48,256]", "float32"));
+	const sketch_def *d = def_named(sketch_gpu_defs, sketch_gpu_ndefs, "gpu-rows");
+	char *srcs[2] = { NULL, NULL }, *what[2] = { "vector stores", "vector copy-in" };
+	const char *marks[2] = { "4 lanes computed, stored as one float4",
+				 "4 lanes as one float4" };
+	for (uint64_t seed = 1; seed <= 128 && (!srcs[0] || !srcs[1]); seed++) {
+		tir_error err = { "" };
+		tir_sched *s = apply_def(w, d, &sm90, 7 * seed);
+		tir_code *c = tir_codegen(tir_sched_program(s), &sm90, &err);
+		ck_assert_msg(c, "%s", err.msg);
+		for (int k = 0; k < 2; k++)
+			if (!srcs[k] && strstr(c->source, marks[k]))
+				srcs[k] = strdup(c->source);
+		tir_code_free(c);
+		tir_sched_free(s);
+	}
+	ck_assert_msg(srcs[0], "no candidate stores float4s");
+	ck_assert_msg(srcs[1], "no candidate loads the row as float4s");
+	nvrtc_check("softmax", 2, srcs, what);
+	free(srcs[0]);
+	free(srcs[1]);
+	tir_workload_free(w);
+}
+END_TEST
+
 /* Which sketches apply: heavy sketches where a block has data reuse, row
  * sketches where reductions have none, pointwise sketches where there is no
  * reduction; a single operator's table is as it was. */
@@ -815,6 +846,7 @@ static Suite *make_suite(void)
 	tcase_add_loop_test(tc, cuda_graphs, 0, NGRAPHS);
 	tcase_add_loop_test(tc, cuda_examples, 0, 3);
 	tcase_add_test(tc, wgmma_epilogue);
+	tcase_add_test(tc, row_vectors);
 	suite_add_tcase(s, tc);
 	return s;
 }

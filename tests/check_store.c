@@ -3,7 +3,8 @@
  * brought up to date with its jobs intact), the job state transitions and
  * search options, records and the best row per (workload, FULL target), record
  * ids and idempotent inserts, an import all or nothing, persistence across
- * reopen.
+ * reopen; provenance (003): untrusted imports count for nothing, a
+ * measurement replaces an import of its trace, a removal recomputes the best.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,24 @@ static void sql(sqlite3 *h, const char *text)
 	sqlite3_free(msg);
 }
 
+typedef struct seen {
+	int n;
+	char trace[8][32];
+	bool imported[8], trusted[8];
+	char token[8][32];
+} seen;
+
+static void see(void *ctx, const store_record *r)
+{
+	seen *s = ctx;
+	if (s->n < 8) {
+		snprintf(s->trace[s->n], sizeof s->trace[0], "%s", r->trace);
+		snprintf(s->token[s->n], sizeof s->token[0], "%s", r->token ? r->token : "");
+		s->imported[s->n] = r->imported;
+		s->trusted[s->n++] = r->trusted;
+	}
+}
+
 START_TEST(job_search_options_round_trip)
 {
 	put_basics();
@@ -370,15 +389,18 @@ START_TEST(migration_002_keeps_old_jobs)
 	       "applied REAL NOT NULL)");
 	sql(h, migs[0].sql);
 	sql(h, "INSERT INTO schema_version VALUES (1, '001_init', 1.0)");
-	char ins[1024];
+	char ins[2048];
 	snprintf(ins, sizeof ins,
 		 "INSERT INTO workloads VALUES ('%s', 'matmul', '{}', 1024, 1.0);"
 		 "INSERT INTO targets VALUES ('%s', 'cpu', 1.0);"
 		 "INSERT INTO jobs(id, workload_key, target, trials, batch, state, trials_done, "
 		 "best_us, message, created, started, finished) VALUES "
 		 "(7, '%s', '%s', 16, 4, 'done', 16, 12.5, 'best 12.5 us', 1.0, 2.0, 3.0),"
-		 "(8, '%s', '%s', 32, 8, 'queued', 0, NULL, NULL, 4.0, NULL, NULL)",
-		 WK, CPU1, WK, CPU1, WK, CPU1);
+		 "(8, '%s', '%s', 32, 8, 'queued', 0, NULL, NULL, 4.0, NULL, NULL);"
+		 "INSERT INTO records(id, workload_key, target, trace, status, latency_us, "
+		 "job_id, created) VALUES ('r1', '%s', '%s', 'a', 'ok', 3, 7, 1.0), "
+		 "('r2', '%s', '%s', 'b', 'ok', 2, NULL, 1.0)",
+		 WK, CPU1, WK, CPU1, WK, CPU1, WK, CPU1, WK, CPU1);
 	sql(h, ins);
 	sqlite3_close(h);
 
@@ -417,6 +439,11 @@ START_TEST(migration_002_keeps_old_jobs)
 	ck_assert_str_eq(g.cost_model, "random");
 	ck_assert(g.has_seed && g.seed == 7);
 	store_job_clear(&g);
+	/* 003: a record without a job was an import, and keeps its trust */
+	seen sn = { 0 };
+	ck_assert_int_eq(store_records_each(db, WK, CPU1, see, &sn, &err), 2);
+	ck_assert(!sn.imported[0] && sn.trusted[0]);
+	ck_assert(sn.imported[1] && sn.trusted[1]);
 	/* reopening applies nothing more */
 	store_close(db);
 	db = store_open(dbpath, &err);
@@ -424,6 +451,161 @@ START_TEST(migration_002_keeps_old_jobs)
 	ck_assert_int_eq(store_job_get(db, 7, &g, &err), 1);
 	ck_assert_int_eq(g.trials, 16);
 	store_job_clear(&g);
+}
+END_TEST
+
+
+static store_record imp(const char *trace, double us, bool trusted)
+{
+	return (store_record){ .workload_key = WK, .target = CPU1, .trace = trace, .status = "ok",
+			       .latency_us = us, .max_rel_error = 0, .imported = true,
+			       .trusted = trusted, .source = "test", .token = "admin" };
+}
+
+static void best_of(const char *target, store_best *b)
+{
+	store_error err;
+	ck_assert_int_eq(store_best_get(db, WK, target, b, &err), 1);
+}
+
+/* A page's records carry their provenance, as store_records_each's do: what
+ * a streamed export writes. */
+START_TEST(records_page_carries_provenance)
+{
+	put_basics();
+	bool changed;
+	ck_assert_int_eq(add(CPU1, "t1", "ok", 40, &changed), 1);
+	store_error err;
+	store_import_result res;
+	store_record r = imp("claimed", 2, false);
+	ck_assert_int_eq(store_import(db, NULL, 0, NULL, 0, &r, 1, &res, &err), 0);
+	seen sn = { 0 };
+	int64_t cursor = 0;
+	ck_assert_int_eq(store_records_page(db, WK, CPU1, &cursor, 1, see, &sn, &err), 1);
+	ck_assert_int_eq(store_records_page(db, WK, CPU1, &cursor, 1, see, &sn, &err), 1);
+	ck_assert_int_eq(store_records_page(db, WK, CPU1, &cursor, 1, see, &sn, &err), 0);
+	ck_assert_int_eq(sn.n, 2);
+	ck_assert_str_eq(sn.trace[0], "t1");
+	ck_assert(!sn.imported[0] && sn.trusted[0]);
+	ck_assert_str_eq(sn.trace[1], "claimed");
+	ck_assert(sn.imported[1] && !sn.trusted[1]);
+	ck_assert_str_eq(sn.token[1], "admin");
+}
+END_TEST
+
+/* An untrusted import is stored and counts for nothing: not the best, not in
+ * best.trials (so junk cannot push trials past max_trials, nor answer a job
+ * from the cache); a trusted import counts as a measurement. */
+START_TEST(untrusted_imports_count_for_nothing)
+{
+	put_basics();
+	bool changed;
+	ck_assert_int_eq(add(CPU1, "t1", "ok", 40, &changed), 1);
+	store_error err;
+	store_import_result res;
+	store_record r[3] = { imp("forged", 1e-3, false), imp("junk1", 2, false),
+			      imp("junk2", 3, false) };
+	ck_assert_int_eq(store_import(db, NULL, 0, NULL, 0, r, 3, &res, &err), 0);
+	ck_assert_int_eq(res.added, 3);
+	ck_assert(!res.best_changed);
+	store_best b;
+	best_of(CPU1, &b);
+	ck_assert(b.latency_us == 40);
+	ck_assert_str_eq(b.trace, "t1");
+	ck_assert_int_eq(b.trials, 1);
+	store_best_clear(&b);
+	ck_assert_int_eq(store_record_count(db, WK, CPU1, &err), 1);
+	store_record t = imp("trusted", 20, true);
+	ck_assert_int_eq(store_import(db, NULL, 0, NULL, 0, &t, 1, &res, &err), 0);
+	ck_assert(res.best_changed);
+	best_of(CPU1, &b);
+	ck_assert(b.latency_us == 20);
+	ck_assert_int_eq(b.trials, 2);
+	store_best_clear(&b);
+}
+END_TEST
+
+/* Import ignores an id it holds, so a forged import of a trace would have
+ * outlived every later measurement of it: a measurement here replaces an
+ * import of the same id (trusted or not), and the best is recomputed. */
+START_TEST(measurement_replaces_a_forged_import)
+{
+	put_basics();
+	bool changed;
+	store_error err;
+	store_import_result res;
+	ck_assert_int_eq(add(CPU1, "t1", "ok", 40, &changed), 1);
+	store_record r[2] = { imp("forged", 1e-3, true), imp("waiting", 5, false) };
+	ck_assert_int_eq(store_import(db, NULL, 0, NULL, 0, r, 2, &res, &err), 0);
+	store_best b;
+	best_of(CPU1, &b);
+	ck_assert_str_eq(b.trace, "forged");       /* trusted by the admin */
+	store_best_clear(&b);
+	/* the genuine measurement of the forged trace: slower than t1 */
+	store_record m = { .workload_key = WK, .target = CPU1, .trace = "forged", .status = "ok",
+			   .latency_us = 55, .max_rel_error = 0, .worker = "w-1", .token = "wtok",
+			   .job_id = 3 };
+	ck_assert_int_eq(store_record_add(db, &m, &changed, &err), 1);
+	ck_assert(changed);
+	best_of(CPU1, &b);
+	ck_assert_str_eq(b.trace, "t1");
+	ck_assert(b.latency_us == 40);
+	ck_assert_int_eq(b.trials, 2);
+	store_best_clear(&b);
+	/* measured again here: a record measured here is kept as it is */
+	m.latency_us = 1;
+	m.id[0] = '\0';
+	ck_assert_int_eq(store_record_add(db, &m, &changed, &err), 0);
+	/* the untrusted one, measured here: it becomes the best, trusted */
+	store_record w = { .workload_key = WK, .target = CPU1, .trace = "waiting", .status = "ok",
+			   .latency_us = 30, .max_rel_error = 0, .worker = "w-1", .job_id = 3 };
+	ck_assert_int_eq(store_record_add(db, &w, &changed, &err), 1);
+	ck_assert(changed);
+	best_of(CPU1, &b);
+	ck_assert_str_eq(b.trace, "waiting");
+	ck_assert_int_eq(b.trials, 3);
+	store_best_clear(&b);
+	seen s = { 0 };
+	ck_assert_int_eq(store_records_each(db, WK, CPU1, see, &s, &err), 3);
+	for (int i = 0; i < s.n; i++)
+		ck_assert_msg(!s.imported[i] && s.trusted[i], "%s", s.trace[i]);
+	ck_assert_str_eq(s.token[1], "wtok");
+}
+END_TEST
+
+/* A removed record leaves the best recomputed from what remains. */
+START_TEST(remove_recomputes_the_best)
+{
+	put_basics();
+	bool changed;
+	store_error err;
+	ck_assert_int_eq(add(CPU1, "t1", "ok", 40, &changed), 1);
+	ck_assert_int_eq(add(CPU1, "t2", "ok", 10, &changed), 1);
+	ck_assert_int_eq(add(CPU1, "t3", "run_error", 0, &changed), 1);
+	char id[65];
+	store_record_id(WK, CPU1, "t2", id);
+	ck_assert_int_eq(store_record_remove(db, id, &changed, &err), 1);
+	ck_assert(changed);
+	store_best b;
+	best_of(CPU1, &b);
+	ck_assert_str_eq(b.trace, "t1");
+	ck_assert_int_eq(b.trials, 2);
+	store_best_clear(&b);
+	ck_assert_int_eq(store_record_remove(db, id, &changed, &err), 0);
+	store_record_id(WK, CPU1, "t1", id);
+	ck_assert_int_eq(store_record_remove(db, id, &changed, &err), 1);
+	best_of(CPU1, &b);
+	ck_assert_str_eq(b.record_id, "");          /* nothing ok left */
+	ck_assert_int_eq(b.trials, 1);
+	store_best_clear(&b);
+	/* the untrusted imports of a (workload, target), fastest claim first */
+	store_import_result res;
+	store_record r[3] = { imp("u1", 9, false), imp("u2", 3, false), imp("u3", 5, true) };
+	ck_assert_int_eq(store_import(db, NULL, 0, NULL, 0, r, 3, &res, &err), 0);
+	seen s = { 0 };
+	ck_assert_int_eq(store_untrusted_each(db, WK, CPU1, 8, see, &s, &err), 2);
+	ck_assert_str_eq(s.trace[0], "u2");
+	ck_assert_str_eq(s.trace[1], "u1");
 }
 END_TEST
 
@@ -444,6 +626,10 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, job_search_options_round_trip);
 	tcase_add_test(tc, migration_002_keeps_old_jobs);
 	tcase_add_test(tc, records_page_through_every_record_once);
+	tcase_add_test(tc, records_page_carries_provenance);
+	tcase_add_test(tc, untrusted_imports_count_for_nothing);
+	tcase_add_test(tc, measurement_replaces_a_forged_import);
+	tcase_add_test(tc, remove_recomputes_the_best);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -13,13 +13,21 @@
 #   by hand (register, an empty lease, heartbeat, results for a batch not
 #   leased or with a bad status, leave) and the job routes' errors (an
 #   unknown job, cancel while queued or running, cancel of an ended job);
-#   submit; dedupe of
+#   token scopes (a submit token may not register a worker nor import, a worker token may
+#   not submit, every token reads, an unknown scope stops tird); worker results only from the
+#   lease holder with its own token (an unregistered id 403, another worker 409, another token
+#   403) and forged "ok" results stored as errors; submit; dedupe of
 #   an identical submission (joined); a tird-worker that takes a batch and is
 #   killed mid-batch (its batch is re-queued and finished by another worker);
 #   wait; best; show; a cache hit; search options (a job under the random
 #   model with seed 7 shows them and finishes; bad options: 400 naming the
 #   field); export / import into a second tird: a file with one bad record
-#   (exit 1 naming it, nothing stored), then the export twice (idempotent);
+#   (exit 1 naming it, nothing stored), then the export untrusted (stored, imported with
+#   its source, no best), then with --trust twice (idempotent); records rm of the best
+#   (recomputed); nothing forged becomes a best: a clone of the best respaced at 1e-9 us
+#   (400) or at a plausible latency (the same record), traces that do not replay and an
+#   error of 1e300 (400 naming records[0]), 300 junk records (best and trials unchanged),
+#   a forged import measured again by the next job and replaced;
 #   imports all or nothing (a bad record midway: nothing stored; a
 #   40,000-record import killed with SIGKILL: 0 or all of it, then all);
 #   a database error (tables renamed under a third tird): 500 naming the
@@ -34,11 +42,13 @@
 #   full target keys refused naming the part, jobs no worker serves waiting
 #   queued while another runs on the one tuning thread, starting when a worker
 #   of theirs registers and failing after worker_wait_s, a full queue (429),
-#   trials_done of a job that found its trials stored, a store error at a
+#   trials_done of a job that found its trials stored (a trusted import of
+#   valid schedules), a store error at a
 #   job's end (visible, then stored), tirctl wait on a row nothing updates (no
 #   spin), cost models written at shutdown and not after each job, the
 #   per-address connection limit, the idle timeout with a longer long poll,
-#   and RSS around 16 concurrent exports of 100k records (streamed).
+#   and RSS around 16 concurrent exports of 100k valid imported schedules
+#   (streamed, with each record's provenance).
 # Workloads are tiny and trial counts small: the test shares two cores.
 set -u
 top=$(pwd)
@@ -80,7 +90,13 @@ until_ok() {
 	return 1
 }
 
-echo 'test-token-0123456789' > "$tmp/token"
+# the first line is a token alone (the token file of before scopes: it may do everything)
+cat > "$tmp/token" <<'EOF3'
+test-token-0123456789
+ci-token-0123456789 read,submit ci      # CI submits jobs and reads
+worker-token-0123456789 worker w1
+worker2-token-0123456789 worker w2
+EOF3
 port=$(free_port); url=http://127.0.0.1:$port
 start_tird() {   # DB LOG [flags...]
 	db=$1; log=$2; shift 2
@@ -278,6 +294,73 @@ code=$(post DELETE "/v1/jobs/$cid")
 [ "$code" = 409 ] && jq -e '.error.code=="conflict"' "$tmp/r" >/dev/null \
 	&& pass "cancel of an ended job: 409 conflict" || fail "cancel twice: HTTP $code"
 
+# ---- token scopes: only worker tokens register workers, only admin imports --------------------
+cpost() {   # TOKEN METHOD PATH [BODY]
+	curl -s -o "$tmp/r" -w '%{http_code}' -H "Authorization: Bearer $1" -X "$2" ${4:+--data-binary "$4"} "$url$3"
+}
+code=$(cpost ci-token-0123456789 POST /v1/workers "{\"target\":\"$arm\"}")
+[ "$code" = 403 ] && jq -e '.error.code=="forbidden" and (.error.message|test("token ci .*worker scope"))' "$tmp/r" >/dev/null \
+	&& pass "a submit token registering a worker: 403 naming the scope" || fail "ci registers a worker: HTTP $code $(cat "$tmp/r")"
+code=$(cpost ci-token-0123456789 POST /v1/records '{"format":"tird-records/1","workloads":{},"records":[]}')
+[ "$code" = 403 ] && jq -e '.error.message|test("admin scope")' "$tmp/r" >/dev/null \
+	&& pass "a submit token importing: 403 (admin only)" || fail "ci imports: HTTP $code $(cat "$tmp/r")"
+code=$(cpost worker-token-0123456789 POST /v1/jobs "{\"workload\":$(cat "$tmp/mm16.json"),\"target\":\"$arm\",\"trials\":4}")
+[ "$code" = 403 ] && jq -e '.error.message|test("submit scope")' "$tmp/r" >/dev/null \
+	&& pass "a worker token submitting a job: 403" || fail "worker submits: HTTP $code $(cat "$tmp/r")"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "Authorization: Bearer worker-token-0123456789" "$url/v1/jobs")
+[ "$code" = 200 ] && pass "every token may read" || fail "worker token reads: HTTP $code"
+printf 'good-token-0123456789 read,sudo x\n' > "$tmp/badtoken"
+timeout 20 "$TIRD" --listen 127.0.0.1:$(free_port) --db "$tmp/tok.db" --local-workers none \
+	--token-file "$tmp/badtoken" >"$tmp/tok.log" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q 'badtoken:1: "sudo" is not a scope' "$tmp/tok.log" \
+	&& pass "a token file with an unknown scope: exit 1 naming line and word" || fail "bad scope: exit $rc $(cat "$tmp/tok.log")"
+
+# ---- worker results: only the lease holder's, and re-checked ------------------------------------
+# a hand-driven worker w1 leases a batch of a job no real worker serves; an unregistered id, another
+# registered worker, and w1 with another worker's token are refused; w1's forged "ok" results
+# (error 1e300, latency -5, infinite, 1e-9 us) are stored as the errors they are, no best
+w1tok="Authorization: Bearer worker-token-0123456789"; w2tok="Authorization: Bearer worker2-token-0123456789"
+wpost() {   # AUTH PATH [BODY]
+	curl -s -o "$tmp/r" -w '%{http_code}' -H "$1" -X POST ${3:+--data-binary "$3"} "$url$2"
+}
+wpost "$w1tok" /v1/workers "{\"target\":\"$arm\",\"name\":\"hand1\"}" >/dev/null; h1=$(jq -r .worker_id "$tmp/r")
+wpost "$w2tok" /v1/workers "{\"target\":\"$arm\",\"name\":\"hand2\"}" >/dev/null; h2=$(jq -r .worker_id "$tmp/r")
+echo '{"op":"matmul","M":8,"N":8,"K":16}' > "$tmp/mm8k.json"
+code=$(post POST /v1/jobs "{\"workload\":$(cat "$tmp/mm8k.json"),\"target\":\"$arm\",\"trials\":4,\"batch\":4}")
+fj=$(jq -r .job_id "$tmp/r")
+code=$(wpost "$w1tok" "/v1/workers/$h1/lease?wait=20")
+bid=$(jq -r .batch_id "$tmp/r"); nb=$(jq '.traces|length' "$tmp/r")
+[ "$code" = 200 ] && [ "$nb" = 4 ] && pass "hand worker $h1 leased batch $bid of job $fj" || fail "hand lease: HTTP $code $(head -c 200 "$tmp/r")"
+forged='{"status":"ok","latency_us":1e-9,"max_rel_error":0}'
+fres="{\"batch_id\":$bid,\"results\":[$forged,$forged,$forged,$forged]}"
+code=$(wpost "$w1tok" "/v1/workers/w-000000000000/results" "$fres")
+[ "$code" = 403 ] && jq -e '.error.code=="forbidden" and (.error.message|test("not registered"))' "$tmp/r" >/dev/null \
+	&& pass "results from an unregistered worker id: 403" || fail "unregistered results: HTTP $code $(cat "$tmp/r")"
+code=$(wpost "$w2tok" "/v1/workers/$h2/results" "$fres")
+[ "$code" = 409 ] && jq -e '.error.code=="lease_lost"' "$tmp/r" >/dev/null \
+	&& pass "results from a registered worker without the lease: 409" || fail "other worker's results: HTTP $code $(cat "$tmp/r")"
+code=$(wpost "$w2tok" "/v1/workers/$h1/results" "$fres")
+[ "$code" = 403 ] && jq -e '.error.message|test("registered with token w1")' "$tmp/r" >/dev/null \
+	&& pass "results for $h1 with another worker's token: 403" || fail "token of w2 for h1: HTTP $code $(cat "$tmp/r")"
+code=$(wpost "$w1tok" "/v1/workers/$h1/results" "{\"batch_id\":$bid,\"results\":[
+	{\"status\":\"ok\",\"latency_us\":3.5,\"max_rel_error\":1e300},{\"status\":\"ok\",\"latency_us\":-5,\"max_rel_error\":0},
+	{\"status\":\"ok\",\"latency_us\":1e999,\"max_rel_error\":0},$forged]}")
+[ "$code" = 200 ] && pass "the lease holder's results: 200" || fail "h1 results: HTTP $code $(cat "$tmp/r")"
+armq=cpu:aarch64%2Bneon
+stored4() { [ "$(curl -s "$url/v1/records?target=$armq" | jq '.records|length')" -ge 4 ]; }
+until_ok 100 stored4
+post DELETE "/v1/jobs/$fj" >/dev/null
+ended() { curl -s "$url/v1/jobs/$fj" | jq -e '.state=="cancelled" or .state=="failed"' >/dev/null; }
+until_ok 100 ended
+curl -s "$url/v1/records?target=$armq" > "$tmp/armrec.json"
+jq -e '[.records[] | select(.status=="ok")] | length == 0' "$tmp/armrec.json" >/dev/null &&
+	jq -e '[.records[].status] | sort == ["run_error","run_error","run_error","wrong_result"]' "$tmp/armrec.json" >/dev/null &&
+	jq -e 'all(.records[]; .worker=="'"$h1"'" and .token=="w1" and (.host|test("hand1")))' "$tmp/armrec.json" >/dev/null &&
+	[ "$(curl -s "$url/v1/best?target=$armq" | jq '.best|length')" = 0 ] \
+	&& pass "forged ok results stored as wrong_result / run_error with who sent them, no best" \
+	|| fail "forged results: $(jq -c '[.records[] | {status, latency_us, message, worker, token}]' "$tmp/armrec.json")"
+for h in "$h1|$w1tok" "$h2|$w2tok"; do curl -s -o /dev/null -H "${h#*|}" -X DELETE "$url/v1/workers/${h%%|*}"; done
+
 # ---- submit, dedupe, a worker lost mid-batch -------------------------------------------
 job=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4 --batch 4)
 id=$(printf '%s' "$job" | jq -r .job_id)
@@ -416,14 +499,106 @@ jq '.records[-1].target = "cpu"' "$tmp/export.json" >"$tmp/badimport.json"
 	[ "$(jq '.records|length' "$tmp/empty.json")" = 0 ] \
 	&& pass "import with a bad last record: exit 1, the record named, nothing stored" \
 	|| fail "bad import: exit $rc $(cat "$tmp/err"), stored $(jq '.records|length' "$tmp/empty.json")"
-i1=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
-i2=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
+# untrusted (no --trust): stored, marked imported with its source, never a best nor a trial
+i0=$("$TIRCTL" --server "$url2" --json import "$tmp/export.json")
+printf '%s' "$i0" | jq -e ".imported==$n and .trusted==false" >/dev/null &&
+	[ "$("$TIRCTL" --server "$url2" --json best matmul | jq length)" = 0 ] &&
+	"$TIRCTL" --server "$url2" export 2>/dev/null | jq -e 'all(.records[]; .origin=="imported" and .trusted==false
+		and (.source|test("import by an open tird from 127.0.0.1")))' >/dev/null \
+	&& pass "an untrusted import: $n records stored, marked imported with their source, no best" \
+	|| fail "untrusted import: $i0, best $("$TIRCTL" --server "$url2" --json best matmul)"
+"$TIRCTL" --server "$url2" --json import "$tmp/export.json" | jq -e ".imported==0 and .skipped==$n" >/dev/null \
+	|| fail "the untrusted import again: not all skipped"
+kill $t2; wait $t2 2>/dev/null; rm -f "$tmp/b.db"*
+"$TIRD" --listen 127.0.0.1:$port2 --db "$tmp/b.db" --local-workers none >>"$tmp/tird2.log" 2>&1 &
+t2=$!; pids="$pids $t2"
+wait_up "$url2" || fail "second tird did not start again"
+i1=$("$TIRCTL" --server "$url2" --json import --trust "$tmp/export.json")
+i2=$("$TIRCTL" --server "$url2" --json import --trust "$tmp/export.json")
 [ -n "$i1" ] && [ -n "$i2" ] && printf '%s' "$i1" | jq -e ".imported==$n" >/dev/null &&
 	printf '%s' "$i2" | jq -e ".imported==0 and .skipped==$n" >/dev/null \
-	&& pass "import twice: $n records, then none (idempotent)" || fail "import: $i1 / $i2"
+	&& pass "import --trust twice: $n records, then none (idempotent)" || fail "import: $i1 / $i2"
 "$TIRCTL" --server "$url2" --json best matmul | jq -e "any(.[]; .record_id==\"$rec\")" >/dev/null \
-	&& pass "the imported cache has the same best" || fail "best after import"
+	&& pass "the trusted imported cache has the same best" || fail "best after import"
+# removing the best recomputes it: another record of the workload, or none
+b0=$("$TIRCTL" --server "$url2" --json best matmul --where M=16 --target cpu | jq -r '.[0].latency_us')
+"$TIRCTL" --server "$url2" --json records rm "$rec" | jq -e ".removed==\"$rec\" and .best_changed==true" >/dev/null &&
+	b1=$("$TIRCTL" --server "$url2" --json best matmul --where M=16 --target cpu | jq -r "if length==0 then \"none\" elif .[0].record_id==\"$rec\" then \"same\" else .[0].latency_us end") &&
+	[ "$b1" != same ] && { [ "$b1" = none ] || python3 -c "import sys; sys.exit(not float('$b1') >= float('$b0'))"; } \
+	&& pass "records rm of the best: best recomputed ($b0 us -> $b1)" || fail "records rm: best $b1"
+"$TIRCTL" --server "$url2" records rm "$rec" 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "no record $rec" "$tmp/err" && pass "records rm of a record not stored: exit 1" \
+	|| fail "records rm twice: exit $rc $(cat "$tmp/err")"
 kill $t2
+
+# ---- nothing forged becomes a best (imports into the first tird, the admin token) -------------
+ipost() {   # QUERY BODY-FILE
+	curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary @"$2" "$url/v1/records$1"
+}
+best16() { curl -s "$url/v1/best?op=matmul&target=cpu&where=M=16" | jq -c '.best[0] | {record_id, latency_us, trials}'; }
+bb=$(best16); brec=$(printf '%s' "$bb" | jq -r .record_id)
+key16=$(curl -s "$url/v1/best?op=matmul&target=cpu&where=M=16" | jq -r '.best[0].workload_key')
+cpukey=$(curl -s "$url/healthz" | jq -r .cpu)
+btrace=$(jq -r --arg id "$brec" '.records[] | select(.id==$id) | .trace' "$tmp/export.json")
+clone() {   # LATENCY TRACE-JQ > file: the best's record with another latency and trace
+	jq --arg id "$brec" --argjson us "$1" '.records = [.records[] | select(.id==$id) | .latency_us = $us | .trace = ('"$2"') | del(.id)]' "$tmp/export.json"
+}
+clone 1e-9 '.trace | sub("\\[";"[ ")' > "$tmp/clone.json"
+code=$(ipost "?trust=1" "$tmp/clone.json")
+[ "$code" = 400 ] && jq -e '.error.code=="invalid_record" and (.error.message|test("records\\[0\\]: .*latency_us 1e-09.*floor"))' "$tmp/r" >/dev/null &&
+	[ "$(best16)" = "$bb" ] \
+	&& pass "a clone of the best (a space added) at 1e-9 us, even trusted: 400 naming records[0], best unchanged" \
+	|| fail "clone at 1e-9 us: HTTP $code $(cat "$tmp/r"), best $(best16) was $bb"
+clone 0.5 '.trace | sub("\\[";"[ ")' > "$tmp/clone2.json"
+code=$(ipost "?trust=1" "$tmp/clone2.json")
+[ "$code" = 200 ] && jq -e '.imported==0 and .skipped==1' "$tmp/r" >/dev/null && [ "$(best16)" = "$bb" ] \
+	&& pass "a clone of the best at a plausible 0.5 us, trusted: the same schedule, the stored record kept" \
+	|| fail "plausible clone: HTTP $code $(cat "$tmp/r"), best $(best16) was $bb"
+clone 50 '"{\"insts\": not json"' > "$tmp/notjson.json"
+clone 50 '"{\"insts\":[{\"op\":\"split\",\"in\":[\"l9\",null,4],\"out\":[\"a\",\"b\"]}]}"' > "$tmp/noreplay.json"
+for f in notjson noreplay; do
+	code=$(ipost "" "$tmp/$f.json")
+	[ "$code" = 400 ] && jq -e '.error.code=="invalid_record" and (.error.message|test("records\\[0\\]: the trace does not replay"))' "$tmp/r" >/dev/null \
+		&& pass "import of a trace that does not replay ($f): 400 naming records[0]" || fail "$f: HTTP $code $(cat "$tmp/r")"
+done
+jq --arg id "$brec" '.records = [.records[] | select(.id==$id) | .max_rel_error = 1e300]' "$tmp/export.json" > "$tmp/bigerr.json"
+code=$(ipost "?trust=1" "$tmp/bigerr.json")
+[ "$code" = 400 ] && jq -e '.error.message|test("records\\[0\\]: .*max_rel_error 1e\\+300.*tolerance")' "$tmp/r" >/dev/null \
+	&& pass "import of an ok record with max_rel_error 1e300: 400" || fail "import 1e300: HTTP $code $(cat "$tmp/r")"
+# junk: 300 valid schedules of the workload claimed fast; untrusted, they count in no trials
+python3 - "$tmp/export.json" "$tmp/junk.json" "$key16" 300 0.7 "$cpukey" <<'PYEOF'
+import json, sys, itertools
+e = json.load(open(sys.argv[1])); k = sys.argv[3]; n = int(sys.argv[4]); us = float(sys.argv[5])
+t0 = sys.argv[6]
+f = [c for c in itertools.product([1, 2, 4, 8, 16], repeat=3) if 16 % (c[0] * c[1] * c[2]) == 0]
+def tr(a, b, c):
+    sp = lambda l, x, o: {"op": "split", "in": [l, x[0], x[1], x[2], None], "out": o}
+    return json.dumps({"insts": [{"op": "get_block", "str": "compute", "out": ["b0"]},
+        {"op": "get_loops", "in": ["b0"], "out": ["l1", "l2", "l3"]},
+        sp("l1", a, ["l4", "l5", "l6", "l7"]), sp("l2", b, ["l8", "l9", "l10", "l11"]),
+        sp("l3", c, ["l12", "l13", "l14", "l15"])]})
+recs = [{"workload_key": k, "target": t0, "trace": tr(*x), "status": "ok", "latency_us": us + i * 1e-3,
+         "max_rel_error": 0} for i, x in enumerate(itertools.islice(itertools.product(f, repeat=3), n))]
+json.dump({"format": "tird-records/1", "workloads": {k: e["workloads"][k]}, "records": recs}, open(sys.argv[2], "w"))
+PYEOF
+code=$(ipost "" "$tmp/junk.json")
+[ "$code" = 200 ] && jq -e '.imported==300' "$tmp/r" >/dev/null && [ "$(best16)" = "$bb" ] \
+	&& pass "300 junk records claimed fast, untrusted: stored, best and trials unchanged ($bb)" \
+	|| fail "junk import: HTTP $code $(cat "$tmp/r"), best $(best16) was $bb"
+# a forged import of a schedule never measured, then a job of the workload: measured here first,
+# and the measurement replaces the forged claim (import would have ignored the id it holds)
+echo '{"op":"matmul","M":16,"N":16,"K":16,"epilogue":["relu"]}' > "$tmp/mm16r.json"
+kr=$(curl -s -H "$auth" -X POST --data-binary "{\"workload\":$(cat "$tmp/mm16r.json"),\"target\":\"cpu\"}" "$url/v1/lower" | jq -r .workload_key)
+jq --arg k "$kr" --slurpfile w "$tmp/mm16r.json" '.workloads = {($k): $w[0]} | .records = [.records[0] | .workload_key = $k | .latency_us = 0.9]' "$tmp/junk.json" > "$tmp/forged.json"
+ftrace=$(jq -r '.records[0].trace' "$tmp/forged.json")
+code=$(ipost "" "$tmp/forged.json")
+fid=$(curl -s "$url/v1/records?workload=$kr" | jq -r '.records[0].id')
+fr=$(timeout 300 "$TIRCTL" --json tune "$tmp/mm16r.json" --target cpu --trials 2 --batch 2 --wait); rc=$?
+got=$(curl -s "$url/v1/records?workload=$kr" | jq -c --arg id "$fid" '.records[] | select(.id==$id) | {origin, trusted, latency_us, worker, status}')
+[ "$code" = 200 ] && [ $rc -eq 0 ] && printf '%s' "$got" | jq -e '.origin=="measured" and .trusted and .latency_us != 0.9 and (.worker|length>0)' >/dev/null &&
+	grep -q "measuring 1 imported records again before the search" "$tmp/tird.log" \
+	&& pass "a forged import measured here first and replaced: $got" || fail "forged then measured: HTTP $code rc $rc $got $fr"
+
 
 # ---- imports are all or nothing ---------------------------------------------------------------
 # a bad record midway: a 400 naming it, nothing stored; a large import killed with SIGKILL while
@@ -443,17 +618,29 @@ start5
 	&& pass "import with a bad record midway: exit 1, records[1] named, nothing stored" \
 	|| fail "bad record midway: exit $rc $(cat "$tmp/err"), $(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records') stored"
 nbig=40000
-python3 - "$tmp/export.json" "$tmp/big.json" $nbig <<'PYEOF'
-import json, sys
-e = json.load(open(sys.argv[1])); r0 = e["records"][0]; n = int(sys.argv[3])
-k = r0["workload_key"]
-recs = [{"workload_key": k, "target": r0["target"], "trace": '{"insts":[],"n":%d}' % i,
-         "status": "ok", "latency_us": 1000.0 + i} for i in range(n)]
+# (40,000 distinct schedules of the 16x16x16 matmul: each loop split into four factors; an import
+# replays and validates every trace, and a trace made canonical is one record)
+k16=$(jq -r '.workloads | to_entries[] | select(.value.op=="matmul" and .value.M==16 and .value.N==16 and .value.K==16 and ((.value.epilogue // [])|length)==0 and .value.batch==null) | .key' "$tmp/export.json" | head -n 1)
+python3 - "$tmp/export.json" "$tmp/big.json" $nbig "$k16" <<'PYEOF'
+import json, sys, itertools
+e = json.load(open(sys.argv[1])); n = int(sys.argv[3]); k = sys.argv[4]
+r0 = next(r for r in e["records"] if r["workload_key"] == k)
+f = [c for c in itertools.product([1, 2, 4, 8, 16], repeat=3) if 16 % (c[0] * c[1] * c[2]) == 0]
+def tr(a, b, c):
+    sp = lambda l, x, o: {"op": "split", "in": [l, x[0], x[1], x[2], None], "out": o}
+    return json.dumps({"insts": [{"op": "get_block", "str": "compute", "out": ["b0"]},
+        {"op": "get_loops", "in": ["b0"], "out": ["l1", "l2", "l3"]},
+        sp("l1", a, ["l4", "l5", "l6", "l7"]), sp("l2", b, ["l8", "l9", "l10", "l11"]),
+        sp("l3", c, ["l12", "l13", "l14", "l15"])]})
+recs = [{"workload_key": k, "target": r0["target"], "trace": tr(*x), "status": "ok",
+         "latency_us": 1000.0 + i, "max_rel_error": 0}
+        for i, x in enumerate(itertools.islice(itertools.product(f, repeat=3), n))]
+assert len(recs) == n
 json.dump({"format": "tird-records/1", "workloads": {k: e["workloads"][k]}, "records": recs},
           open(sys.argv[2], "w"))
 PYEOF
 wal0=$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)
-curl -s -o "$tmp/bigr" -H "$auth" -X POST --data-binary @"$tmp/big.json" "$url5/v1/records" &
+curl -s -o "$tmp/bigr" -H "$auth" -X POST --data-binary @"$tmp/big.json" "$url5/v1/records?trust=1" &
 cpid=$!
 for i in $(seq 1 1000); do   # until the import has written 1 MB to the WAL, or has answered
 	[ "$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)" -gt $((wal0 + 1000000)) ] && break
@@ -467,10 +654,10 @@ kept=$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')
 	&& pass "SIGKILL $when of a $nbig-record import: $kept stored (0 or all)" \
 	|| fail "SIGKILL $when of a $nbig-record import: $kept of $nbig stored"
 start5
-again=$("$TIRCTL" --server "$url5" --json import "$tmp/big.json")
+again=$("$TIRCTL" --server "$url5" --json import --trust "$tmp/big.json")
 printf '%s' "$again" | jq -e ".imported + .skipped == $nbig and .imported == $nbig - $kept" >/dev/null &&
 	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = $nbig ] &&
-	[ "$(sqlite3 "$tmp/d.db" "SELECT trials FROM best WHERE workload_key = '$(jq -r '.records[0].workload_key' "$tmp/export.json")'")" = $nbig ] \
+	[ "$(sqlite3 "$tmp/d.db" "SELECT trials FROM best WHERE workload_key = '$k16'")" = $nbig ] \
 	&& pass "the import again: all $nbig stored, the best counts them" || fail "import after the kill: $again"
 kill $t5
 
@@ -623,11 +810,31 @@ saves=$(curl -s "$url6/metrics" | sed -n 's/^tird_model_saves_total{kind="cpu"} 
 [ "$(sqlite3 "$tmp/e.db" 'SELECT count(*) FROM cost_models')" = 0 ] && [ "$saves" = 0 ] \
 	&& pass "a job that taught the CPU model 4 rows did not write its blob" \
 	|| fail "cost model written after a job: $saves saves, $(sqlite3 "$tmp/e.db" 'SELECT target_kind, length(model) FROM cost_models')"
-# job 2 finds its trials stored (an import while it waited), then a worker of its target comes
-jget6 "$j2" | jq -c --arg t "$dot" '{format: "tird-records/1", workloads: {(.workload_key): .workload},
-	records: [range(4) as $i | {workload_key: .workload_key, target: $t,
-	trace: ("{\"insts\":[],\"n\":\($i)}"), status: "ok", latency_us: (100 + $i)}]}' >"$tmp/imp2.json"
-"$TIRCTL" --server "$url6" import "$tmp/imp2.json" >/dev/null || fail "import for job $j2"
+# records of a matmul's distinct valid schedules (an import replays and validates every trace,
+# and a trace made canonical is one record): each loop split into four power-of-two factors
+cat > "$tmp/splits.py" <<'PYEOF'
+import json, sys, itertools
+wl, k, t, n, us = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+def facs(d):
+    return [c for c in itertools.product([2 ** i for i in range(d.bit_length())], repeat=3)
+            if d % (c[0] * c[1] * c[2]) == 0]
+def tr(a, b, c):
+    sp = lambda l, x, o: {"op": "split", "in": [l, x[0], x[1], x[2], None], "out": o}
+    return json.dumps({"insts": [{"op": "get_block", "str": "compute", "out": ["b0"]},
+        {"op": "get_loops", "in": ["b0"], "out": ["l1", "l2", "l3"]},
+        sp("l1", a, ["l4", "l5", "l6", "l7"]), sp("l2", b, ["l8", "l9", "l10", "l11"]),
+        sp("l3", c, ["l12", "l13", "l14", "l15"])]})
+sched = itertools.product(facs(wl["M"]), facs(wl["N"]), facs(wl["K"]))
+recs = [{"workload_key": k, "target": t, "trace": tr(*x), "status": "ok", "latency_us": us + i,
+         "max_rel_error": 0} for i, x in enumerate(itertools.islice(sched, n))]
+assert len(recs) == n
+json.dump({"format": "tird-records/1", "workloads": {k: wl}, "records": recs}, open(sys.argv[6], "w"))
+PYEOF
+# job 2 finds its trials stored (an import while it waited, trusted: an untrusted one would be
+# measured again first), then a worker of its target comes
+jget6 "$j2" | jq .workload > "$tmp/w2.json"
+python3 "$tmp/splits.py" "$tmp/w2.json" "$(jget6 "$j2" | jq -r .workload_key)" "$dot" 4 100 "$tmp/imp2.json"
+"$TIRCTL" --server "$url6" import --trust "$tmp/imp2.json" >/dev/null || fail "import for job $j2"
 post6 POST /v1/workers "{\"target\":\"$dot\",\"name\":\"probe-dot\"}" >/dev/null
 done2() { [ "$(jstate6 "$j2")" = done ]; }
 until_ok 100 done2
@@ -723,16 +930,11 @@ lp=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "$auth" -X POST "$u
 kill $t7
 
 # exports streamed: memory before, at the peak of 16 exports at once, after
+# (100k valid schedules of the 32x32x32 matmul: 56 splits of each loop; imported untrusted)
 nexp=100000
-python3 - "$tmp/imp2.json" "$tmp/big6.json" $nexp <<'PYEOF'
-import json, sys
-e = json.load(open(sys.argv[1])); k = list(e["workloads"])[0]; n = int(sys.argv[3])
-recs = [{"workload_key": k, "target": "cpu:aarch64+neon+dotprod",
-         "trace": '{"insts":[],"big":%d,"pad":"%s"}' % (i, "p" * 64), "status": "ok",
-         "latency_us": 1000.0 + i} for i in range(n)]
-json.dump({"format": "tird-records/1", "workloads": e["workloads"], "records": recs}, open(sys.argv[2], "w"))
-PYEOF
 ASAN_OPTIONS=$ASAN_OPTIONS:quarantine_size_mb=8 start6
+k32=$(curl -s -H "$auth" -X POST --data-binary "{\"workload\":$(cat "$tmp/q32.json"),\"target\":\"cpu\"}" "$url6/v1/lower" | jq -r .workload_key)
+python3 "$tmp/splits.py" "$tmp/q32.json" "$k32" "$dot" $nexp 1000 "$tmp/big6.json"
 "$TIRCTL" --server "$url6" import "$tmp/big6.json" >/dev/null || fail "the 100k import"
 sleep 1
 cat > "$tmp/rss.py" <<'PYEOF'
@@ -752,6 +954,12 @@ PYEOF
 set -- $(python3 "$tmp/rss.py" "$t6" "$url6" "$tmp/exp6")
 nexported=$(jq '.records|length' "$tmp/exp6.0")
 same=$(for i in $(seq 0 15); do cmp -s "$tmp/exp6.0" "$tmp/exp6.$i" && echo same; done | grep -c same)
+jq -e --arg k "$k32" --argjson n $nexp '([.records[] | select(.workload_key==$k)] | length) == $n and
+	all(.records[] | select(.workload_key==$k); .origin=="imported" and .trusted==false and .token=="token-1"
+		and (.source|test("^import by token-1 from 127\\.0\\.0\\.1")) and (.host|test("127\\.0\\.0\\.1"))) and
+	any(.records[]; .origin=="measured" and .trusted and (.worker|length>0))' "$tmp/exp6.0" >/dev/null \
+	&& pass "the streamed export carries each record's provenance (origin, trusted, source, token, host)" \
+	|| fail "streamed export provenance: $(jq -c --arg k "$k32" '[.records[] | select(.workload_key==$k)][0], [.records[] | select(.origin=="measured")][0]' "$tmp/exp6.0")"
 echo "RSS of tird around 16 concurrent exports of $nexported records: before $1 MB, peak $2 MB, after $3 MB"
 [ "$4" = 0 ] && [ "$nexported" -ge $nexp ] && [ "$same" = 16 ] && [ $(($2 - $1)) -lt 100 ] \
 	&& pass "16 exports of $nexported records at once: RSS $1 MB, at most $2 MB, then $3 MB (streamed)" \

@@ -511,6 +511,12 @@ int tir_measure_status_parse(const char *name);
 /* measure/timing.c: CLOCK_MONOTONIC in seconds. */
 double tir_now_s(void);
 
+/* measure/check.c: the largest max_rel_error a correct result of w may have,
+ * the check's tolerance for its arguments' dtypes (tir_measure_tolerance) (float32 1e-5, float16 1e-2,
+ * bfloat16 2e-2, integers 0): a result above it is a wrong_result whatever
+ * its sender says.  -1 with a message when w's program cannot be built. */
+double tir_workload_tolerance(const tir_workload *w, tir_error *err);
+
 /* ---- ir/parallel.c: work spread over the cores ------------------------- */
 
 /* fn(ctx, i) for every i in [0, n), spread over `threads` threads (<= 0: one

@@ -169,6 +169,11 @@ void cg_expr(cg_ctx *c, const tir_expr *e)
 {
 	tir_buf *o = c->out;
 	bool fl = dtype_is_float(e->dtype);
+	for (int i = 0; fl && i < c->ncse; i++)
+		if (expr_equal(e, c->cse[i])) {
+			buf_printf(o, "tir_cse%d", i);
+			return;
+		}
 	switch (e->kind) {
 	case E_INT:
 		if (fl)
@@ -265,6 +270,14 @@ void cg_block_iters(cg_ctx *c, const tir_block *b, int depth)
 	}
 }
 
+const tir_expr *cg_stored_value(const cg_ctx *c, const tir_block *b, const tir_expr *v)
+{
+	if (c->d->store_cvt[b->store->dtype] && v->kind == E_CAST && v->dtype == b->store->dtype &&
+	    c->d->round[v->dtype] && dtype_is_float(v->a->dtype))
+		return v->a;
+	return v;
+}
+
 /* store[off] = value (converted to the storage type), or with reducer r
  * store[off] = combine(store[off], value): `store + value` for SUM,
  * tir_maxf(value, store) / tir_minf(value, store) for MAX / MIN.  The
@@ -293,6 +306,8 @@ static void store(cg_ctx *c, const tir_block *b, const char *off, const tir_expr
 		buf_puts(o, ";\n");
 		return;
 	}
+	if (!accumulate)
+		v = cg_stored_value(c, b, v);
 	if (scvt)
 		buf_printf(o, "%s(", scvt);
 	if (fn) {
@@ -393,6 +408,81 @@ static tir_expr *bind_compact(cg_ctx *c, const tir_block *b, tir_expr *e)
 	return n;
 }
 
+/* ---- common subexpressions ---------------------------------------------------
+ * Inlining a producer into a consumer that reads it twice (t * sigmoid(t),
+ * (x - mean) * (x - mean)) repeats its expression in the consumer's value.
+ * As Inductor's codegen does, such an expression is computed once: every
+ * float subexpression of a block's value that occurs twice or more (by
+ * expr_equal) is declared, children first, as `const T tir_cse<i> = ...;`
+ * before the store, and printed by that name (cg_expr).  Not looked into:
+ * a select's branches (only the taken side may be evaluated: a padded
+ * load is guarded by its condition) and load indices (integer offsets,
+ * printed from lower_offset).  At most CSE_NODES nodes are compared. */
+#define CSE_NODES 512
+
+typedef struct cse_walk {
+	const tir_expr *node[CSE_NODES];
+	int n;
+	bool full;
+} cse_walk;
+
+static void cse_collect(cse_walk *w, const tir_expr *e)
+{
+	if (!e || !dtype_is_float(e->dtype) || e->kind == E_INT || e->kind == E_FLOAT ||
+	    e->kind == E_VAR)
+		return;
+	if (e->kind == E_SELECT) {
+		cse_collect(w, e->c);
+	} else if (e->kind != E_LOAD) {
+		cse_collect(w, e->a);
+		cse_collect(w, e->b);
+	}
+	if (w->n == CSE_NODES) {
+		w->full = true;
+		return;
+	}
+	w->node[w->n++] = e;       /* post-order: children first */
+}
+
+/* Declares the repeated subexpressions of v (see above) at depth; sets
+ * c->cse / c->ncse, which the caller clears (cse_end). */
+static void cse_begin(cg_ctx *c, const tir_expr *v, int depth)
+{
+	cse_walk *w = xcalloc(1, sizeof *w);
+	cse_collect(w, v);
+	const tir_expr **keep = xcalloc((size_t)w->n + 1, sizeof *keep);
+	int nk = 0;
+	for (int i = 0; i < w->n && !w->full; i++) {
+		const tir_expr *e = w->node[i];
+		int count = 0;
+		bool dup = false;
+		for (int k = 0; k < nk && !dup; k++)
+			dup = expr_equal(keep[k], e);
+		for (int j = 0; j < w->n && !dup && count < 2; j++)
+			count += expr_equal(w->node[j], e);
+		if (dup || count < 2 || e->kind == E_LOAD)
+			continue;
+		keep[nk] = e;
+		buf_indent(c->out, depth);
+		buf_printf(c->out, "const %s tir_cse%d = ", c->d->value[e->dtype], nk);
+		c->cse = keep;
+		c->ncse = nk;       /* the definition uses the ones before it */
+		cg_expr(c, e);
+		buf_puts(c->out, ";\n");
+		nk++;
+	}
+	c->cse = keep;
+	c->ncse = nk;
+	free(w);
+}
+
+static void cse_end(cg_ctx *c)
+{
+	free((void *)c->cse);
+	c->cse = NULL;
+	c->ncse = 0;
+}
+
 void cg_block(cg_ctx *c, const tir_block *b, int depth)
 {
 	tir_buf *o = c->out;
@@ -423,6 +513,7 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth)
 	c->out = &off;
 	cg_index(c, b->store, lower_offset(c->L, b->store, b->store->ndim, b->store_idx));
 	c->out = save;
+	cse_begin(c, b->value, d);
 	if (b->reduce == REDUCE_NONE) {
 		store(c, b, off.s, b->value, REDUCE_NONE, d);
 	} else {
@@ -446,6 +537,7 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth)
 		}
 		store(c, b, off.s, b->value, b->reduce, d);
 	}
+	cse_end(c);
 	free(off.s);
 	if (b->predicate) {
 		buf_indent(o, d - 1);

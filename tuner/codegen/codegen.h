@@ -171,6 +171,10 @@ typedef struct cg_ctx {
 	 * of the element it computes (cuda_mma.c) */
 	const tir_buffer *reg_buf;
 	const char *reg_expr;
+	/* the common subexpressions of the block being printed (cg_block):
+	 * an expression equal to cse[i], i < ncse, prints as tir_cse<i> */
+	const tir_expr **cse;
+	int ncse;
 } cg_ctx;
 
 /* Fills c->bufname with unique C identifiers for every buffer (malloc'd,
@@ -192,6 +196,10 @@ const char *cg_combine_fn(tir_reduce r, tir_dtype t);
 void cg_identity(cg_ctx *c, tir_reduce r, tir_dtype t);
 /* Declares b's iterators as constants bound to the loop variables. */
 void cg_block_iters(cg_ctx *c, const tir_block *b, int depth);
+/* What a plain store of value v by block b converts to b's storage type:
+ * v, or where v is a cast to that type (a float16 / bfloat16 rounding),
+ * what it casts — the store's conversion rounds it once. */
+const tir_expr *cg_stored_value(const cg_ctx *c, const tir_block *b, const tir_expr *v);
 /* A whole block instance: iterators, predicate, init and store. */
 void cg_block(cg_ctx *c, const tir_block *b, int depth);
 /* The declaration of a compacted buffer as a local array, at depth. */

@@ -377,7 +377,8 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 		cu_hw_loop(g, l, depth);
 		return;
 	}
-	if (l->loop_kind == LOOP_VECTORIZED && cu_vector_copy(g, l, depth))
+	if (l->loop_kind == LOOP_VECTORIZED &&
+	    (cu_vector_copy(g, l, depth) || cu_vector_store(g, l, depth)))
 		return;
 	int S = lower_pipeline_stages(g->c.L, l);
 	if (S > 1 && lower_tma_loop(g->c.L, l)) {

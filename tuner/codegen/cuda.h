@@ -116,6 +116,13 @@ void cu_async_prelude(tir_buf *o);
  * stage) when its body is one copy of contiguous aligned lanes; false,
  * nothing printed, otherwise. */
 bool cu_vector_copy(cu_gen *g, const tir_stmt *l, int depth);
+bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth);
+/* The vector type that moves `bytes` bytes of dtype t at once (4, 8, 16),
+ * or NULL. */
+const char *cu_vec_type(tir_dtype t, int64_t bytes);
+/* Whether offset off of block b is base + v, base a multiple of n: the n
+ * elements from an even v on are contiguous and n-aligned. */
+bool cu_aligned_lanes(cu_gen *g, const tir_block *b, tir_expr *off, const tir_var *v, int64_t n);
 /* In a copy stage, block b as one cp.async when it copies one element of 4
  * or 8 bytes from global to shared memory; false, nothing printed,
  * otherwise. */

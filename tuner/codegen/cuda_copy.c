@@ -8,7 +8,9 @@
  * the same for every lane, as an im2col fetch along the channels), under a
  * predicate the same for every lane too (a fused fetch loop's guard when its
  * split leaves a partial tail of whole vectors), becomes one 4-, 8- or
- * 16-byte load and store; otherwise it is an unrolled scalar loop.
+ * 16-byte load and store; one over a block that computes its value
+ * (cu_vector_store) computes each lane's into registers and stores them as
+ * one vector; otherwise it is an unrolled scalar loop.
  * In a copy stage (cu_gen.async) such a copy of 4, 8 or 16 bytes from
  * global to shared memory, or a one-element one of 4 or 8, is one
  * cp.async instead.
@@ -334,4 +336,109 @@ bool cu_async_scalar(cu_gen *g, const tir_block *b, int depth)
 	tir_expr *soff = lower_offset(L, v->buf, v->nidx, v->idx);
 	copy_block(g, b, v, conds, nconds, doff, soff, NULL, bytes, depth);
 	return true;
+}
+
+/* Whether block b reads buffer buf. */
+static bool reads_buf(const tir_block *b, const tir_buffer *buf)
+{
+	for (int i = 0; i < b->nreads; i++)
+		if (b->reads[i].buf == buf)
+			return true;
+	return false;
+}
+
+/* A vectorized loop over one spatial block that is not a copy (a pointwise
+ * value, a row's normalization), whose n stores are contiguous and
+ * aligned, under a predicate the same for every lane: each lane's value
+ * computed into a register array, then one 4-, 8- or 16-byte store of it
+ * (the lanes' loads stay scalar).  A block that reads its own output is
+ * left scalar: a lane could read what an earlier lane stored.  Returns
+ * true where it printed the loop. */
+bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth)
+{
+	if (l->nkids != 1 || l->kids[0]->kind != STMT_BLOCK)
+		return false;
+	const tir_block *b = l->kids[0]->block;
+	tir_lowered *L = g->c.L;
+	if (b->reduce != REDUCE_NONE || !b->value || reads_buf(b, b->store) ||
+	    (b->store->scope != TIR_SCOPE_GLOBAL && b->store->scope != TIR_SCOPE_SHARED))
+		return false;
+	if (b->predicate && !uniform_over_lanes(L, b, b->predicate, l->var, l->extent))
+		return false;
+	int64_t bytes = l->extent * dtype_bytes(b->store->dtype);
+	const char *vt = vec_type(b->store->dtype, bytes);
+	tir_expr *doff = lower_offset(L, b->store, b->store->ndim, b->store_idx);
+	if (!vt || !aligned_lanes(L, b, doff, l->var, l->extent))
+		return false;
+	tir_buf *o = g->c.out;
+	const char *scvt = g->c.d->store_cvt[b->store->dtype];
+	const char *it = g->c.d->idx_type;
+	buf_indent(o, depth);
+	buf_printf(o, "{ /* %s: vectorized, %lld lanes computed, stored as one %s */\n",
+		   l->var->name, (long long)l->extent, vt);
+	buf_indent(o, depth + 1);
+	buf_printf(o, "__align__(16) %s tir_vs[%lld];\n", g->c.d->storage[b->store->dtype],
+		   (long long)l->extent);
+	buf_indent(o, depth + 1);
+	buf_puts(o, "#pragma unroll\n");
+	buf_indent(o, depth + 1);
+	buf_printf(o, "for (%s ", it);
+	cg_var(o, l->var);
+	buf_puts(o, " = 0; ");
+	cg_var(o, l->var);
+	buf_printf(o, " < %lld; ++", (long long)l->extent);
+	cg_var(o, l->var);
+	buf_puts(o, ") {\n");
+	cg_block_iters(&g->c, b, depth + 2);
+	int d = depth + 2;
+	if (b->predicate) {
+		buf_indent(o, d);
+		buf_puts(o, "if (");
+		cg_expr(&g->c, b->predicate);
+		buf_puts(o, ")\n");
+		d++;
+	}
+	buf_indent(o, d);
+	buf_puts(o, "tir_vs[");
+	cg_var(o, l->var);
+	buf_printf(o, "] = %s(", scvt ? scvt : "");
+	cg_expr(&g->c, cg_stored_value(&g->c, b, b->value));
+	buf_puts(o, ");\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "}\n");
+	/* the store, at lane 0 */
+	buf_indent(o, depth + 1);
+	buf_puts(o, "{\n");
+	buf_indent(o, depth + 2);
+	buf_printf(o, "const %s ", it);
+	cg_var(o, l->var);
+	buf_puts(o, " = 0;\n");
+	cg_block_iters(&g->c, b, depth + 2);
+	d = depth + 2;
+	if (b->predicate) {
+		buf_indent(o, d);
+		buf_puts(o, "if (");
+		cg_expr(&g->c, b->predicate);
+		buf_puts(o, ")\n");
+		d++;
+	}
+	buf_indent(o, d);
+	buf_printf(o, "*(%s *)(%s + ", vt, g->c.bufname[b->store->id]);
+	cg_index(&g->c, b->store, doff);
+	buf_printf(o, ") = *(const %s *)tir_vs;\n", vt);
+	buf_indent(o, depth + 1);
+	buf_puts(o, "}\n");
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	return true;
+}
+
+const char *cu_vec_type(tir_dtype t, int64_t bytes)
+{
+	return vec_type(t, bytes);
+}
+
+bool cu_aligned_lanes(cu_gen *g, const tir_block *b, tir_expr *off, const tir_var *v, int64_t n)
+{
+	return aligned_lanes(g->c.L, b, off, v, n);
 }

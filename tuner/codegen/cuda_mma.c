@@ -284,16 +284,28 @@ static void wg_desc(cu_gen *g, const tir_intrin_match *m, const tir_intrin_acces
 }
 
 /* A warpgroup STORE with an epilogue (ir/intrin.c, match_epilogue): the
- * block itself, once per accumulator register of this thread — its tile
+ * block's value once per accumulator register of this thread — its tile
  * loops' variables set to the register's row and column (the layout of
  * the plain STORE below) and its loads of the accumulator printed as that
  * register — so the pointwise work after a matmul runs on the registers
- * and only its result is stored. */
+ * and only its result is stored.  A thread's two registers of adjacent
+ * columns are stored together (one 4- or 8-byte store) where the output is
+ * contiguous along the columns with an even offset at the pair (no
+ * predicate; the block not reading its own output); else each alone, the
+ * block as it is. */
 static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_match *m,
 			      int depth)
 {
 	tir_buf *o = g->c.out;
+	const tir_block *b = m->b;
 	const char *it = g->c.d->idx_type;
+	tir_expr *doff = lower_offset(g->c.L, b->store, b->store->ndim, b->store_idx);
+	const char *vt = cu_vec_type(b->store->dtype, 2 * dtype_bytes(b->store->dtype));
+	bool own = false;
+	for (int i = 0; i < b->nreads; i++)
+		own = own || b->reads[i].buf == b->store;
+	bool pair = vt && !b->predicate && !own &&
+		    cu_aligned_lanes(g, b, doff, m->loops[1]->var, 2);
 	buf_puts(o, "{ /* with its epilogue */\n");
 	buf_indent(o, depth + 1);
 	buf_puts(o, "const float *tir_d = ");
@@ -309,18 +321,53 @@ static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_
 	buf_indent(o, depth + 2);
 	buf_puts(o, "#pragma unroll\n");
 	buf_indent(o, depth + 2);
-	buf_puts(o, "for (int tir_h = 0; tir_h < 4; ++tir_h) {\n");
-	buf_indent(o, depth + 3);
-	buf_printf(o, "const %s ", it);
-	cg_var(o, m->loops[0]->var);
-	buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
-	buf_indent(o, depth + 3);
-	buf_printf(o, "const %s ", it);
-	cg_var(o, m->loops[1]->var);
-	buf_puts(o, " = 8 * tir_q + tir_c + (tir_h & 1);\n");
+	/* tir_h: register 4 tir_q + tir_h, rows tir_r (+ 8 for tir_h >= 2),
+	 * columns tir_c (+ 1 for odd tir_h) */
+	buf_printf(o, "for (int tir_h = 0; tir_h < 4; tir_h += %d) {\n", pair ? 2 : 1);
+	int d = depth + 3;
 	g->c.reg_buf = m->src[0].buf;
-	g->c.reg_expr = "tir_d[4 * tir_q + tir_h]";
-	cg_block(&g->c, m->b, depth + 3);
+	if (!pair) {
+		buf_indent(o, d);
+		buf_printf(o, "const %s ", it);
+		cg_var(o, m->loops[0]->var);
+		buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
+		buf_indent(o, d);
+		buf_printf(o, "const %s ", it);
+		cg_var(o, m->loops[1]->var);
+		buf_puts(o, " = 8 * tir_q + tir_c + (tir_h & 1);\n");
+		g->c.reg_expr = "tir_d[4 * tir_q + tir_h]";
+		cg_block(&g->c, b, d);
+	} else {
+		const char *scvt = g->c.d->store_cvt[b->store->dtype];
+		buf_indent(o, d);
+		buf_printf(o, "__align__(8) %s tir_vs[2];\n", g->c.d->storage[b->store->dtype]);
+		for (int k = 0; k < 3; k++) {   /* the two columns, then the store */
+			buf_indent(o, d);
+			buf_puts(o, "{\n");
+			buf_indent(o, d + 1);
+			buf_printf(o, "const %s ", it);
+			cg_var(o, m->loops[0]->var);
+			buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
+			buf_indent(o, d + 1);
+			buf_printf(o, "const %s ", it);
+			cg_var(o, m->loops[1]->var);
+			buf_printf(o, " = 8 * tir_q + tir_c%s;\n", k == 1 ? " + 1" : "");
+			cg_block_iters(&g->c, b, d + 1);
+			buf_indent(o, d + 1);
+			if (k < 2) {
+				g->c.reg_expr = k ? "tir_d[4 * tir_q + tir_h + 1]" : "tir_d[4 * tir_q + tir_h]";
+				buf_printf(o, "tir_vs[%d] = %s(", k, scvt ? scvt : "");
+				cg_expr(&g->c, cg_stored_value(&g->c, b, b->value));
+				buf_puts(o, ");\n");
+			} else {
+				buf_printf(o, "*(%s *)(%s + ", vt, g->c.bufname[b->store->id]);
+				cg_index(&g->c, b->store, doff);
+				buf_printf(o, ") = *(const %s *)tir_vs;\n", vt);
+			}
+			buf_indent(o, d);
+			buf_puts(o, "}\n");
+		}
+	}
 	g->c.reg_buf = NULL;
 	g->c.reg_expr = NULL;
 	for (int k = 2; k >= 0; k--) {

@@ -164,6 +164,19 @@ double tir_measure_tolerance(const tir_code *c)
 	return tol;
 }
 
+double tir_workload_tolerance(const tir_workload *w, tir_error *err)
+{
+	tir_ref_arg ra[TIR_REF_MAX_ARGS];
+	int n = tir_reference_args(w, ra, TIR_REF_MAX_ARGS, err);
+	if (n < 0)
+		return -1;
+	double tol = 0;
+	for (int i = 0; i < n; i++)
+		if (dtype_tolerance(ra[i].dtype) > tol)   /* as tir_measure_tolerance: every argument */
+			tol = dtype_tolerance(ra[i].dtype);
+	return tol;
+}
+
 /* Matches the code's arguments but scratch, in order, with the program's
  * parameters (tir_reference_args): the same count, and for each the same
  * element count, dtype and role.  Fills ra[] and idx[] (the code's index of

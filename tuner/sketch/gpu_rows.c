@@ -9,7 +9,8 @@
  *       [T, serial] with T bound to threadIdx.x and the block annotated
  *       "cross_thread_reduction" (codegen/cuda_reduce.c: per-thread partials
  *       and a tree across the threads), a spatial member's loops fused and
- *       split [serial, T] (adjacent threads, adjacent elements); what the
+ *       split [serial, T, a sampled vector] (adjacent threads, adjacent
+ *       vectors, the vector stored at once); what the
  *       members other than the anchor write — a row's max, sum, mean —
  *       kept in shared memory (set_scope "shared"), where thread 0 of the
  *       reduction writes it and every thread reads it after a barrier (the
@@ -20,11 +21,11 @@
  *       block writing more, or writing a parameter (which must stay in global
  *       memory, where a barrier does not order it), is left a kernel of its
  *       own.  Where the row of an input that only the group reads fits
- *       (GPU_ROW_SHARED), in one draw of two Inductor's persistent
+ *       (GPU_ROW_PERSIST), in one draw of two Inductor's persistent
  *       reduction: that row fetched once into shared memory by all the
  *       threads (cache_read_all under the row loop, in sampled vectors of
- *       up to 16 bytes) and read there by every member (else each member reads it from global memory: a loop over
- *       the row).
+ *       up to 16 bytes) and read there by every member (else each member
+ *       reads it from global memory: a loop over the row).
  *   a thread per row (SKETCH_GPU_ROW_THREAD): the row loop split [blocks, a
  *       sampled 32 to 256 threads] and bound; each thread computes its row's
  *       members one after the other, a row's partial results (at most
@@ -41,6 +42,7 @@
 #include "sketch.h"
 
 #define GPU_ROW_SHARED (16 * 1024)
+#define GPU_ROW_PERSIST (48 * 1024)   /* an input's row held for the group */
 #define GPU_ROW_LOCAL 16
 #define GPU_ROW_WARP 32
 
@@ -170,7 +172,7 @@ static bool row_input(const tir_program *p, const sketch_group *g, const tir_buf
 }
 
 /* Inductor's persistent reduction: where what the row reads of an input
- * fits (GPU_ROW_SHARED bytes) and only the group reads it, in one draw of
+ * fits (GPU_ROW_PERSIST bytes) and only the group reads it, in one draw of
  * two, the input a row at a time in shared memory, fetched once by all the
  * threads (cache_read_all: a copy under the row loop) and read there
  * by every member, instead of each member reading the row from global
@@ -185,7 +187,8 @@ static int persist(tir_sched *s, sketch_group *g, int trv, tir_error *err)
 			const tir_buffer *buf = g->member[m]->reads[r].buf;
 			int64_t elems;
 			if (buf == best || buf == g->member[m]->store || !row_input(s->p, g, buf, &elems) ||
-			    elems * dtype_bytes(buf->dtype) > GPU_ROW_SHARED || elems < 2 || elems <= most)
+			    elems * dtype_bytes(buf->dtype) > GPU_ROW_PERSIST || elems < 2 ||
+			    elems <= most)
 				continue;
 			best = buf;
 			most = elems;
@@ -221,6 +224,20 @@ static int block_per_row(tir_sched *s, sketch_group *g, tir_error *err)
 	}
 	SKETCH_TRY(trv = tir_sample_categorical(s, nc, cand, NULL, err), "threads per row");
 	SKETCH_TRY(tir_bind(s, g->row, "blockIdx.x", err), "bind the rows");
+	/* the spatial members' stores in a sampled vector of up to 16 bytes
+	 * of the anchor's elements (codegen/cuda_copy.c, cu_vector_store:
+	 * each lane's value in a register, one wide store) */
+	int vrv = -1;
+	bool spatial = false;
+	for (int m = 0; m < g->n; m++)
+		spatial = spatial || !block_is_reduction(g->member[m]);
+	if (spatial) {
+		static const int64_t vecs[] = { 1, 2, 4, 8 };
+		int nv = 0;
+		while (nv < 4 && vecs[nv] * dtype_bytes(g->member[0]->store->dtype) <= 16)
+			nv++;
+		SKETCH_TRY(vrv = tir_sample_categorical(s, nv, vecs, NULL, err), "the stores' vector");
+	}
 	for (int m = 0; m < g->n; m++) {
 		tir_block *b = g->member[m];
 		int sp[TIR_MAX_IO], rd[TIR_MAX_IO], ns, nr, f, o[2];
@@ -237,7 +254,7 @@ static int block_per_row(tir_sched *s, sketch_group *g, tir_error *err)
 			SKETCH_TRY(tir_annotate(s, g->rv[m], "cross_thread_reduction", 1, err),
 				   "annotate");
 		} else {
-			SKETCH_TRY(spatial_threads(s, sp, ns, trv, -1, err), "bind the threads");
+			SKETCH_TRY(spatial_threads(s, sp, ns, trv, vrv, err), "bind the threads");
 		}
 		if (m > 0 && b->store->role == BUF_TEMP)
 			SKETCH_TRY(tir_set_scope(s, g->rv[m], 0, "shared", err), "shared row values");
