@@ -20,7 +20,7 @@ for t in wrk curl jq; do command -v $t >/dev/null || { echo "http_load.sh: needs
 tmp=$(mktemp -d); port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
 "$TIRD" --listen 127.0.0.1:$port --db "$tmp/bench.db" --local-workers none --log-level warn \
-	--max-trials 100000 >"$tmp/tird.log" 2>&1 &
+	--max-trials 100000 --max-queued-jobs 100000000 >"$tmp/tird.log" 2>&1 &
 pid=$!; trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 for i in $(seq 1 100); do curl -sf "$url/healthz" >/dev/null && break; sleep 0.1; done
 cpu=$(curl -s "$url/healthz" | jq -r .cpu)

@@ -230,13 +230,31 @@ static int follow_to(tirctl_globals *g, long long id, double timeout_s, cJSON **
 	time_t start = time(NULL);
 	cJSON *j = NULL;
 	int rc;
+	double backoff = 0.1;      /* seconds; see below */
 	for (;;) {
 		char path[96];
 		snprintf(path, sizeof path, "/v1/jobs/%lld?wait=10&version=%.0f", id, version);
 		cJSON_Delete(j);
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if ((rc = tirctl_call(g, "GET", path, NULL, 30, &j)))
 			goto out;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		double was = version;
 		version = num(j, "version");
+		/* a long poll answers at a change or after its wait; one that
+		 * answers at once with nothing new (a tird that does not wait, a
+		 * job row nothing updates) is asked again later and later, up to
+		 * every 5 s, never in a busy loop */
+		if (version == was && took < 1.0 && !ended(str(j, "state"))) {
+			struct timespec ts = { (time_t)backoff,
+					       (long)((backoff - (double)(time_t)backoff) * 1e9) };
+			nanosleep(&ts, NULL);
+			backoff = backoff * 2 < 5 ? backoff * 2 : 5;
+		} else {
+			backoff = 0.1;
+		}
 		if (!quiet)
 			progress(j, tty, &drawn, &last_done, last_state, sizeof last_state);
 		if (ended(str(j, "state")))

@@ -37,6 +37,8 @@ static int http_status_of(tird_errcode code)
 	case TIRD_E_CONFLICT:
 	case TIRD_E_LEASE_LOST:
 		return 409;
+	case TIRD_E_QUEUE_FULL:
+		return 429;
 	default:
 		return 500;
 	}
@@ -740,46 +742,164 @@ void api_workload(http_req *r, http_resp *out)
 
 /* ---- records: export and import -------------------------------------------------------------- */
 
+/* GET /v1/records is streamed (http_resp.stream): a page of EXPORT_PAGE
+ * records at a time is read from the store and printed as the client reads,
+ * so an export holds one page in memory, never the whole table (16 exports
+ * of 100k records at once took tird from 238 MB to 1.97 GB when each was
+ * built as one cJSON tree and one string).  The document is
+ *   {"format": ..., "records": [...], "workloads": {KEY: workload, ...}}
+ * each record as view_record writes it (with its provenance: origin,
+ * trusted, source, token, host), the workloads last: they are those of the
+ * records sent, gathered on the way, so a record stored during the export
+ * comes with its workload. */
+enum { EXPORT_PAGE = 256 };
+
+typedef enum { EX_RECORDS, EX_WORKLOADS, EX_DONE } export_phase;
+
 typedef struct export_ctx {
-	cJSON *recs, *keys;        /* keys: an object used as a set */
+	tird *d;
+	char *wk, *target;         /* the filters, malloc'd, or NULL */
+	int64_t cursor;            /* store_records_page's */
+	export_phase phase;
+	bool first;                /* no record written yet */
+	char *buf;                 /* bytes made and not yet sent: buf[off..len) */
+	size_t len, off, cap;
+	cJSON *keys;               /* the workload keys seen: an object used as a set */
+	char last_key[65];
 } export_ctx;
+
+static void ex_put(export_ctx *e, const char *s, size_t n)
+{
+	if (e->len + n > e->cap) {
+		e->cap = (e->len + n) * 2;
+		e->buf = tird_xrealloc(e->buf, e->cap);
+	}
+	memcpy(e->buf + e->len, s, n);
+	e->len += n;
+}
+
+static void ex_puts(export_ctx *e, const char *s)
+{
+	ex_put(e, s, strlen(s));
+}
 
 static void export_one(void *ctx, const store_record *r)
 {
 	export_ctx *e = ctx;
-	cJSON_AddItemToArray(e->recs, view_record(r));
-	if (!cJSON_HasObjectItem(e->keys, r->workload_key))
-		cJSON_AddNullToObject(e->keys, r->workload_key);
+	cJSON *v = view_record(r);
+	char *t = cJSON_PrintUnformatted(v);
+	cJSON_Delete(v);
+	if (!e->first)
+		ex_put(e, ",", 1);
+	e->first = false;
+	ex_puts(e, t);
+	free(t);
+	if (strcmp(e->last_key, r->workload_key)) {
+		snprintf(e->last_key, sizeof e->last_key, "%s", r->workload_key);
+		if (!cJSON_HasObjectItem(e->keys, r->workload_key))
+			cJSON_AddNullToObject(e->keys, r->workload_key);
+	}
+}
+
+/* Makes the next bytes of the document: 0, or -1 on a database error. */
+static int export_more(export_ctx *e)
+{
+	store_error err;
+	if (e->phase == EX_RECORDS) {
+		int n = store_records_page(e->d->db, e->wk, e->target, &e->cursor, EXPORT_PAGE,
+					   export_one, e, &err);
+		if (n < 0) {
+			tird_error te;
+			tird_store_fail(&te, &err, "reading the records");
+			return -1;
+		}
+		if (n == 0) {
+			ex_puts(e, "],\"workloads\":{");
+			e->phase = EX_WORKLOADS;
+		}
+		return 0;
+	}
+	if (e->phase == EX_WORKLOADS) {
+		bool first = true;
+		for (cJSON *k = e->keys->child; k; k = k->next) {
+			char *canon = NULL;
+			if (store_workload_get(e->d->db, k->string, &canon, NULL, NULL, &err) == 1 &&
+			    canon) {
+				cJSON *ks = cJSON_CreateString(k->string);
+				char *key = cJSON_PrintUnformatted(ks);
+				cJSON_Delete(ks);
+				ex_puts(e, first ? "" : ",");
+				ex_puts(e, key);
+				ex_puts(e, ":");
+				ex_puts(e, canon);
+				free(key);
+				first = false;
+			}
+			free(canon);
+		}
+		ex_puts(e, "}}");
+		e->phase = EX_DONE;
+	}
+	return 0;
+}
+
+static long export_read(void *ctx, uint64_t pos, char *buf, size_t max)
+{
+	export_ctx *e = ctx;
+	(void)pos;
+	while (e->off == e->len) {
+		e->off = e->len = 0;
+		if (e->phase == EX_DONE)
+			return HTTP_STREAM_END;
+		if (export_more(e))
+			return HTTP_STREAM_ERROR;   /* the client sees a cut document */
+	}
+	size_t n = e->len - e->off < max ? e->len - e->off : max;
+	memcpy(buf, e->buf + e->off, n);
+	e->off += n;
+	return (long)n;
+}
+
+static void export_free(void *ctx)
+{
+	export_ctx *e = ctx;
+	free(e->wk);
+	free(e->target);
+	free(e->buf);
+	cJSON_Delete(e->keys);
+	free(e);
 }
 
 void api_records_export(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
 	const char *wk = http_query(r, "workload"), *t = http_query(r, "target");
-	export_ctx e = { cJSON_CreateArray(), cJSON_CreateObject() };
+	export_ctx *e = tird_xcalloc(1, sizeof *e);
+	e->d = d;
+	e->wk = wk && *wk ? tird_strdup(wk) : NULL;
+	e->target = t && *t ? tird_strdup(t) : NULL;
+	e->first = true;
+	e->keys = cJSON_CreateObject();
+	ex_puts(e, "{\"format\":\"" TIR_RECORDS_FORMAT "\",\"records\":[");
+	/* the first page before the answer, so that a database failing at once
+	 * is a 500 naming the operation, not a cut document */
 	store_error err;
-	if (store_records_each(d->db, wk && *wk ? wk : NULL, t && *t ? t : NULL, export_one, &e,
-			       &err) < 0) {
-		cJSON_Delete(e.recs);
-		cJSON_Delete(e.keys);
+	int n = store_records_page(d->db, e->wk, e->target, &e->cursor, EXPORT_PAGE, export_one,
+				   e, &err);
+	if (n < 0) {
+		export_free(e);
 		answer_store(out, &err, "reading the records");
 		return;
 	}
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "format", TIR_RECORDS_FORMAT);
-	cJSON *wls = cJSON_AddObjectToObject(o, "workloads");
-	for (cJSON *k = e.keys->child; k; k = k->next) {
-		char *canon = NULL;
-		if (store_workload_get(d->db, k->string, &canon, NULL, NULL, &err) == 1) {
-			cJSON *w = cJSON_Parse(canon);
-			if (w)
-				cJSON_AddItemToObject(wls, k->string, w);
-		}
-		free(canon);
+	if (n == 0) {
+		ex_puts(e, "],\"workloads\":{}}");
+		e->phase = EX_DONE;
 	}
-	cJSON_Delete(e.keys);
-	cJSON_AddItemToObject(o, "records", e.recs);
-	http_json(out, 200, o);
+	out->status = 200;
+	out->content_type = NULL;
+	out->stream = export_read;
+	out->stream_ctx = e;
+	out->stream_free = export_free;
 }
 
 /* POST /v1/records[?trust=1]: a tird-records/1 document.  1. everything is
@@ -1007,6 +1127,7 @@ void api_worker_register(http_req *r, http_resp *out)
 				  r->token, r->peer, &w, &e))
 		answer_error(out, &e);
 	else {
+		jobs_wake(r->d->jobs);     /* a job queued for this target may start */
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "worker_id", w.id);
 		cJSON_AddStringToObject(o, "target", w.target);

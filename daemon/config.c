@@ -277,6 +277,14 @@ int config_finish(tird_config *c, char *msg, size_t n)
 			 "must be positive (tuning_threads at most 64), max_body at least 256");
 		return -1;
 	}
+	if (c->worker_wait_s < 1 || c->max_queued_jobs < 1 || c->max_connections < 1 ||
+	    c->max_connections_per_ip < 0 || c->idle_timeout_s < 1 || c->model_save_rows < 1 ||
+	    c->model_save_s < 1) {
+		snprintf(msg, n, "worker_wait_s, max_queued_jobs, max_connections, idle_timeout_s, "
+			 "model_save_rows and model_save_s must be positive, "
+			 "max_connections_per_ip 0 or more");
+		return -1;
+	}
 	c->limits = tir_limits_default();
 	if (c->max_extent)
 		c->limits.max_extent = c->max_extent;

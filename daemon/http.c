@@ -30,7 +30,16 @@
  * Threads: libmicrohttpd runs one thread per connection (its internal
  * polling thread accepts), so a handler may block — the long polls of
  * workers and of `tirctl tune --wait` do — without holding up other clients.
- * max_connections bounds the threads.
+ * max_connections bounds the threads, max_connections_per_ip the share of
+ * one address (a connection past it is closed at once, unanswered: that is
+ * libmicrohttpd's way), and idle_timeout_s how long a connection may sit
+ * silent: between requests, or mid-request (a head or body sent slowly).  A
+ * long poll is not idle: while its handler waits, libmicrohttpd does not
+ * time the connection, so a timeout shorter than the polls is fine.
+ *
+ * A large answer (GET /v1/records) is streamed: its handler sets
+ * http_resp.stream and libmicrohttpd pulls the body, chunk by chunk, as the
+ * client reads it (send_resp), so memory stays bounded per connection.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -344,17 +353,56 @@ char *http_query_string(http_req *r)
 	return q.s;
 }
 
+/* A streamed body as libmicrohttpd pulls it. */
+typedef struct stream_ctx {
+	http_stream_fn fn;
+	void *ctx;
+	void (*free_fn)(void *ctx);
+} stream_ctx;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	stream_ctx *st = cls;
+	long n = st->fn(st->ctx, pos, buf, max);
+	return n == HTTP_STREAM_END ? MHD_CONTENT_READER_END_OF_STREAM
+	       : n <= 0 ? MHD_CONTENT_READER_END_WITH_ERROR : (ssize_t)n;
+}
+
+static void stream_done(void *cls)
+{
+	stream_ctx *st = cls;
+	if (st->free_fn)
+		st->free_fn(st->ctx);
+	free(st);
+}
+
+/* The size of one chunk libmicrohttpd asks a streamed body for. */
+enum { STREAM_BLOCK = 64 * 1024 };
+
 static MHD_RESULT send_resp(struct MHD_Connection *c, req_ctx *rc, http_resp *out)
 {
-	if (!out->body)
-		out->body = tird_strdup("");
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-		strlen(out->body), out->body, MHD_RESPMEM_MUST_FREE);
-	out->body = NULL;
+	struct MHD_Response *resp;
+	if (out->stream) {
+		free(out->body);
+		out->body = NULL;
+		stream_ctx *st = tird_xcalloc(1, sizeof *st);
+		*st = (stream_ctx){ out->stream, out->stream_ctx, out->stream_free };
+		out->stream = NULL;
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
+							 stream_read, st, stream_done);
+	} else {
+		if (!out->body)
+			out->body = tird_strdup("");
+		resp = MHD_create_response_from_buffer(strlen(out->body), out->body,
+						       MHD_RESPMEM_MUST_FREE);
+		out->body = NULL;
+	}
 	MHD_add_response_header(resp, "Content-Type",
 				out->content_type ? out->content_type : "application/json");
 	if (out->status == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"tird\"");
+	if (out->status == 429)    /* the queue is full: jobs take seconds to minutes */
+		MHD_add_response_header(resp, "Retry-After", "30");
 	rc->status = out->status;
 	MHD_RESULT ret = MHD_queue_response(c, (unsigned)out->status, resp);
 	MHD_destroy_response(resp);
@@ -582,13 +630,13 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *ur
 	peer_of(c, req.peer, sizeof req.peer);
 	if (rc->body)
 		rc->body[rc->len] = '\0';
-	http_resp out = { 500, NULL, NULL };
+	http_resp out = { 500, NULL, NULL, NULL, NULL, NULL };
 	if (atomic_load(&d->stopping) && routes[rc->route].access != OPEN &&
 	    rc->route != 0) {
 		http_error(&out, 503, "stopping", "tird is shutting down");
 	} else {
 		routes[rc->route].fn(&req, &out);
-		if (!out.body)
+		if (!out.body && !out.stream)
 			http_error(&out, 500, "internal", "the handler gave no answer");
 	}
 	return send_resp(c, rc, &out);
@@ -686,7 +734,8 @@ int http_start(tird *d, char *msg, size_t n)
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)d->listen_fd,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections_per_ip,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_END);

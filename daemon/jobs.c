@@ -17,6 +17,24 @@
  * table above, logs it and writes it to the store in one transaction before
  * the job in memory changes.  A job born from the cache is inserted as done.
  *
+ * No job holds a tuning thread while no worker can measure it: a tuning
+ * thread takes only a queued job whose full target a live worker serves.
+ * The others wait in the queue (the cron duty, jobs_cron, starts the clock
+ * of each and fails it after worker_wait_s), and start when a worker of
+ * their target registers (jobs_wake).  A running job whose worker goes away
+ * gives its thread back the same way: workers_measure gives up after 2
+ * lease_s and the job goes back to queued, its measured records kept.
+ *
+ * A store error never orphans a job: a start the store refused leaves it
+ * queued, tried again later; an end the store refused leaves it in memory,
+ * its outcome in its message, and jobs_cron writes it again each second
+ * until the store takes it (a tird stopped meanwhile resumes the job from
+ * its row, finds its records and ends it then).  Before the end, the job's
+ * progress is written, so trials_done is always the records counted for
+ * (workload, target), also for a job that found its trials stored already.
+ * Queued jobs are at most max_queued_jobs: a new one past that is refused
+ * (QUEUE_FULL); joining a job or the cache still answers.
+ *
  * Submission (jobs_submit), in this order:
  *   1. a job of the same (workload key, full target) queued or running:
  *      join it (JOB_JOINED);
@@ -59,6 +77,12 @@ typedef struct job {
 	long version;              /* bumped on every change, for long polls */
 	char message[512];
 	double created, started;
+	double waiting_since;      /* queued with no live worker of its target since; 0: not */
+	double retry_at;           /* the store refused its start: not before this */
+	int store_failures;        /* in a row, for the back-off */
+	bool end_unstored;         /* it ended, the store refused the end: retried */
+	store_job_state end;       /* ... that end */
+	char end_msg[512];         /* ... and its message */
 	struct job *next;
 } job;
 
@@ -137,7 +161,7 @@ static job *do_find(jobs *js, int64_t id)
 static job *do_find_same(jobs *js, const char *key, const char *target)
 {
 	for (job *j = js->active; j; j = j->next)
-		if (!strcmp(j->key, key) && !strcmp(j->target.key, target))
+		if (!strcmp(j->key, key) && !strcmp(j->target.key, target) && !j->end_unstored)
 			return j;
 	return NULL;
 }
@@ -298,7 +322,16 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 		sj.best_us = b.latency_us;
 		store_best_clear(&b);
 	}
-	/* 3. a new job */
+	/* 3. a new job, if the queue has room */
+	int queued = 0;
+	for (job *q = js->active; q; q = q->next)
+		queued += q->state == STORE_JOB_QUEUED;
+	if (queued >= d->cfg.max_queued_jobs) {
+		pthread_mutex_unlock(&js->mu);
+		tir_workload_free(w);
+		return tird_fail(e, TIRD_E_QUEUE_FULL, "%d jobs are queued, the most this tird "
+				 "takes (max_queued_jobs); submit again once some have run", queued);
+	}
 	sj.state = STORE_JOB_QUEUED;
 	if (store_job_insert(d->db, &sj, &err)) {
 		pthread_mutex_unlock(&js->mu);
@@ -355,7 +388,21 @@ int jobs_get(jobs *js, int64_t id, double wait_s, long version, job_view *v, tir
 		return 0;
 	}
 	pthread_mutex_unlock(&js->mu);
-	return stored_view(js, id, v, e);
+	if (stored_view(js, id, v, e))
+		return -1;
+	/* a row that says queued or running of a job not in memory (a tird
+	 * before this one lost it, or another process wrote it): nothing will
+	 * change it, but a long poll still waits its time, so that a client
+	 * that polls it does not spin */
+	if (v->job.state < STORE_JOB_DONE && wait_s > 0) {
+		pthread_mutex_lock(&js->mu);
+		while (!atomic_load(&js->stopping) && !atomic_load(&d->stopping) &&
+		       !do_find(js, id))
+			if (pthread_cond_timedwait(&js->changed, &js->mu, &until) == ETIMEDOUT)
+				break;
+		pthread_mutex_unlock(&js->mu);
+	}
+	return 0;
 }
 
 void job_list_clear(job_list *l)
@@ -442,6 +489,95 @@ void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES])
 	pthread_mutex_unlock(&js->mu);
 }
 
+void jobs_wake(jobs *js)
+{
+	pthread_mutex_lock(&js->mu);
+	pthread_cond_broadcast(&js->work);
+	pthread_mutex_unlock(&js->mu);
+}
+
+/* Stores j's progress, then moves it to its end (js->mu held).  When the
+ * store refuses, j stays in memory with its end to write (end_unstored),
+ * tried again by jobs_cron, and its message says so: 0 when the end was
+ * stored (the caller removes j), -1 when it waits. */
+static int do_finish(jobs *js, job *j, store_job_state end, const char *msg)
+{
+	store_error err;
+	if (store_job_progress(js->d->db, j->id, j->trials_done, j->errors, j->best_us, &err))
+		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
+	if (do_set_state(js, j, end, msg) == 0) {
+		j->end_unstored = false;
+		return 0;
+	}
+	if (!j->end_unstored)
+		log_error("job %lld: its end (%s) is not stored; tried again every second",
+			  (long long)j->id, store_job_state_name(end));
+	j->end_unstored = true;
+	j->end = end;
+	if (msg != j->end_msg)
+		snprintf(j->end_msg, sizeof j->end_msg, "%s", msg ? msg : "");
+	snprintf(j->message, sizeof j->message, "ended %s (%.300s), but the database "
+		 "failed storing it; tried again every second", store_job_state_name(end),
+		 j->end_msg);
+	j->version++;
+	pthread_cond_broadcast(&js->changed);
+	return -1;
+}
+
+void jobs_cron(jobs *js)
+{
+	tird *d = js->d;
+	double now = store_now();
+	bool wake = false;
+	pthread_mutex_lock(&js->mu);
+	for (job **p = &js->active; *p;) {
+		job *j = *p;
+		if (j->end_unstored) {
+			if (do_finish(js, j, j->end, j->end_msg) == 0 && j->end != STORE_JOB_QUEUED) {
+				*p = j->next;
+				job_free(j);
+				continue;
+			}
+		} else if (j->state == STORE_JOB_QUEUED) {
+			if (workers_serve(d->workers, j->target.key)) {
+				if (j->waiting_since) {
+					j->waiting_since = 0;
+					j->message[0] = '\0';
+					j->version++;
+				}
+				wake = true;
+			} else if (!j->waiting_since) {
+				j->waiting_since = now;
+			}
+			if (j->waiting_since && !j->message[0]) {
+				snprintf(j->message, sizeof j->message, "waiting in the queue for a "
+					 "worker of %s (none is live; it fails after %ld s)",
+					 j->target.key, d->cfg.worker_wait_s);
+				log_warn("job %lld: %s", (long long)j->id, j->message);
+				j->version++;
+				pthread_cond_broadcast(&js->changed);
+			}
+			if (j->waiting_since && now - j->waiting_since > (double)d->cfg.worker_wait_s) {
+				char msg[512];
+				snprintf(msg, sizeof msg, "no worker for target %.100s came within %ld s "
+					 "(start one: tird-worker --server URL --target %.100s)",
+					 j->target.key, d->cfg.worker_wait_s, j->target.key);
+				if (do_set_state(js, j, STORE_JOB_FAILED, msg) == 0) {
+					*p = j->next;
+					job_free(j);
+					continue;
+				}
+			}
+			if (j->retry_at && now >= j->retry_at)
+				wake = true;
+		}
+		p = &j->next;
+	}
+	if (wake)
+		pthread_cond_broadcast(&js->work);
+	pthread_mutex_unlock(&js->mu);
+}
+
 /* ---- running a job --------------------------------------------------------------------------------- */
 
 typedef struct run_ctx {
@@ -449,6 +585,7 @@ typedef struct run_ctx {
 	job *j;
 	measure_ctx mc;
 	double flops;
+	int measured;              /* candidates measured in this run */
 } run_ctx;
 
 /* tir_tune's on_result: every measured candidate is stored at once. */
@@ -474,6 +611,7 @@ static void on_result(void *ctx, const tir_candidate *c)
 	if (changed)
 		atomic_fetch_add(&d->best_gen, 1);
 	atomic_fetch_add(&d->metrics.trials, 1);
+	rc->measured++;
 	if (!ok && (unsigned)c->status < 8)
 		atomic_fetch_add(&d->metrics.measure_errors[c->status], 1);
 	pthread_mutex_lock(&rc->js->mu);
@@ -597,7 +735,7 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	prior_set prior = { 0 };
 	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
 				.workload_key = j->key, .cancel = &j->cancel },
-		       tir_workload_flops(j->w) };
+		       tir_workload_flops(j->w), 0 };
 	if (remeasure_imports(&rm) < 0) {
 		if (atomic_load(&js->stopping) || atomic_load(&d->stopping)) {
 			snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
@@ -606,6 +744,15 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 		if (atomic_load(&j->cancel)) {
 			snprintf(msg, n, "cancelled by a user");
 			return STORE_JOB_CANCELLED;
+		}
+		if (rm.mc.no_worker_since > 0) {
+			/* as in the search below: its thread back, it waits in the
+			 * queue for a worker (jobs_cron) */
+			pthread_mutex_lock(&js->mu);
+			j->waiting_since = rm.mc.no_worker_since;
+			pthread_mutex_unlock(&js->mu);
+			snprintf(msg, n, "%.400s; back in the queue until one comes", rm.mc.why);
+			return STORE_JOB_QUEUED;
 		}
 		snprintf(msg, n, "%s", rm.mc.why);
 		return STORE_JOB_FAILED;
@@ -640,7 +787,7 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 
 	run_ctx rc = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
 				.workload_key = j->key, .cancel = &j->cancel },
-		       tir_workload_flops(j->w) };
+		       tir_workload_flops(j->w), 0 };
 	tir_tune_opts o = { 0 };
 	o.trials = want;
 	o.batch = j->batch;
@@ -676,8 +823,8 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	tir_tune_result_clear(&res);
 	prior_free(&prior);
 	on_progress(&rc, &(tir_tune_progress){ 0 });
-	if (xgb)
-		models_save(d, j->target.kind);
+	if (xgb)               /* written when it learnt enough (models_cron) */
+		models_learned(d, j->target.kind, rc.measured);
 
 	if (atomic_load(&js->stopping) || atomic_load(&d->stopping)) {
 		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
@@ -686,6 +833,14 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	if (atomic_load(&j->cancel)) {
 		snprintf(msg, n, "cancelled by a user");
 		return STORE_JOB_CANCELLED;
+	}
+	if (trc < 0 && rc.mc.no_worker_since > 0) {
+		/* its thread back: it waits in the queue for a worker (jobs_cron) */
+		pthread_mutex_lock(&js->mu);
+		j->waiting_since = rc.mc.no_worker_since;
+		pthread_mutex_unlock(&js->mu);
+		snprintf(msg, n, "%.400s; back in the queue until one comes", rc.mc.why);
+		return STORE_JOB_QUEUED;
 	}
 	if (trc < 0) {
 		snprintf(msg, n, "%s", rc.mc.why[0] ? rc.mc.why
@@ -708,8 +863,13 @@ static void *tuning_thread(void *arg)
 	for (;;) {
 		job *j = NULL;
 		while (!atomic_load(&js->stopping)) {
-			for (j = js->active; j && j->state != STORE_JOB_QUEUED; j = j->next)
-				;
+			/* the oldest queued job a live worker can measure, and
+			 * whose start the store did not just refuse */
+			double now = store_now();
+			for (j = js->active; j; j = j->next)
+				if (j->state == STORE_JOB_QUEUED && j->retry_at <= now &&
+				    workers_serve(js->d->workers, j->target.key))
+					break;
 			if (j)
 				break;
 			pthread_cond_wait(&js->work, &js->mu);
@@ -717,19 +877,27 @@ static void *tuning_thread(void *arg)
 		if (atomic_load(&js->stopping))
 			break;
 		if (do_set_state(js, j, STORE_JOB_RUNNING, NULL)) {
-			/* the store refused: give up on it rather than loop */
-			do_remove(js, j);
-			job_free(j);
+			/* the store refused: it stays queued, tried again later */
+			int k = j->store_failures < 5 ? j->store_failures : 5;
+			j->store_failures++;
+			j->retry_at = store_now() + (double)(1 << k);
+			snprintf(j->message, sizeof j->message, "the database failed starting it "
+				 "(%d times); tried again in %d s", j->store_failures, 1 << k);
+			j->version++;
 			continue;
 		}
+		j->store_failures = 0;
+		j->retry_at = 0;
+		j->waiting_since = 0;
 		j->errors = 0;
 		pthread_mutex_unlock(&js->mu);
 		char msg[512];
 		store_job_state end = run_job(js, j, msg, sizeof msg);
 		pthread_mutex_lock(&js->mu);
-		if (do_set_state(js, j, end, msg) == 0 && end == STORE_JOB_QUEUED &&
-		    !atomic_load(&js->stopping))
-			continue;          /* stays active, queued */
+		if (do_finish(js, j, end, msg))
+			continue;          /* stays in memory until its end is stored */
+		if (end == STORE_JOB_QUEUED && !atomic_load(&js->stopping))
+			continue;          /* waits for a worker: stays active, queued */
 		do_remove(js, j);
 		job_free(j);
 	}

@@ -210,10 +210,17 @@ static void locals_stop(locals *l)
 
 /* Everything periodic, once a second from the main thread:
  *   - workers silent past lease_s lose their leases (re-queued batches);
+ *   - queued jobs no live worker serves count their wait, and fail past
+ *     worker_wait_s; jobs whose start or end the store refused are tried
+ *     again (jobs_cron);
+ *   - cost models that learnt enough, or long enough ago, are written
+ *     (models_cron);
  *   - local workers that died are started again (with back-off). */
 static void cron(tird *d, locals *l)
 {
 	workers_cron(d->workers);
+	jobs_cron(d->jobs);
+	models_cron(d, false);
 	locals_cron(d, l);
 }
 
@@ -366,6 +373,8 @@ out:
 	locals_stop(&l);
 	jobs_stop(d.jobs);         /* running jobs go back to queued */
 	http_stop(&d);
+	if (d.db && d.models[0])
+		models_cron(&d, true);     /* what the models learnt since their last write */
 	jobs_free(d.jobs);
 	workers_free(d.workers);
 	api_free(&d);

@@ -101,6 +101,11 @@ char *metrics_render(tird *d)
 	put(&b, "# HELP tird_best_cache_hits_total GET /v1/best answered from memory.\n"
 		"# TYPE tird_best_cache_hits_total counter\n"
 		"tird_best_cache_hits_total %lu\n", atomic_load(&m->best_cache_hits));
+	put(&b, "# HELP tird_model_saves_total Cost-model blobs written to the database.\n"
+		"# TYPE tird_model_saves_total counter\n"
+		"tird_model_saves_total{kind=\"cpu\"} %lu\n"
+		"tird_model_saves_total{kind=\"cuda\"} %lu\n",
+		atomic_load(&m->model_saves[0]), atomic_load(&m->model_saves[1]));
 
 	put(&b, "# HELP tird_http_requests_total HTTP requests by route and status class.\n"
 		"# TYPE tird_http_requests_total counter\n");

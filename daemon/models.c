@@ -2,7 +2,12 @@
  * models.c — the cost model of each target kind (CPU, CUDA): loaded from the
  * store at start-up, or made from a seed and the stored records when none
  * was saved (or the saved one was made by a build with other features), and
- * saved back after every job that taught it.
+ * written back when it learnt enough: model_save_rows rows since its last
+ * write, or model_save_s after the first of them, and at shutdown (the
+ * cron duty, models_cron).  A blob is megabytes (8 MB CPU, 3 MB CUDA with
+ * the seeds), so writing it after every job, as tird did, cost more than
+ * a small job; a tird killed loses at most what the model learnt since the
+ * last write, which the stored records can teach a new one again.
  *
  * One XGBoost model per kind is shared by every job of that kind, so each
  * workload tuned teaches the next.  A new model starts from the seed of its
@@ -211,11 +216,43 @@ void models_save(tird *d, tir_target_kind kind)
 	size_t len = 0;
 	tir_error terr = { "" };
 	store_error err;
-	if (cm_model_save(d->models[k], &blob, &len, &terr))
+	int learnt = atomic_exchange(&d->model_unsaved[k], 0);
+	if (cm_model_save(d->models[k], &blob, &len, &terr)) {
 		log_warn("cost model for %s not saved: %s", kind_names[k], terr.msg);
-	else if (store_model_put(d->db, kind_names[k], "xgboost", blob, len, &err))
+	} else if (store_model_put(d->db, kind_names[k], "xgboost", blob, len, &err)) {
 		log_warn("cost model for %s not saved: %s", kind_names[k], err.msg);
+	} else {
+		atomic_fetch_add(&d->metrics.model_saves[k], 1);
+		d->model_dirty_since[k] = 0;
+		log_info("cost model for %s saved: %d rows, %.1f MB, %d learnt since the last "
+			 "write", kind_names[k], cm_model_rows(d->models[k]), (double)len / 1e6,
+			 learnt);
+		learnt = 0;
+	}
+	if (learnt)                /* not written: still to write */
+		atomic_fetch_add(&d->model_unsaved[k], learnt);
 	free(blob);
+}
+
+void models_learned(tird *d, tir_target_kind kind, int rows)
+{
+	if (rows > 0)
+		atomic_fetch_add(&d->model_unsaved[kind_index(kind)], rows);
+}
+
+void models_cron(tird *d, bool all)
+{
+	double now = store_now();
+	for (int k = 0; k < 2; k++) {
+		int learnt = atomic_load(&d->model_unsaved[k]);
+		if (!d->models[k] || learnt <= 0)
+			continue;
+		if (!d->model_dirty_since[k])
+			d->model_dirty_since[k] = now;
+		if (all || learnt >= d->cfg.model_save_rows ||
+		    now - d->model_dirty_since[k] >= (double)d->cfg.model_save_s)
+			models_save(d, k ? TIR_TARGET_CUDA : TIR_TARGET_CPU);
+	}
 }
 
 void models_free(tird *d)

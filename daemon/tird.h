@@ -71,6 +71,7 @@ void log_msg(log_level l, const char *fmt, ...) __attribute__((format(printf, 2,
 	X(UNKNOWN_WORKER,   "unknown_worker")   /* not registered, or gone */ \
 	X(FORBIDDEN,        "forbidden")        /* not this caller's to do */ \
 	X(LEASE_LOST,       "lease_lost")       /* the batch is no longer the worker's */ \
+	X(QUEUE_FULL,       "queue_full")       /* max_queued_jobs are queued */ \
 	X(STORE,            "store")            /* the database failed */
 
 typedef enum {
@@ -120,14 +121,19 @@ char *tird_strdup(const char *s);
 	X(max_trials,      INT,  max_trials,      "100000", "most trials one job may ask") \
 	X(default_batch,   INT,  default_batch,   "16",    "candidates measured per round") \
 	X(lease_s,         INT,  lease_s,         "15",    "a silent worker loses its lease after this") \
-	X(worker_wait_s,   INT,  worker_wait_s,   "300",   "a job fails when no worker for its target comes in this") \
+	X(worker_wait_s,   INT,  worker_wait_s,   "300",   "a job waiting in the queue fails when no worker for its target comes in this") \
+	X(max_queued_jobs, INT,  max_queued_jobs, "1000",  "queued jobs at most; a new one past it is refused (429 queue_full)") \
 	X(max_body,        INT,  max_body,        "65536", "largest request body, bytes (413 above)") \
 	X(max_import_body, INT,  max_import_body, "67108864", "largest import / results body, bytes") \
 	X(max_connections, INT,  max_connections, "1024",  "open connections at once") \
+	X(max_connections_per_ip, INT, max_connections_per_ip, "64", "open connections at once from one address (0: no limit)") \
+	X(idle_timeout_s,  INT,  idle_timeout_s,  "30",    "a connection silent this long between requests is closed (long polls are not idle)") \
 	X(max_extent,      INT,  max_extent,      "0",     "workload limit: one dimension (0: libtir's default)") \
 	X(max_elements,    INT,  max_elements,    "0",     "workload limit: one buffer, elements (0: default)") \
 	X(max_gflop,       INT,  max_gflop,       "0",     "workload limit: GFLOP per call (0: default)") \
 	X(worker_bin,      STR,  worker_bin,      "",      "tird-worker to start for local workers (default: beside tird)") \
+	X(model_save_rows, INT,  model_save_rows, "512",   "a cost model is written to the database once it learnt this many rows since the last write") \
+	X(model_save_s,    INT,  model_save_s,    "300",   "... or this many seconds after the first row it learnt since then (and at shutdown)") \
 	X(model_seed,      STR,  model_seed,      "",      "records a new cost model starts from, each kind's (default: the seeds built or installed with tird; none: no seed)")
 
 /* A token's scopes, X(id, name): what its bearer may do.  read: every read
@@ -199,6 +205,7 @@ typedef struct tird_metrics {
 	atomic_ulong jobs_ended[8];            /* by store_job_state */
 	atomic_ulong batches_requeued;
 	atomic_ulong best_cache_hits;
+	atomic_ulong model_saves[2];           /* cost-model writes by kind (cpu, cuda) */
 	/* HTTP: by route (index in the table) and status class (1xx..5xx) */
 	atomic_ulong http_requests[64][6];
 	atomic_ulong http_lat_bucket[64][TIRD_LAT_BUCKETS + 1];
@@ -228,11 +235,26 @@ typedef struct http_req {
 	char peer[64];             /* the client's address */
 } http_req;
 
-/* What a handler answers; body malloc'd (http.c frees it). */
+/* A streamed body (libmicrohttpd's callback responses): called for the next
+ * bytes at offset pos, it writes at most max bytes into buf and returns how
+ * many (more than 0), HTTP_STREAM_END after the last, or HTTP_STREAM_ERROR
+ * (the connection is closed: the client sees a cut answer).  It runs on the
+ * connection's thread, as the client reads: memory stays bounded by what
+ * one call makes, however large the whole answer. */
+#define HTTP_STREAM_END   ((long)-1)
+#define HTTP_STREAM_ERROR ((long)-2)
+typedef long (*http_stream_fn)(void *ctx, uint64_t pos, char *buf, size_t max);
+
+/* What a handler answers; body malloc'd (http.c frees it).  With stream set
+ * the body is streamed instead (chunked), stream_free(stream_ctx) called
+ * once it is sent or the connection drops. */
 typedef struct http_resp {
 	int status;
 	char *body;
 	const char *content_type;  /* NULL: application/json */
+	http_stream_fn stream;
+	void *stream_ctx;
+	void (*stream_free)(void *ctx);
 } http_resp;
 
 typedef void (*http_handler)(http_req *r, http_resp *out);
@@ -369,6 +391,13 @@ int jobs_list(jobs *js, int state, int limit, job_list *out, tird_error *e);
 int jobs_cancel(jobs *js, int64_t id, job_view *v, tird_error *e);
 /* Counts of jobs in memory by state (queued, running). */
 void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES]);
+/* Wakes the tuning threads: a worker registered, so a job waiting in the
+ * queue for its target may start. */
+void jobs_wake(jobs *js);
+/* Cron duty: a queued job whose target no live worker serves starts its
+ * wait (worker_wait_s) and fails at its end; a job whose start or end the
+ * store refused is tried again. */
+void jobs_cron(jobs *js);
 
 /* ---- models.c ---------------------------------------------------------------------- */
 
@@ -377,9 +406,17 @@ void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES]);
  * kind (the model_seed setting) and the stored records.  -1 with msg when a
  * seed the settings name cannot be used. */
 int models_load(tird *d, char *msg, size_t n);
-/* The model of a target kind; saves it back to the store. */
+/* The model of a target kind. */
 cm_model *models_of(tird *d, tir_target_kind kind);
+/* Writes the model of a kind to the store now. */
 void models_save(tird *d, tir_target_kind kind);
+/* A job taught the model of kind `rows` more rows: it is written once it
+ * learnt model_save_rows since the last write, or model_save_s after the
+ * first of them (models_cron), not after every job. */
+void models_learned(tird *d, tir_target_kind kind, int rows);
+/* Cron duty: writes the models that are due (above); with `all`
+ * (shutdown), every model that learnt anything since its last write. */
+void models_cron(tird *d, bool all);
 void models_free(tird *d);
 /* Threads for a search of this target kind and for its model's features:
  * every core (0), except for a CPU target (1), whose candidates other jobs
@@ -446,6 +483,8 @@ void workers_free(workers *ws);
 void workers_cron(workers *ws);
 /* Wakes every long poll (shutdown). */
 void workers_wake(workers *ws);
+/* Whether a live worker of exactly this full target is registered. */
+bool workers_serve(workers *ws, const char *target);
 /* The full key of a live worker's target of this kind ("cuda"), if any. */
 bool workers_find_kind(workers *ws, const char *kind, char *key, size_t n);
 int workers_live(workers *ws);
@@ -462,6 +501,8 @@ typedef struct measure_ctx {
 	char token[64];            /* its token's identity ("" none), */
 	char host[200];            /* its name and address */
 	char why[512];             /* why the last batch failed, if it did */
+	double no_worker_since;    /* set when it failed for want of a worker:
+				    * since when none was live */
 	trust_bounds bounds;       /* what its results keep to (workers_measure) */
 	int bounds_state;          /* 0 not yet made, 1 made, -1 not to be made */
 } measure_ctx;
@@ -470,8 +511,10 @@ typedef struct measure_ctx {
  * its results, which are re-checked (trust_check_result: an "ok" beyond the
  * bounds of w on t is stored as the error it is).  ctx is a measure_ctx.
  * out[i].msg are malloc'd (tir_tune frees them).  -1 with ctx->why when the
- * job is cancelled, the daemon stops, or no worker of t comes within
- * worker_wait_s. */
+ * job is cancelled, the daemon stops, or no worker of t is live for 2
+ * lease_s (at most worker_wait_s): then ctx->no_worker_since is set and the
+ * job goes back to the queue to wait there, without a tuning thread
+ * (jobs.c). */
 int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		    const char *const *traces, tir_candidate *out);
 
@@ -545,6 +588,8 @@ struct tird {
 	atomic_ulong best_gen;     /* bumped whenever a best row changes */
 	struct best_cache *best_cache;   /* api.c */
 	cm_model *models[2];       /* XGBoost cost model per target kind (cpu, cuda) */
+	atomic_int model_unsaved[2];       /* rows learnt since the last write */
+	double model_dirty_since[2];       /* when the first of them was (cron thread) */
 	double started;
 };
 

@@ -11,8 +11,10 @@
  *   pending ──lease──▶ leased ──results──▶ measured
  *      ▲                  │
  *      └──── lease lost ──┘   (the worker went silent past lease_s, or left)
- *   pending / leased ──▶ error   (job cancelled, tird stopping, or no worker
- *                                 of the target within worker_wait_s)
+ *   pending / leased ──▶ error   (job cancelled, tird stopping, or no live
+ *                                 worker of the target for 2 lease_s, at most
+ *                                 worker_wait_s: the job then goes back to
+ *                                 the queue, giving its tuning thread back)
  *
  * Results are taken from the worker that holds the lease only (with the token
  * it registered with), and re-checked (trust.c) before the job sees them.
@@ -198,6 +200,14 @@ static bool do_has_worker(workers *ws, const char *target)
 	return false;
 }
 
+bool workers_serve(workers *ws, const char *target)
+{
+	pthread_mutex_lock(&ws->mu);
+	bool yes = do_has_worker(ws, target);
+	pthread_mutex_unlock(&ws->mu);
+	return yes;
+}
+
 bool workers_find_kind(workers *ws, const char *kind, char *key, size_t n)
 {
 	size_t kl = strlen(kind);
@@ -284,6 +294,13 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	workers *ws = d->workers;
 	(void)w;
 	mc->why[0] = '\0';
+	mc->no_worker_since = 0;
+	/* how long a pending batch waits with no live worker of its target
+	 * before the job gives its tuning thread back (a worker restarting
+	 * comes back well within it) */
+	double give_up = 2.0 * (double)d->cfg.lease_s;
+	if (give_up > (double)d->cfg.worker_wait_s)
+		give_up = (double)d->cfg.worker_wait_s;
 	for (int i = 0; i < n; i++)
 		out[i] = (tir_candidate){ traces[i], TIR_MEASURE_RUN_ERROR, 0, -1, NULL };
 	if (n <= 0)
@@ -313,13 +330,12 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 		if (b.state == B_PENDING && !do_has_worker(ws, b.target)) {
 			if (!no_worker_since) {
 				no_worker_since = now;
-				log_warn("job %lld: no live worker for %s; waiting up to %ld s",
-					 (long long)b.job_id, b.target, d->cfg.worker_wait_s);
-			} else if (now - no_worker_since > (double)d->cfg.worker_wait_s) {
-				snprintf(mc->why, sizeof mc->why,
-					 "no worker for target %.100s came within %ld s (start one: "
-					 "tird-worker --server URL --target %.100s)",
-					 b.target, d->cfg.worker_wait_s, b.target);
+				log_warn("job %lld: no live worker for %s; its batch waits %.0f s",
+					 (long long)b.job_id, b.target, give_up);
+			} else if (now - no_worker_since > give_up) {
+				snprintf(mc->why, sizeof mc->why, "no live worker for target %.100s "
+					 "for %.0f s", b.target, give_up);
+				mc->no_worker_since = no_worker_since;
 				rc = -1;
 				break;
 			}

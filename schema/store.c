@@ -75,6 +75,9 @@ static const migration migrations[] = {
 	X(REC_EACH,   "SELECT " REC_COLS " FROM records " \
 		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
 		      "ORDER BY created, rowid") \
+	X(REC_PAGE,   "SELECT " REC_COLS ", rowid FROM records " \
+		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
+		      "AND rowid > ?3 ORDER BY rowid LIMIT ?4") \
 	X(REC_UNTRUSTED, "SELECT " REC_COLS " FROM records WHERE workload_key = ?1 AND " \
 		      "target = ?2 AND trusted = 0 AND status = 'ok' AND latency_us > 0 " \
 		      "ORDER BY latency_us, rowid LIMIT ?3") \
@@ -848,6 +851,32 @@ int store_records_each(store *s, const char *workload_key, const char *target,
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
 	int n = each_record(s, q, fn, ctx, err);
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int store_records_page(store *s, const char *workload_key, const char *target,
+		       int64_t *cursor, int limit,
+		       void (*fn)(void *ctx, const store_record *r), void *ctx,
+		       store_error *err)
+{
+	int n = 0, rc;
+	pthread_mutex_lock(&s->mu);
+	sqlite3_stmt *q = stmt(s, ST_REC_PAGE);
+	bind_text(q, 1, workload_key);
+	bind_text(q, 2, target);
+	sqlite3_bind_int64(q, 3, *cursor);
+	sqlite3_bind_int(q, 4, limit);
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		store_record r;
+		record_from_row(q, &r);
+		*cursor = sqlite3_column_int64(q, 16);    /* the rowid, after REC_COLS */
+		fn(ctx, &r);
+		n++;
+	}
+	if (rc != SQLITE_DONE)
+		n = db_fail(s, err, "records page");
+	sqlite3_reset(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }

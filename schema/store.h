@@ -203,6 +203,16 @@ int store_untrusted_each(store *s, const char *workload_key, const char *target,
 int store_records_each(store *s, const char *workload_key, const char *target,
 		       void (*fn)(void *ctx, const store_record *r), void *ctx,
 		       store_error *err);
+/* A page of store_records_each, for answers streamed with bounded memory:
+ * the records (of workload_key and target, either NULL for all) stored
+ * after the one *cursor names (0: from the first), in the order they were
+ * stored, at most limit; *cursor is moved past the last one given.  Records
+ * stored meanwhile come in a later page.  Returns the count (0: no more) or
+ * -1. */
+int store_records_page(store *s, const char *workload_key, const char *target,
+		       int64_t *cursor, int limit,
+		       void (*fn)(void *ctx, const store_record *r), void *ctx,
+		       store_error *err);
 /* Trusted records stored for (workload_key, target): what best.trials counts. */
 int store_record_count(store *s, const char *workload_key, const char *target,
 		       store_error *err);

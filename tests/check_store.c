@@ -61,6 +61,41 @@ static int add(const char *target, const char *trace, const char *status, double
 	return rc;
 }
 
+static void count_rec(void *ctx, const store_record *r)
+{
+	(void)r;
+	(*(int *)ctx)++;
+}
+
+/* store_records_page: every record once, in pages, whatever the page size;
+ * a filter applies; a record added between pages comes in a later one. */
+START_TEST(records_page_through_every_record_once)
+{
+	put_basics();
+	char tr[64];
+	for (int i = 0; i < 10; i++) {
+		snprintf(tr, sizeof tr, "{\"insts\":[],\"n\":%d}", i);
+		add(i % 2 ? CPU2 : CPU1, tr, "ok", 10.0 + i, NULL);
+	}
+	store_error err;
+	int64_t cursor = 0;
+	int seen = 0, pages = 0, n;
+	while ((n = store_records_page(db, NULL, NULL, &cursor, 3, count_rec, &seen, &err)) > 0) {
+		pages++;
+		if (pages == 2)
+			add(CPU1, "{\"insts\":[],\"late\":1}", "ok", 5, NULL);
+	}
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(seen, 11);
+	ck_assert_int_eq(pages, 4);
+	cursor = 0;
+	seen = 0;
+	while (store_records_page(db, WK, CPU2, &cursor, 2, count_rec, &seen, &err) > 0)
+		;
+	ck_assert_int_eq(seen, 5);
+}
+END_TEST
+
 START_TEST(migrations_apply_once)
 {
 	ck_assert_int_ge(store_schema_version(db), 1);
@@ -433,6 +468,31 @@ static void best_of(const char *target, store_best *b)
 	ck_assert_int_eq(store_best_get(db, WK, target, b, &err), 1);
 }
 
+/* A page's records carry their provenance, as store_records_each's do: what
+ * a streamed export writes. */
+START_TEST(records_page_carries_provenance)
+{
+	put_basics();
+	bool changed;
+	ck_assert_int_eq(add(CPU1, "t1", "ok", 40, &changed), 1);
+	store_error err;
+	store_import_result res;
+	store_record r = imp("claimed", 2, false);
+	ck_assert_int_eq(store_import(db, NULL, 0, NULL, 0, &r, 1, &res, &err), 0);
+	seen sn = { 0 };
+	int64_t cursor = 0;
+	ck_assert_int_eq(store_records_page(db, WK, CPU1, &cursor, 1, see, &sn, &err), 1);
+	ck_assert_int_eq(store_records_page(db, WK, CPU1, &cursor, 1, see, &sn, &err), 1);
+	ck_assert_int_eq(store_records_page(db, WK, CPU1, &cursor, 1, see, &sn, &err), 0);
+	ck_assert_int_eq(sn.n, 2);
+	ck_assert_str_eq(sn.trace[0], "t1");
+	ck_assert(!sn.imported[0] && sn.trusted[0]);
+	ck_assert_str_eq(sn.trace[1], "claimed");
+	ck_assert(sn.imported[1] && !sn.trusted[1]);
+	ck_assert_str_eq(sn.token[1], "admin");
+}
+END_TEST
+
 /* An untrusted import is stored and counts for nothing: not the best, not in
  * best.trials (so junk cannot push trials past max_trials, nor answer a job
  * from the cache); a trusted import counts as a measurement. */
@@ -565,6 +625,8 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, records_survive_reopen);
 	tcase_add_test(tc, job_search_options_round_trip);
 	tcase_add_test(tc, migration_002_keeps_old_jobs);
+	tcase_add_test(tc, records_page_through_every_record_once);
+	tcase_add_test(tc, records_page_carries_provenance);
 	tcase_add_test(tc, untrusted_imports_count_for_nothing);
 	tcase_add_test(tc, measurement_replaces_a_forged_import);
 	tcase_add_test(tc, remove_recomputes_the_best);

@@ -444,6 +444,14 @@ START_TEST(targets)
 		{ "cpu:aarch64+avx2", "unknown feature \"avx2\" for aarch64" },
 		{ "cpu:", "expected cpu:ARCH" },
 		{ "cpu:X86!", "bad architecture name" },
+		/* a full key names hardware that exists (issue #31: cpu:sparc was taken) */
+		{ "cpu:sparc", "unknown architecture \"sparc\"" },
+		{ "cpu:anything", "unknown architecture \"anything\"" },
+		{ "cpu:x86_64+avx2+avx2", "feature \"avx2\" is named twice" },
+		{ "cpu:x86_64+avx512f", "feature \"avx512f\" without \"avx2\"" },
+		{ "cpu:x86_64+avx2+avx512bw", "feature \"avx512bw\" without \"avx512f\"" },
+		{ "cpu:aarch64+dotprod", "feature \"dotprod\" without \"neon\"" },
+		{ "cpu:x86_64+", "unknown feature \"\" for x86_64" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		ck_assert_msg(tir_target_parse(bad[i].s, &t, &err) == -1, "%s", bad[i].s);

@@ -38,7 +38,17 @@
 #   counting its stored records and finishes, no stored record lost, the
 #   seeded models saved at the first start are loaded; SIGTERM
 #   stops it cleanly; a cost model it cannot load (another build's) is rebuilt
-#   from the stored records.
+#   from the stored records; no stalls and honest bookkeeping (issue #31): bad
+#   full target keys refused naming the part, jobs no worker serves waiting
+#   queued while another runs on the one tuning thread, starting when a worker
+#   of theirs registers and failing after worker_wait_s, a full queue (429),
+#   trials_done of a job that found its trials stored (a trusted import of
+#   valid schedules), a store error at a
+#   job's end (visible, then stored), tirctl wait on a row nothing updates (no
+#   spin), cost models written at shutdown and not after each job, the
+#   per-address connection limit, the idle timeout with a longer long poll,
+#   and RSS around 16 concurrent exports of 100k valid imported schedules
+#   (streamed, with each record's provenance).
 # Workloads are tiny and trial counts small: the test shares two cores.
 set -u
 top=$(pwd)
@@ -241,6 +251,13 @@ wid=$(jq -r .worker_id "$tmp/r")
 code=$(post POST /v1/workers '{"target":"cuda:sm_12"}')
 [ "$code" = 400 ] && jq -e '.error.code=="invalid_target"' "$tmp/r" >/dev/null \
 	&& pass "worker with a bad target: 400 invalid_target" || fail "bad worker target: HTTP $code"
+for bad in 'cpu:sparc|unknown architecture "sparc"' 'cpu:x86_64+avx512f|"avx512f" without "avx2"' \
+	'cpu:x86_64+neon|unknown feature "neon" for x86_64'; do
+	t=${bad%%|*}; why=${bad#*|}
+	code=$(post POST /v1/jobs "{\"workload\":$(cat "$tmp/mm24.json"),\"target\":\"$t\",\"trials\":4}")
+	[ "$code" = 400 ] && jq -e --arg w "$why" '.error.code=="invalid_target" and (.error.message|contains($w))' "$tmp/r" >/dev/null \
+		&& pass "a job for $t: 400 naming $why" || fail "job for $t: HTTP $code $(cat "$tmp/r")"
+done
 code=$(post POST "/v1/workers/$wid/lease?wait=0")
 [ "$code" = 204 ] && pass "lease with nothing pending: 204" || fail "empty lease: HTTP $code"
 code=$(post POST "/v1/workers/$wid/heartbeat")
@@ -742,6 +759,213 @@ rebuilt=$(sed -n 's/.*cost model for cpu not loaded .*: rebuilt from \([0-9]*\) 
 [ "$(sqlite3 "$tmp/a.db" "SELECT length(model) > 5 FROM cost_models WHERE target_kind = 'cpu'")" = 1 ] \
 	&& pass "rebuilt model saved" || fail "rebuilt model not saved"
 kill -TERM $tird_pid; wait $tird_pid 2>/dev/null
+
+# ---- no stalls and honest bookkeeping (issue #31 items 3 and 4) ----------------------------
+# One tuning thread, a queue of 3: jobs for targets no worker serves wait queued while a CPU
+# job runs, start when a worker of theirs registers, and fail after worker_wait_s; a full
+# queue is a 429; a job that finds its trials stored counts them; a store error at a job's end
+# leaves it visible and it ends once the store works; tirctl wait on a row nothing updates
+# does not spin; cost models are written when they learnt enough or at shutdown, not after
+# each job; connections are limited per address and idle ones closed, long polls kept; an
+# export is streamed: 16 at once of 100k records leave tird's memory about as it was.
+neon=cpu:aarch64+neon; dot=cpu:aarch64+neon+dotprod
+for n in 8 16 24 32; do echo "{\"op\":\"matmul\",\"M\":$n,\"N\":$n,\"K\":$n}" > "$tmp/q$n.json"; done
+port6=$(free_port); url6=http://127.0.0.1:$port6
+NEWFLAGS6=${NEWFLAGS6---max-queued-jobs 3 --model-save-rows 100000 --model-save-s 3600}
+start6() {
+	"$TIRD" --listen 127.0.0.1:$port6 --db "$tmp/e.db" --local-workers none --lease-s 2 \
+		--token-file "$tmp/token" --model-seed none --tuning-threads 1 --worker-wait-s 600 \
+		$NEWFLAGS6 >>"$tmp/tird6.log" 2>&1 &
+	t6=$!; pids="$pids $t6"
+	wait_up "$url6" || fail "the tird of the stall tests did not start"
+}
+start6
+post6() { curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X "$1" ${3:+--data-binary "$3"} "$url6$2"; }
+jget6() { curl -s "$url6/v1/jobs/$1"; }
+jstate6() { jget6 "$1" | jq -r .state; }
+jbody() { echo "{\"workload\":$(cat "$tmp/q$1.json"),\"target\":\"$2\",\"trials\":4,\"batch\":4}"; }
+c1=$(post6 POST /v1/jobs "$(jbody 24 $neon)"); j1=$(jq -r .job_id "$tmp/r")
+c2=$(post6 POST /v1/jobs "$(jbody 16 $dot)"); j2=$(jq -r .job_id "$tmp/r")
+c3=$(post6 POST /v1/jobs "$(jbody 8 cpu)"); j3=$(jq -r .job_id "$tmp/r")
+[ "$c1 $c2 $c3" = "201 201 201" ] && pass "three jobs queued: $j1 ($neon), $j2 ($dot), $j3 (cpu)" \
+	|| fail "three jobs: $c1 $c2 $c3"
+code=$(curl -s -D "$tmp/h" -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$(jbody 32 $neon)" "$url6/v1/jobs")
+[ "$code" = 429 ] && jq -e '.error.code=="queue_full" and (.error.message|test("3 jobs are queued.*max_queued_jobs"))' "$tmp/r" >/dev/null &&
+	grep -qi '^Retry-After: 30' "$tmp/h" \
+	&& pass "a fourth job past max_queued_jobs 3: 429 queue_full, Retry-After" || fail "queue cap: HTTP $code $(cat "$tmp/r")"
+code=$(post6 POST /v1/jobs "$(jbody 24 $neon)")
+[ "$code" = 200 ] && jq -e ".joined==true and .job_id==$j1" "$tmp/r" >/dev/null \
+	&& pass "a full queue still joins a job" || fail "join at a full queue: HTTP $code $(cat "$tmp/r")"
+"$WORKER" --server "$url6" --target cpu --name stall-cpu >"$tmp/worker6.log" 2>&1 &
+w6=$!; pids="$pids $w6"
+done3() { [ "$(jstate6 "$j3")" = done ]; }
+until_ok 1800 done3; s3=$(jstate6 "$j3"); s1=$(jstate6 "$j1"); s2=$(jstate6 "$j2")
+[ "$s3 $s1 $s2" = "done queued queued" ] && ! grep -q "job $j1: queued -> running" "$tmp/tird6.log" \
+	&& pass "one tuning thread: job $j3 ran while $j1 and $j2, queued before it for targets no worker serves, waited queued" \
+	|| fail "jobs no worker serves held the tuning thread: $j3 $s3, $j1 $s1, $j2 $s2"
+jget6 "$j1" | jq -e '.message|test("waiting in the queue for a worker of cpu:aarch64\\+neon")' >/dev/null \
+	&& pass "the waiting job says what it waits for" || fail "waiting message: $(jget6 "$j1")"
+kill $w6 2>/dev/null
+saves=$(curl -s "$url6/metrics" | sed -n 's/^tird_model_saves_total{kind="cpu"} //p')
+[ "$(sqlite3 "$tmp/e.db" 'SELECT count(*) FROM cost_models')" = 0 ] && [ "$saves" = 0 ] \
+	&& pass "a job that taught the CPU model 4 rows did not write its blob" \
+	|| fail "cost model written after a job: $saves saves, $(sqlite3 "$tmp/e.db" 'SELECT target_kind, length(model) FROM cost_models')"
+# records of a matmul's distinct valid schedules (an import replays and validates every trace,
+# and a trace made canonical is one record): each loop split into four power-of-two factors
+cat > "$tmp/splits.py" <<'PYEOF'
+import json, sys, itertools
+wl, k, t, n, us = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+def facs(d):
+    return [c for c in itertools.product([2 ** i for i in range(d.bit_length())], repeat=3)
+            if d % (c[0] * c[1] * c[2]) == 0]
+def tr(a, b, c):
+    sp = lambda l, x, o: {"op": "split", "in": [l, x[0], x[1], x[2], None], "out": o}
+    return json.dumps({"insts": [{"op": "get_block", "str": "compute", "out": ["b0"]},
+        {"op": "get_loops", "in": ["b0"], "out": ["l1", "l2", "l3"]},
+        sp("l1", a, ["l4", "l5", "l6", "l7"]), sp("l2", b, ["l8", "l9", "l10", "l11"]),
+        sp("l3", c, ["l12", "l13", "l14", "l15"])]})
+sched = itertools.product(facs(wl["M"]), facs(wl["N"]), facs(wl["K"]))
+recs = [{"workload_key": k, "target": t, "trace": tr(*x), "status": "ok", "latency_us": us + i,
+         "max_rel_error": 0} for i, x in enumerate(itertools.islice(sched, n))]
+assert len(recs) == n
+json.dump({"format": "tird-records/1", "workloads": {k: wl}, "records": recs}, open(sys.argv[6], "w"))
+PYEOF
+# job 2 finds its trials stored (an import while it waited, trusted: an untrusted one would be
+# measured again first), then a worker of its target comes
+jget6 "$j2" | jq .workload > "$tmp/w2.json"
+python3 "$tmp/splits.py" "$tmp/w2.json" "$(jget6 "$j2" | jq -r .workload_key)" "$dot" 4 100 "$tmp/imp2.json"
+"$TIRCTL" --server "$url6" import --trust "$tmp/imp2.json" >/dev/null || fail "import for job $j2"
+post6 POST /v1/workers "{\"target\":\"$dot\",\"name\":\"probe-dot\"}" >/dev/null
+done2() { [ "$(jstate6 "$j2")" = done ]; }
+until_ok 100 done2
+k2=$(jget6 "$j2" | jq -r .workload_key)
+nrec2=$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM records WHERE workload_key='$k2' AND target='$dot'")
+td2=$(jget6 "$j2" | jq -r .trials_done)
+[ "$(jstate6 "$j2")" = done ] && [ "$td2" = "$nrec2" ] && [ "$nrec2" = 4 ] \
+	&& pass "job $j2 starts when a worker of $dot registers, finds its 4 trials stored: trials_done $td2" \
+	|| fail "job $j2: $(jstate6 "$j2"), trials_done $td2, $nrec2 records"
+# job 1: a worker of its target registers; the store fails as the job ends, then works again
+code=$(post6 POST /v1/workers "{\"target\":\"$neon\",\"name\":\"probe-neon\"}"); wn=$(jq -r .worker_id "$tmp/r")
+code=$(post6 POST "/v1/workers/$wn/lease?wait=20")
+if [ "$code" = 200 ] && [ "$(jq -r .job_id "$tmp/r")" = "$j1" ]; then
+	pass "job $j1 starts when a worker of $neon registers: its batch leased"
+	sqlite3 "$tmp/e.db" "ALTER TABLE jobs RENAME TO jobs_gone"
+	while [ "$code" = 200 ]; do
+		b=$(jq -c '{batch_id, results: [.traces[] | {status: "ok", latency_us: 50, max_rel_error: 0}]}' "$tmp/r")
+		post6 POST "/v1/workers/$wn/results" "$b" >/dev/null
+		code=$(post6 POST "/v1/workers/$wn/lease?wait=3")
+	done
+	sleep 2
+	m1=$(jget6 "$j1")
+	printf '%s' "$m1" | jq -e '.state=="running" and (.message|test("ended done.*the database failed storing it"))' >/dev/null \
+		&& pass "a store error at job $j1's end: still in memory, its message says so" || fail "store error at the end: $m1"
+	sqlite3 "$tmp/e.db" "ALTER TABLE jobs_gone RENAME TO jobs"
+	done1() { [ "$(jstate6 "$j1")" = done ]; }
+	until_ok 100 done1 && [ "$(sqlite3 "$tmp/e.db" "SELECT state FROM jobs WHERE id=$j1")" = done ] \
+		&& pass "once the store works again job $j1 ends done, in memory and in its row" \
+		|| fail "job $j1 after the store came back: $(jget6 "$j1") row $(sqlite3 "$tmp/e.db" "SELECT state FROM jobs WHERE id=$j1")"
+else
+	fail "job $j1: no batch for the worker of $neon: HTTP $code $(cat "$tmp/r")"
+fi
+# a row that says running with no job behind it: tirctl wait polls it slowly
+orph=$(sqlite3 "$tmp/e.db" "INSERT INTO jobs (workload_key, target, trials, batch, state, created)
+	SELECT workload_key, target, trials, batch, 'running', created FROM jobs WHERE id=$j3; SELECT last_insert_rowid()")
+nreq() { curl -s "$url6/metrics" | sed -n 's|^tird_http_requests_total{route="GET /v1/jobs/\*",code="2xx"} ||p'; }
+r0=$(nreq); timeout 4 "$TIRCTL" --server "$url6" wait "$orph" >/dev/null 2>&1; r1=$(nreq)
+[ $((r1 - r0)) -le 5 ] && pass "tirctl wait on a job row nothing updates: $((r1 - r0)) requests in 4 s" \
+	|| fail "tirctl wait spins: $((r1 - r0)) requests in 4 s"
+# cost models: written at shutdown, what the jobs taught kept
+kill -TERM $t6; wait $t6 2>/dev/null
+grep -q "cost model for cpu saved: [0-9]* rows, .* 8 learnt since the last write" "$tmp/tird6.log" &&
+	[ "$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM cost_models WHERE target_kind='cpu'")" = 1 ] \
+	&& pass "the CPU model is written once, at shutdown, with the 8 rows two jobs taught" \
+	|| fail "model at shutdown: $(grep 'cost model' "$tmp/tird6.log")"
+
+# the wait limit, connections, exports: a tird with a short wait and a small per-address limit
+port7=$(free_port); url7=http://127.0.0.1:$port7
+NEWFLAGS7=${NEWFLAGS7---max-connections-per-ip 4 --idle-timeout-s 2}
+"$TIRD" --listen 127.0.0.1:$port7 --db "$tmp/f.db" --local-workers none --lease-s 2 \
+	--token-file "$tmp/token" --model-seed none --worker-wait-s 3 $NEWFLAGS7 >"$tmp/tird7.log" 2>&1 &
+t7=$!; pids="$pids $t7"
+wait_up "$url7" || fail "the tird of the connection tests did not start"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "$(jbody 32 $neon)" "$url7/v1/jobs")
+j7=$(jq -r .job_id "$tmp/r")
+failed7() { curl -s "$url7/v1/jobs/$j7" | jq -e '.state=="failed"' >/dev/null; }
+until_ok 200 failed7 && curl -s "$url7/v1/jobs/$j7" | jq -e '.message|test("no worker for target cpu:aarch64\\+neon came within 3 s \\(start one: tird-worker")' >/dev/null &&
+	! grep -q "job $j7: queued -> running" "$tmp/tird7.log" \
+	&& pass "a job no worker serves fails after worker_wait_s, queued all along, saying how to start one" \
+	|| fail "wait limit: $(curl -s "$url7/v1/jobs/$j7")"
+cat > "$tmp/conns.py" <<'PYEOF'
+import socket, sys, time
+port = int(sys.argv[1])
+idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+time.sleep(0.3)
+extra = socket.create_connection(("127.0.0.1", port)); extra.settimeout(3)
+extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+try:
+    got = extra.recv(100)
+except (socket.timeout, ConnectionResetError):
+    got = b""
+print("fifth", "answered" if got else "closed")
+t0 = time.time()
+for s in idle:
+    s.settimeout(10)
+    try:
+        s.recv(100)
+    except (socket.timeout, ConnectionResetError):
+        pass
+print("idle closed after %.0f s" % (time.time() - t0))
+PYEOF
+out=$(python3 "$tmp/conns.py" "$port7")
+printf '%s' "$out" | grep -q "fifth closed" && pass "max_connections_per_ip 4: a fifth connection is closed" \
+	|| fail "per-address limit: $out"
+idle_s=$(printf '%s' "$out" | sed -n 's/idle closed after \([0-9]*\) s/\1/p')
+[ -n "$idle_s" ] && [ "$idle_s" -le 4 ] && pass "idle_timeout_s 2: idle connections closed after ${idle_s} s" \
+	|| fail "idle timeout: $out"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST --data-binary "{\"target\":\"$dot\"}" "$url7/v1/workers")
+w7=$(jq -r .worker_id "$tmp/r")
+lp=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "$auth" -X POST "$url7/v1/workers/$w7/lease?wait=5")
+[ "${lp% *}" = 204 ] && awk "BEGIN{exit !(${lp#* } >= 4.5)}" \
+	&& pass "a 5 s long poll outlives the 2 s idle timeout: $lp" || fail "long poll cut: $lp"
+kill $t7
+
+# exports streamed: memory before, at the peak of 16 exports at once, after
+# (100k valid schedules of the 32x32x32 matmul: 56 splits of each loop; imported untrusted)
+nexp=100000
+ASAN_OPTIONS=$ASAN_OPTIONS:quarantine_size_mb=8 start6
+k32=$(curl -s -H "$auth" -X POST --data-binary "{\"workload\":$(cat "$tmp/q32.json"),\"target\":\"cpu\"}" "$url6/v1/lower" | jq -r .workload_key)
+python3 "$tmp/splits.py" "$tmp/q32.json" "$k32" "$dot" $nexp 1000 "$tmp/big6.json"
+"$TIRCTL" --server "$url6" import "$tmp/big6.json" >/dev/null || fail "the 100k import"
+sleep 1
+cat > "$tmp/rss.py" <<'PYEOF'
+import subprocess, sys, time
+pid, url, out = sys.argv[1], sys.argv[2], sys.argv[3]
+def rss():
+    for l in open("/proc/%s/status" % pid):
+        if l.startswith("VmRSS:"):
+            return int(l.split()[1]) // 1024
+before = rss(); peak = before
+ps = [subprocess.Popen(["curl", "-sf", "-o", "%s.%d" % (out, i), url + "/v1/records"]) for i in range(16)]
+while any(p.poll() is None for p in ps):
+    peak = max(peak, rss()); time.sleep(0.02)
+time.sleep(0.5)
+print(before, peak, rss(), sum(p.returncode != 0 for p in ps))
+PYEOF
+set -- $(python3 "$tmp/rss.py" "$t6" "$url6" "$tmp/exp6")
+nexported=$(jq '.records|length' "$tmp/exp6.0")
+same=$(for i in $(seq 0 15); do cmp -s "$tmp/exp6.0" "$tmp/exp6.$i" && echo same; done | grep -c same)
+jq -e --arg k "$k32" --argjson n $nexp '([.records[] | select(.workload_key==$k)] | length) == $n and
+	all(.records[] | select(.workload_key==$k); .origin=="imported" and .trusted==false and .token=="token-1"
+		and (.source|test("^import by token-1 from 127\\.0\\.0\\.1")) and (.host|test("127\\.0\\.0\\.1"))) and
+	any(.records[]; .origin=="measured" and .trusted and (.worker|length>0))' "$tmp/exp6.0" >/dev/null \
+	&& pass "the streamed export carries each record's provenance (origin, trusted, source, token, host)" \
+	|| fail "streamed export provenance: $(jq -c --arg k "$k32" '[.records[] | select(.workload_key==$k)][0], [.records[] | select(.origin=="measured")][0]' "$tmp/exp6.0")"
+echo "RSS of tird around 16 concurrent exports of $nexported records: before $1 MB, peak $2 MB, after $3 MB"
+[ "$4" = 0 ] && [ "$nexported" -ge $nexp ] && [ "$same" = 16 ] && [ $(($2 - $1)) -lt 100 ] \
+	&& pass "16 exports of $nexported records at once: RSS $1 MB, at most $2 MB, then $3 MB (streamed)" \
+	|| fail "16 exports: $4 failed, $nexported records, $same alike, RSS $1 -> $2 -> $3 MB"
+rm -f "$tmp"/exp6.* "$tmp/big6.json"
+kill $t6; wait $t6 2>/dev/null
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -8,6 +8,13 @@
  * generate code for a remote board.  Features are kept in the order of the
  * tables below, so one machine always has one key.
  *
+ * A full key must name hardware that exists, or no worker could ever serve
+ * it: the architecture is one of the tables below (or this machine's own,
+ * as `uname` names it, with no features), each feature is one of that
+ * architecture's, named once, with the features it implies on every real
+ * part (avx512bw needs avx512f, avx512f needs avx2, dotprod needs neon).
+ * The error names the part at fault.
+ *
  * GPU limits for a named architecture come from a built-in table; a bare
  * "cuda" asks the driver (measure/cuda_props.c loads it with dlopen, in a
  * child process, so libtir never links libcuda and runs without one).
@@ -31,14 +38,15 @@
 typedef struct cpu_feature {
 	const char *name;
 	int vector_bytes;
+	const char *needs;        /* a feature every part with this one has, or NULL */
 } cpu_feature;
 
 static const cpu_feature x86_features[] = {
-	{ "avx2", 32 }, { "fma", 0 }, { "avx512f", 64 }, { "avx512bw", 0 },
-	{ "avx512vnni", 0 }, { 0, 0 },
+	{ "avx2", 32, NULL }, { "fma", 0, NULL }, { "avx512f", 64, "avx2" },
+	{ "avx512bw", 0, "avx512f" }, { "avx512vnni", 0, "avx512f" }, { 0, 0, 0 },
 };
 static const cpu_feature arm_features[] = {
-	{ "neon", 16 }, { "dotprod", 0 }, { 0, 0 },
+	{ "neon", 16, NULL }, { "dotprod", 0, "neon" }, { 0, 0, 0 },
 };
 
 static const cpu_feature *features_of(const char *arch)
@@ -102,6 +110,14 @@ static int cpu_detect(tir_target *t, tir_error *err)
 	return 0;
 }
 
+/* Whether arch is this machine's own architecture (uname), which a machine
+ * of an architecture without a table detects as "cpu:ARCH". */
+static bool own_arch(const char *arch)
+{
+	struct utsname u;
+	return uname(&u) == 0 && !strcmp(u.machine, arch);
+}
+
 /* "cpu:ARCH+FEATURE+..." */
 static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
 {
@@ -119,6 +135,9 @@ static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
 			return tir_fail(err, "target \"%s\": bad architecture name \"%s\"",
 					s, arch);
 	const cpu_feature *tab = features_of(arch);
+	if (!tab && !own_arch(arch))
+		return tir_fail(err, "target \"%s\": unknown architecture \"%s\" (known: "
+				"x86_64, aarch64)", s, arch);
 	bool has[8] = { false };
 	p += alen;
 	while (*p == '+') {
@@ -137,8 +156,20 @@ static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
 					"(known: %s)", s, (int)flen, p, arch,
 					tab ? known : "none");
 		}
+		if (has[hit])
+			return tir_fail(err, "target \"%s\": feature \"%s\" is named twice", s,
+					tab[hit].name);
 		has[hit] = true;
 		p += flen;
+	}
+	for (int i = 0; tab && tab[i].name; i++) {
+		if (!has[i] || !tab[i].needs)
+			continue;
+		for (int k = 0; tab[k].name; k++)
+			if (!strcmp(tab[k].name, tab[i].needs) && !has[k])
+				return tir_fail(err, "target \"%s\": feature \"%s\" without \"%s\": "
+						"no %s part has one without the other", s,
+						tab[i].name, tab[k].name, arch);
 	}
 	cpu_finish(t, arch, tab, has);
 	return 0;
