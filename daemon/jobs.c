@@ -726,6 +726,32 @@ static int remeasure_imports(run_ctx *rc)
 	return ret;
 }
 
+/* Whether measuring for j stopped short of its end, and the state it then
+ * takes (-1: it did not): tird stopping (queued: it resumes at the next
+ * start), a user's cancel, or — where failed, the measuring having failed —
+ * no worker for its target (its thread given back, it waits in the queue
+ * for one: jobs_cron). */
+static int interrupted(jobs *js, job *j, const measure_ctx *mc, bool failed, char *msg,
+		       size_t n)
+{
+	if (atomic_load(&js->stopping) || atomic_load(&js->d->stopping)) {
+		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
+		return STORE_JOB_QUEUED;
+	}
+	if (atomic_load(&j->cancel)) {
+		snprintf(msg, n, "cancelled by a user");
+		return STORE_JOB_CANCELLED;
+	}
+	if (failed && mc->no_worker_since > 0) {
+		pthread_mutex_lock(&js->mu);
+		j->waiting_since = mc->no_worker_since;
+		pthread_mutex_unlock(&js->mu);
+		snprintf(msg, n, "%.400s; back in the queue until one comes", mc->why);
+		return STORE_JOB_QUEUED;
+	}
+	return -1;
+}
+
 /* Runs j (running, not under js->mu) and returns the state it ends in, with
  * the message in msg. */
 static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
@@ -737,23 +763,9 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 				.workload_key = j->key, .cancel = &j->cancel },
 		       tir_workload_flops(j->w), 0 };
 	if (remeasure_imports(&rm) < 0) {
-		if (atomic_load(&js->stopping) || atomic_load(&d->stopping)) {
-			snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
-			return STORE_JOB_QUEUED;
-		}
-		if (atomic_load(&j->cancel)) {
-			snprintf(msg, n, "cancelled by a user");
-			return STORE_JOB_CANCELLED;
-		}
-		if (rm.mc.no_worker_since > 0) {
-			/* as in the search below: its thread back, it waits in the
-			 * queue for a worker (jobs_cron) */
-			pthread_mutex_lock(&js->mu);
-			j->waiting_since = rm.mc.no_worker_since;
-			pthread_mutex_unlock(&js->mu);
-			snprintf(msg, n, "%.400s; back in the queue until one comes", rm.mc.why);
-			return STORE_JOB_QUEUED;
-		}
+		int st = interrupted(js, j, &rm.mc, true, msg, n);
+		if (st >= 0)
+			return (store_job_state)st;
 		snprintf(msg, n, "%s", rm.mc.why);
 		return STORE_JOB_FAILED;
 	}
@@ -826,22 +838,9 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	if (xgb)               /* written when it learnt enough (models_cron) */
 		models_learned(d, j->target.kind, rc.measured);
 
-	if (atomic_load(&js->stopping) || atomic_load(&d->stopping)) {
-		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
-		return STORE_JOB_QUEUED;
-	}
-	if (atomic_load(&j->cancel)) {
-		snprintf(msg, n, "cancelled by a user");
-		return STORE_JOB_CANCELLED;
-	}
-	if (trc < 0 && rc.mc.no_worker_since > 0) {
-		/* its thread back: it waits in the queue for a worker (jobs_cron) */
-		pthread_mutex_lock(&js->mu);
-		j->waiting_since = rc.mc.no_worker_since;
-		pthread_mutex_unlock(&js->mu);
-		snprintf(msg, n, "%.400s; back in the queue until one comes", rc.mc.why);
-		return STORE_JOB_QUEUED;
-	}
+	int st = interrupted(js, j, &rc.mc, trc < 0, msg, n);
+	if (st >= 0)
+		return (store_job_state)st;
 	if (trc < 0) {
 		snprintf(msg, n, "%s", rc.mc.why[0] ? rc.mc.why
 				       : terr.msg[0] ? terr.msg : "the search failed");

@@ -825,14 +825,17 @@ static void record_from_row(sqlite3_stmt *q, store_record *r)
 	r->host = (const char *)sqlite3_column_text(q, 15);
 }
 
-/* Steps q (bound), calling fn for each row; the mutex held. */
+/* Steps q (bound), calling fn for each row; where cursor is not NULL, the
+ * row's rowid (the column after REC_COLS) is left there; the mutex held. */
 static int each_record(store *s, sqlite3_stmt *q, void (*fn)(void *ctx, const store_record *r),
-		       void *ctx, store_error *err)
+		       void *ctx, int64_t *cursor, store_error *err)
 {
 	int n = 0, rc;
 	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
 		store_record r;
 		record_from_row(q, &r);
+		if (cursor)
+			*cursor = sqlite3_column_int64(q, 16);
 		fn(ctx, &r);
 		n++;
 	}
@@ -850,7 +853,7 @@ int store_records_each(store *s, const char *workload_key, const char *target,
 	sqlite3_stmt *q = stmt(s, ST_REC_EACH);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
-	int n = each_record(s, q, fn, ctx, err);
+	int n = each_record(s, q, fn, ctx, NULL, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -860,23 +863,13 @@ int store_records_page(store *s, const char *workload_key, const char *target,
 		       void (*fn)(void *ctx, const store_record *r), void *ctx,
 		       store_error *err)
 {
-	int n = 0, rc;
 	pthread_mutex_lock(&s->mu);
 	sqlite3_stmt *q = stmt(s, ST_REC_PAGE);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
 	sqlite3_bind_int64(q, 3, *cursor);
 	sqlite3_bind_int(q, 4, limit);
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		store_record r;
-		record_from_row(q, &r);
-		*cursor = sqlite3_column_int64(q, 16);    /* the rowid, after REC_COLS */
-		fn(ctx, &r);
-		n++;
-	}
-	if (rc != SQLITE_DONE)
-		n = db_fail(s, err, "records page");
-	sqlite3_reset(q);
+	int n = each_record(s, q, fn, ctx, cursor, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -890,7 +883,7 @@ int store_untrusted_each(store *s, const char *workload_key, const char *target,
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
 	sqlite3_bind_int(q, 3, limit > 0 ? limit : -1);
-	int n = each_record(s, q, fn, ctx, err);
+	int n = each_record(s, q, fn, ctx, NULL, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }

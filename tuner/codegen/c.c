@@ -258,6 +258,17 @@ void cg_expr(cg_ctx *c, const tir_expr *e)
 	}
 }
 
+void cg_for_open(cg_ctx *c, const char *type, const tir_var *v, int64_t extent)
+{
+	buf_printf(c->out, "for (%s ", type);
+	cg_var(c->out, v);
+	buf_puts(c->out, " = 0; ");
+	cg_var(c->out, v);
+	buf_printf(c->out, " < %lld; ++", (long long)extent);
+	cg_var(c->out, v);
+	buf_puts(c->out, ") {\n");
+}
+
 void cg_block_iters(cg_ctx *c, const tir_block *b, int depth)
 {
 	for (int i = 0; i < b->niters; i++) {
@@ -766,13 +777,7 @@ static void c_loop(c_gen *g, const tir_stmt *l, int depth)
 		buf_printf(o, "#pragma GCC unroll %lld\n", (long long)(unroll > 65534 ? 65534 : unroll));
 	}
 	buf_indent(o, depth);
-	buf_printf(o, "for (int64_t ");
-	cg_var(o, l->var);
-	buf_puts(o, " = 0; ");
-	cg_var(o, l->var);
-	buf_printf(o, " < %lld; ++", (long long)l->extent);
-	cg_var(o, l->var);
-	buf_puts(o, ") {\n");
+	cg_for_open(&g->c, "int64_t", l->var, l->extent);
 	g->in_parallel += par;
 	g->in_simd += simd;
 	c_allocs(g, l, depth + 1, true);

@@ -194,6 +194,8 @@ const char *cg_combine_fn(tir_reduce r, tir_dtype t);
 /* Prints the identity of reducer r in dtype t (reduce_identity): 0, or the
  * dialect's infinity, or the lowest / highest integer. */
 void cg_identity(cg_ctx *c, tir_reduce r, tir_dtype t);
+/* "for (TYPE v = 0; v < extent; ++v) {\n" at the current position. */
+void cg_for_open(cg_ctx *c, const char *type, const tir_var *v, int64_t extent);
 /* Declares b's iterators as constants bound to the loop variables. */
 void cg_block_iters(cg_ctx *c, const tir_block *b, int depth);
 /* What a plain store of value v by block b converts to b's storage type:

@@ -409,13 +409,7 @@ static void cu_loop(cu_gen *g, const tir_stmt *l, int depth)
 		buf_puts(o, "#pragma unroll\n");
 	}
 	buf_indent(o, depth);
-	buf_printf(o, "for (%s ", g->c.d->idx_type);
-	cg_var(o, l->var);
-	buf_puts(o, " = 0; ");
-	cg_var(o, l->var);
-	buf_printf(o, " < %lld; ++", (long long)l->extent);
-	cg_var(o, l->var);
-	buf_puts(o, ") {\n");
+	cg_for_open(&g->c, g->c.d->idx_type, l->var, l->extent);
 	cu_allocs(g, l, depth + 1);
 	cu_list(g, l->kids, l->nkids, depth + 1, l->extent > 1);
 	buf_indent(o, depth);

@@ -255,6 +255,20 @@ static void copy_store(cu_gen *g, const tir_block *b, const tir_expr *ld,
 	free(cb.s);
 }
 
+/* Block b's iterators at depth, and its predicate as an `if (...)` over the
+ * next statement; the depth of that statement. */
+static int lane_head(cu_gen *g, const tir_block *b, int depth)
+{
+	cg_block_iters(&g->c, b, depth);
+	if (!b->predicate)
+		return depth;
+	buf_indent(g->c.out, depth);
+	buf_puts(g->c.out, "if (");
+	cg_expr(&g->c, b->predicate);
+	buf_puts(g->c.out, ")\n");
+	return depth + 1;
+}
+
 /* Block b as one copy_store: its iterators, its predicate, the store. */
 static void copy_block(cu_gen *g, const tir_block *b, const tir_expr *ld,
 		       const tir_expr *const *conds, int nconds, tir_expr *doff,
@@ -263,15 +277,7 @@ static void copy_block(cu_gen *g, const tir_block *b, const tir_expr *ld,
 	tir_buf *o = g->c.out;
 	buf_indent(o, depth);
 	buf_printf(o, "{ /* block %s */\n", b->name);
-	cg_block_iters(&g->c, b, depth + 1);
-	if (b->predicate) {
-		buf_indent(o, depth + 1);
-		buf_puts(o, "if (");
-		cg_expr(&g->c, b->predicate);
-		buf_puts(o, ")\n");
-	}
-	copy_store(g, b, ld, conds, nconds, doff, soff, vt, bytes,
-		   depth + (b->predicate ? 2 : 1));
+	copy_store(g, b, ld, conds, nconds, doff, soff, vt, bytes, lane_head(g, b, depth + 1));
 	buf_indent(o, depth);
 	buf_puts(o, "}\n");
 }
@@ -339,14 +345,6 @@ bool cu_async_scalar(cu_gen *g, const tir_block *b, int depth)
 }
 
 /* Whether block b reads buffer buf. */
-static bool reads_buf(const tir_block *b, const tir_buffer *buf)
-{
-	for (int i = 0; i < b->nreads; i++)
-		if (b->reads[i].buf == buf)
-			return true;
-	return false;
-}
-
 /* A vectorized loop over one spatial block that is not a copy (a pointwise
  * value, a row's normalization), whose n stores are contiguous and
  * aligned, under a predicate the same for every lane: each lane's value
@@ -360,7 +358,7 @@ bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth)
 		return false;
 	const tir_block *b = l->kids[0]->block;
 	tir_lowered *L = g->c.L;
-	if (b->reduce != REDUCE_NONE || !b->value || reads_buf(b, b->store) ||
+	if (b->reduce != REDUCE_NONE || !b->value || block_reads(b, b->store) ||
 	    (b->store->scope != TIR_SCOPE_GLOBAL && b->store->scope != TIR_SCOPE_SHARED))
 		return false;
 	if (b->predicate && !uniform_over_lanes(L, b, b->predicate, l->var, l->extent))
@@ -382,22 +380,8 @@ bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth)
 	buf_indent(o, depth + 1);
 	buf_puts(o, "#pragma unroll\n");
 	buf_indent(o, depth + 1);
-	buf_printf(o, "for (%s ", it);
-	cg_var(o, l->var);
-	buf_puts(o, " = 0; ");
-	cg_var(o, l->var);
-	buf_printf(o, " < %lld; ++", (long long)l->extent);
-	cg_var(o, l->var);
-	buf_puts(o, ") {\n");
-	cg_block_iters(&g->c, b, depth + 2);
-	int d = depth + 2;
-	if (b->predicate) {
-		buf_indent(o, d);
-		buf_puts(o, "if (");
-		cg_expr(&g->c, b->predicate);
-		buf_puts(o, ")\n");
-		d++;
-	}
+	cg_for_open(&g->c, it, l->var, l->extent);
+	int d = lane_head(g, b, depth + 2);
 	buf_indent(o, d);
 	buf_puts(o, "tir_vs[");
 	cg_var(o, l->var);
@@ -413,15 +397,7 @@ bool cu_vector_store(cu_gen *g, const tir_stmt *l, int depth)
 	buf_printf(o, "const %s ", it);
 	cg_var(o, l->var);
 	buf_puts(o, " = 0;\n");
-	cg_block_iters(&g->c, b, depth + 2);
-	d = depth + 2;
-	if (b->predicate) {
-		buf_indent(o, d);
-		buf_puts(o, "if (");
-		cg_expr(&g->c, b->predicate);
-		buf_puts(o, ")\n");
-		d++;
-	}
+	d = lane_head(g, b, depth + 2);
 	buf_indent(o, d);
 	buf_printf(o, "*(%s *)(%s + ", vt, g->c.bufname[b->store->id]);
 	cg_index(&g->c, b->store, doff);

@@ -283,6 +283,28 @@ static void wg_desc(cu_gen *g, const tir_intrin_match *m, const tir_intrin_acces
 		   dtype_bytes(x->buf->dtype), (long long)(mn_major ? rows * 128 : 16));
 }
 
+/* Thread t of a warpgroup holds the accumulator's rows tir_r and tir_r + 8
+ * (warp w = t / 32: 16w + l / 4, l = t % 32), columns 8q + tir_c and the
+ * next (tir_c = 2 (l % 4)): the STORE's layout, with or without epilogue. */
+#define WG_LANE_ROW_COL \
+	"const int tir_r = 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2), " \
+	"tir_c = 2 * (threadIdx.x & 3);\n"
+
+/* The tile loops of m at register 4 tir_q + tir_h (plus col in its column):
+ * their variables declared at depth. */
+static void wg_tile_vars(cu_gen *g, const tir_intrin_match *m, const char *col, int depth)
+{
+	tir_buf *o = g->c.out;
+	buf_indent(o, depth);
+	buf_printf(o, "const %s ", g->c.d->idx_type);
+	cg_var(o, m->loops[0]->var);
+	buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
+	buf_indent(o, depth);
+	buf_printf(o, "const %s ", g->c.d->idx_type);
+	cg_var(o, m->loops[1]->var);
+	buf_printf(o, " = 8 * tir_q + tir_c%s;\n", col);
+}
+
 /* A warpgroup STORE with an epilogue (ir/intrin.c, match_epilogue): the
  * block's value once per accumulator register of this thread — its tile
  * loops' variables set to the register's row and column (the layout of
@@ -298,13 +320,9 @@ static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_
 {
 	tir_buf *o = g->c.out;
 	const tir_block *b = m->b;
-	const char *it = g->c.d->idx_type;
 	tir_expr *doff = lower_offset(g->c.L, b->store, b->store->ndim, b->store_idx);
 	const char *vt = cu_vec_type(b->store->dtype, 2 * dtype_bytes(b->store->dtype));
-	bool own = false;
-	for (int i = 0; i < b->nreads; i++)
-		own = own || b->reads[i].buf == b->store;
-	bool pair = vt && !b->predicate && !own &&
+	bool pair = vt && !b->predicate && !block_reads(b, b->store) &&
 		    cu_aligned_lanes(g, b, doff, m->loops[1]->var, 2);
 	buf_puts(o, "{ /* with its epilogue */\n");
 	buf_indent(o, depth + 1);
@@ -312,8 +330,7 @@ static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_
 	cu_fragment(g, m, &m->src[0]);
 	buf_puts(o, ";\n");
 	buf_indent(o, depth + 1);
-	buf_puts(o, "const int tir_r = 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2), "
-		 "tir_c = 2 * (threadIdx.x & 3);\n");
+	buf_puts(o, WG_LANE_ROW_COL);
 	buf_indent(o, depth + 1);
 	buf_puts(o, "#pragma unroll\n");
 	buf_indent(o, depth + 1);
@@ -327,14 +344,7 @@ static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_
 	int d = depth + 3;
 	g->c.reg_buf = m->src[0].buf;
 	if (!pair) {
-		buf_indent(o, d);
-		buf_printf(o, "const %s ", it);
-		cg_var(o, m->loops[0]->var);
-		buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
-		buf_indent(o, d);
-		buf_printf(o, "const %s ", it);
-		cg_var(o, m->loops[1]->var);
-		buf_puts(o, " = 8 * tir_q + tir_c + (tir_h & 1);\n");
+		wg_tile_vars(g, m, " + (tir_h & 1)", d);
 		g->c.reg_expr = "tir_d[4 * tir_q + tir_h]";
 		cg_block(&g->c, b, d);
 	} else {
@@ -344,14 +354,7 @@ static void wg_store_epilogue(cu_gen *g, const tir_intrin *in, const tir_intrin_
 		for (int k = 0; k < 3; k++) {   /* the two columns, then the store */
 			buf_indent(o, d);
 			buf_puts(o, "{\n");
-			buf_indent(o, d + 1);
-			buf_printf(o, "const %s ", it);
-			cg_var(o, m->loops[0]->var);
-			buf_puts(o, " = tir_r + 8 * (tir_h >> 1);\n");
-			buf_indent(o, d + 1);
-			buf_printf(o, "const %s ", it);
-			cg_var(o, m->loops[1]->var);
-			buf_printf(o, " = 8 * tir_q + tir_c%s;\n", k == 1 ? " + 1" : "");
+			wg_tile_vars(g, m, k == 1 ? " + 1" : "", d + 1);
 			cg_block_iters(&g->c, b, d + 1);
 			buf_indent(o, d + 1);
 			if (k < 2) {
@@ -424,8 +427,7 @@ static void cu_wg_intrin(cu_gen *g, const tir_intrin *in, const tir_intrin_match
 		cu_tile_ptr(g, m, &m->dst, false, &ldm, &col);
 		buf_puts(o, ";\n");
 		buf_indent(o, depth + 1);
-		buf_puts(o, "const int tir_r = 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2), "
-			 "tir_c = 2 * (threadIdx.x & 3);\n");
+		buf_puts(o, WG_LANE_ROW_COL);
 		buf_indent(o, depth + 1);
 		buf_printf(o, "#define TIR_AT(r, c) tir_p[%s]\n",
 			   col ? "(c) * TIR_LDM + (r)" : "(r) * TIR_LDM + (c)");

@@ -497,6 +497,8 @@ _Static_assert(TIR_MAX_DIMS + 1 < TIR_MAX_ITERS, "a block holds an iterator per 
  * body, bounded over the iterator domains. */
 void block_update_regions(tir_program *p, tir_block *b);
 bool block_is_reduction(const tir_block *b);
+/* Whether b reads buffer buf (one of its read regions is of buf). */
+bool block_reads(const tir_block *b, const tir_buffer *buf);
 /* The iterator whose var is v, or -1. */
 int block_iter_of(const tir_block *b, const tir_var *v);
 /* Whether an access indexes each of its n dimensions with one iterator

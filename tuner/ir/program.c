@@ -363,6 +363,14 @@ bool reduce_is_identity(tir_reduce r, const tir_expr *e)
 	return e->ival == int_identity(r, t);
 }
 
+bool block_reads(const tir_block *b, const tir_buffer *buf)
+{
+	for (int i = 0; i < b->nreads; i++)
+		if (b->reads[i].buf == buf)
+			return true;
+	return false;
+}
+
 bool block_is_reduction(const tir_block *b)
 {
 	return b->reduce != REDUCE_NONE;

@@ -47,14 +47,6 @@ static tir_block *copy_block(tir_program *p, tir_buffer *dst, tir_buffer *src,
 	return c;
 }
 
-static bool block_reads(const tir_block *b, const tir_buffer *buf)
-{
-	for (int r = 0; r < b->nreads; r++)
-		if (b->reads[r].buf == buf)
-			return true;
-	return false;
-}
-
 /* The innermost loop (or the root) enclosing both a and b. */
 static tir_stmt *common_scope(tir_stmt *a, tir_stmt *b)
 {

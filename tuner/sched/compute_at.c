@@ -46,14 +46,6 @@ static void mark_dead(tir_stmt *s)
 		mark_dead(s->kids[i]);
 }
 
-static bool block_reads(const tir_block *b, const tir_buffer *buf)
-{
-	for (int i = 0; i < b->nreads; i++)
-		if (b->reads[i].buf == buf)
-			return true;
-	return false;
-}
-
 static void range_loops_under(tir_env *e, const tir_stmt *s)
 {
 	for (int i = 0; i < s->nkids; i++) {

@@ -30,14 +30,6 @@ static void remove_block(tir_block *b)
 	}
 }
 
-static bool block_reads(const tir_block *b, const tir_buffer *buf)
-{
-	for (int i = 0; i < b->nreads; i++)
-		if (b->reads[i].buf == buf)
-			return true;
-	return false;
-}
-
 /* Whether idx (ndim of them) is a permutation of all of b's iterator vars;
  * fills dim_iter[d] with the iterator of dimension d. */
 static bool index_is_iters(const tir_block *b, int ndim, tir_expr *const *idx,

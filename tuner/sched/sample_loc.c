@@ -34,14 +34,6 @@
 #include <string.h>
 #include "sched.h"
 
-static bool reads_buf(const tir_block *b, const tir_buffer *buf)
-{
-	for (int i = 0; i < b->nreads; i++)
-		if (b->reads[i].buf == buf)
-			return true;
-	return false;
-}
-
 /* Whether loop l feeds a reduction iterator of block w. */
 static bool feeds_reduction(const tir_stmt *l, const tir_block *w)
 {
@@ -73,7 +65,7 @@ static int others_of(const tir_program *p, const tir_block *b, bool reverse,
 		const tir_block *c = p->blocks[i];
 		if (!c->stmt || c == b)
 			continue;
-		if (reverse ? c->store != b->store && reads_buf(b, c->store) : reads_buf(c, b->store))
+		if (reverse ? c->store != b->store && block_reads(b, c->store) : block_reads(c, b->store))
 			other[n++] = c;
 	}
 	return n;

@@ -89,14 +89,6 @@
 
 /* ---- the program's structure ------------------------------------------------ */
 
-static bool reads_buf(const tir_block *b, const tir_buffer *buf)
-{
-	for (int i = 0; i < b->nreads; i++)
-		if (b->reads[i].buf == buf)
-			return true;
-	return false;
-}
-
 /* The loops around the reduction block by the kind of iterator each feeds
  * (sketch.h's sketch_nest). */
 static int64_t product(const int64_t *x, int n)
@@ -374,7 +366,7 @@ int sketch_gpu_tile_block(tir_sched *s, const tir_target *t, bool stages,
 						   SKETCH_SPLIT_K_OUTPUTS, err), "split-K");
 		for (int i = 0; parts > 1 && i < s->p->nblocks; i++) {
 			const tir_block *q = s->p->blocks[i];
-			if (q->stmt && q != red && block_is_reduction(q) && reads_buf(q, red->store))
+			if (q->stmt && q != red && block_is_reduction(q) && block_reads(q, red->store))
 				sum = q->name;
 		}
 	}

@@ -47,14 +47,6 @@ int sketch_nest_of(tir_sched *s, int block, sketch_nest *n, tir_error *err)
 	return 0;
 }
 
-static bool reads_buf(const tir_block *b, const tir_buffer *buf)
-{
-	for (int i = 0; i < b->nreads; i++)
-		if (b->reads[i].buf == buf)
-			return true;
-	return false;
-}
-
 /* ---- the blocks to schedule ------------------------------------------------------ */
 
 const tir_region *sketch_largest_read(const tir_program *p, const tir_block *b, double *elems)
@@ -153,10 +145,10 @@ void sketch_find_blocks(const tir_program *p, const tir_block *heavy, sketch_blo
 		 * matmul reading this one's output, are not this block's) */
 		if (b == heavy || block_is_reduction(b) || !sketch_block_free(b))
 			continue;
-		if (b->store->role == BUF_TEMP && reads_buf(heavy, b->store) &&
+		if (b->store->role == BUF_TEMP && block_reads(heavy, b->store) &&
 		    sb->nproducers < SKETCH_MAX_STAGES)
 			sb->producer[sb->nproducers++] = b;
-		else if (reads_buf(b, heavy->store) && sb->nconsumers < SKETCH_MAX_STAGES)
+		else if (block_reads(b, heavy->store) && sb->nconsumers < SKETCH_MAX_STAGES)
 			sb->consumer[sb->nconsumers++] = b;
 	}
 }
