@@ -994,7 +994,8 @@ static int apply_mma(tir_sched *s, const tir_target *t, tir_intrin_unit unit,
 	 * consumer left of the product inlined into the write-back — in 3
 	 * draws of 4, so that measurement also sees the epilogue as a kernel
 	 * of its own (more registers live at the store, fewer bytes moved) */
-	for (int c = 0; wg && direct && c < nafter && sched_rand(s) % 4 != 0; c++) {
+	bool epilogue = wg && direct && sched_rand(s) % 4 != 0;
+	for (int c = 0; epilogue && c < nafter; c++) {
 		tir_error ignored;
 		int cb;
 		if (!after[c])
