@@ -2,7 +2,7 @@
 # bench/gpu.sh — tird against PyTorch on this machine's GPU, in one run.
 #
 #   bench/gpu.sh BINDIR SUITE_JSON TRIALS [--dtypes "float32 float16"] [--big]
-#                [--deadline SECONDS] [--logs DIR] [--jobs N] [NAME...]
+#                [--deadline SECONDS] [--logs DIR] [--jobs N] [--no-peer] [NAME...]
 #
 # Starts a real tird (no local workers) on a loopback port with a temporary
 # database and one tird-worker for target cuda; tunes each suite workload
@@ -26,11 +26,12 @@
 # model update overlap another's measuring), tuning_s is each job's own
 # started-to-finished time (overlapping others), and a last line gives the
 # candidates per second of the whole run, wall clock; --deadline then cancels
-# the jobs not started by SECONDS.  Needs jq and python3 with torch.
+# the jobs not started by SECONDS.  --no-peer skips PyTorch (tuning only, e.g.
+# for bench/gpu_harness.sh, which times both sides itself).  Needs jq and python3 with torch.
 set -u
 bin=$1 suite=$2 trials=$3
 shift 3
-dtypes="float32 float16" big=0 deadline=0 logs= njobs=0
+dtypes="float32 float16" big=0 deadline=0 logs= njobs=0 peer=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--dtypes) dtypes=$2; shift 2 ;;
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
 	--deadline) deadline=$2; shift 2 ;;
 	--logs) logs=$2; shift 2 ;;
 	--jobs) njobs=$2; shift 2 ;;
+	--no-peer) peer=0; shift ;;
 	*) break ;;
 	esac
 done
@@ -131,7 +133,11 @@ for t in "${tasks[@]}"; do
 done
 kill $wpid 2>/dev/null; wait $wpid 2>/dev/null   # the GPU to the peer alone
 
-printf '%s\n' "${done_tasks[@]}" | python3 "$here/torch_peer.py" >"$tmp/torch.txt" 2>"$tmp/torch.err"
+if [ $peer = 1 ]; then
+	printf '%s\n' "${done_tasks[@]}" | python3 "$here/torch_peer.py" >"$tmp/torch.txt" 2>"$tmp/torch.err"
+else
+	: >"$tmp/torch.txt"
+fi
 
 printf '%-9s %-8s %6s %6s %8s %7s %11s %10s %8s\n' name dtype trials errors tuning_s cand/s \
 	tird_us torch_us ratio

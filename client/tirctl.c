@@ -38,6 +38,8 @@
 	  "a workload's best program, trace or kernel source") \
 	X(lower,   tirctl_lower, "FILE|- --target T [--trace TRACE.json] [--run] " \
 	  "[--seed S] [--sample N]", "offline: print the program and generated code") \
+	X(pack,    tirctl_pack, "--target T [--op OP ...] --out DIR", \
+	  "a kernel library (sources, header, Makefile) of the stored bests") \
 	X(workers, tirctl_workers, "", "list measurement workers") \
 	X(export,  tirctl_export, "[FILE] [--workload KEY] [--target T]", \
 	  "export records (idempotent to import)") \

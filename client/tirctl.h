@@ -57,6 +57,9 @@ TIRCTL_SERVICE_COMMANDS(TIRCTL_SERVICE_DECL)
 /* fuse.c: `tirctl fuse FILE|- [--mode M] [--json]`, offline; argv[0] is "fuse". */
 int tirctl_fuse(tirctl_globals *g, int argc, char **argv);
 
+/* pack.c: `tirctl pack --target T [--op OP ...] --out DIR`; argv[0] is "pack". */
+int tirctl_pack(tirctl_globals *g, int argc, char **argv);
+
 /* lower.c: `tirctl lower FILE|- --target T [...]`; argv[0] is "lower". */
 int tirctl_lower(tirctl_globals *g, int argc, char **argv);
 void tirctl_lower_usage(void);

@@ -436,6 +436,9 @@ typedef struct tir_arg_info {
 	int is_output, is_scratch;
 } tir_arg_info;
 
+/* The name of a tir_arg_info.dtype ("float32", ...); "?" for no dtype. */
+const char *tir_dtype_name(int dtype);
+
 typedef struct tir_code {
 	char *source;              /* C or CUDA C */
 	int nargs;

@@ -163,6 +163,10 @@ typedef struct tir_runner {
 /* The runner for a target's kind. */
 const tir_runner *tir_runner_for(const tir_target *t);
 
+/* cpu.c: the ISA flags the CPU builder compiles for target t with (the -m
+ * flags of its key's features, -march=native when t is this machine). */
+void tir_cpu_isa_flags(const tir_target *t, char *out, size_t size);
+
 /* The whole measurement of one candidate, top to bottom: build with r,
  * run, check against the reference (WRONG_RESULT when max_rel_error exceeds
  * tir_measure_tolerance).  Fills *res, including the output; returns 0

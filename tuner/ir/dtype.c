@@ -16,6 +16,7 @@ static const struct {
 };
 
 const char *dtype_name(tir_dtype t) { return dtypes[t].name; }
+const char *tir_dtype_name(int t) { return t >= 0 && t < TIR_NDTYPES ? dtypes[t].name : "?"; }
 int dtype_bytes(tir_dtype t) { return dtypes[t].bytes; }
 bool dtype_is_float(tir_dtype t) { return dtypes[t].isfloat; }
 

@@ -104,7 +104,7 @@ static int add_words(char **argv, int n, const char *s, char **keep)
  * 64-byte vectors gcc still prefers 256-bit ones unless told otherwise; the
  * tuned kernels are written for the target's full width (1.1-1.7x measured
  * on sgemm candidates). */
-static void isa_flags(const tir_target *t, char *out, size_t size)
+void tir_cpu_isa_flags(const tir_target *t, char *out, size_t size)
 {
 	tir_target host;
 	const char *wide = t->vector_bytes >= 64 && !strncmp(t->key, "cpu:x86_64", 10)
@@ -270,7 +270,7 @@ static tir_artifact *cpu_build(const tir_code *c, const tir_target *t, tir_error
 	}
 
 	char isa[256];
-	isa_flags(t, isa, sizeof isa);
+	tir_cpu_isa_flags(t, isa, sizeof isa);
 	const char *cc = getenv("CC");
 	if (!cc || !*cc)
 		cc = TIR_SYSTEM_CC[0] ? TIR_SYSTEM_CC : "cc";

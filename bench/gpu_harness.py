@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""bench/gpu_harness.py — tird's kernels and PyTorch's (cuDNN / cuBLAS) in one
+process, on the same inputs, timed the same ways.
+
+    python3 bench/gpu_harness.py PACK_DIR < cases          # methods (a) and (b)
+    ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum \\
+        --csv --log-file ncu.csv python3 bench/gpu_harness.py PACK_DIR --ncu < cases
+    python3 bench/gpu_harness.py PACK_DIR --ncu-csv ncu.csv < cases   # method (c)
+
+PACK_DIR is a CUDA pack of tird's bests built with make (`tirctl pack --target
+cuda --out DIR && make -C DIR`): the harness loads its libtirdpack.so, which
+runs the very cubins tird measured, with tird's launch dimensions and tensor
+maps, on PyTorch's tensors and stream.  Each input line: NAME DTYPE KEY
+WORKLOAD_JSON (KEY: the workload key, `tirctl --json lower` gives it).
+
+For each case the inputs are drawn once (randn) in PyTorch's layout; tird's
+arguments are the same tensors in tird's layout (channels-last activations
+are the same storage; weights permuted once to tird's [*kernel, C/g, K], as
+PyTorch keeps its own weight format: neither side pays a layout change in the
+timed call).  tird's output is checked against PyTorch's output
+(||out - ref|| / ||ref|| in float64; float32 must be under 1e-4, float16
+under 1e-2).  Timing, median of REPEATS:
+
+  (a) back to back: a CUDA graph of 20 calls replayed, device time per call
+      (bench/torch_peer.py's method, and tird's own runner's);
+  (b) isolated: each call alone on a cold L2 with other work before it: a
+      spin kernel (so the host's launch is never what the GPU waits for), the
+      L2 flushed by writing twice its size, then events around the one call;
+  (w) isolated as (b) with the L2 left warm (no flush): (w) - (a) is what
+      back to back hides besides the cache;
+  (c) Nsight Compute's gpu__time_duration summed over the call's kernels, the
+      call profiled alone (--ncu marks each case and side with a marker
+      kernel between cuProfilerStart and Stop; --ncu-csv reads ncu's log);
+  (cw) as (c) from a run with --cache-control none (--ncu-csv-warm).
+An empty kernel timed the same ways comes first: the floor of each method.
+
+Prints one line per case: name dtype error, tird and torch under (a) and (b)
+(and (c) with --ncu-csv), the ratios torch/tird, tird's kernels, then the
+geometric means per dtype and method.
+"""
+import argparse
+import ctypes
+import csv
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+B2B_CALLS, REPEATS, NCU_CALLS = 20, 15, 3
+
+
+def per(x, n):
+    return list(x) if isinstance(x, list) else [x] * n
+
+
+class Pack:
+    """libtirdpack.so of a pack, through ctypes."""
+
+    def __init__(self, d):
+        self.lib = ctypes.CDLL(os.path.join(d, "libtirdpack.so"))
+        L = self.lib
+        L.tird_find.restype = ctypes.c_void_p
+        L.tird_find.argtypes = [ctypes.c_char_p]
+        L.tird_run.restype = ctypes.c_int
+        L.tird_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        L.tird_last_error.restype = ctypes.c_char_p
+        L.tird_kernel_nargs.argtypes = [ctypes.c_void_p]
+        self.manifest = {k["workload_key"]: k for k in
+                         json.load(open(os.path.join(d, "manifest.json")))["kernels"]}
+
+    def kernel(self, key):
+        k = self.lib.tird_find(key.encode())
+        if not k:
+            raise KeyError("not in the pack")
+        return k, self.manifest[key]
+
+    def caller(self, k, tensors):
+        arr = (ctypes.c_void_p * len(tensors))(*[t.data_ptr() for t in tensors])
+        run, err = self.lib.tird_run, self.lib.tird_last_error
+
+        def call():
+            s = torch.cuda.current_stream().cuda_stream
+            if run(k, arr, ctypes.c_void_p(s)) != 0:
+                raise RuntimeError(err().decode())
+        return call
+
+
+def make_case(w, dt):
+    """(peer call, its output, tird's inputs, tird-layout view of an output)."""
+    op = w["op"]
+    dev = "cuda"
+    if op == "matmul":
+        b, m, n, k = w.get("batch", 0), w["M"], w["N"], w["K"]
+        lay = w.get("layout", "NN")
+        sa = (k, m) if lay == "TN" else (m, k)
+        sb = (n, k) if lay == "NT" else (k, n)
+        if b:
+            sa, sb = (b,) + sa, (b,) + sb
+        a = torch.randn(sa, device=dev, dtype=dt)
+        bb = torch.randn(sb, device=dev, dtype=dt)
+        ta = (lambda x: x.transpose(-1, -2)) if lay == "TN" else (lambda x: x)
+        tb = (lambda x: x.transpose(-1, -2)) if lay == "NT" else (lambda x: x)
+        return (lambda: torch.matmul(ta(a), tb(bb))), [a, bb], lambda y: y.contiguous()
+    nd = {"conv1d": 1, "conv2d": 2, "conv3d": 3, "depthwise_conv2d": 2,
+          "conv2d_transpose": 2}[op]
+    if not w.get("layout", "N" + "DHW"[3 - nd:] + "C").endswith("C"):
+        raise ValueError("channels-first workloads: not in this harness")
+    spatial = ["W"] if nd == 1 else ["H", "W"] if nd == 2 else ["D", "H", "W"]
+    kern = ["S"] if nd == 1 else ["R", "S"] if nd == 2 else ["T", "R", "S"]
+    n_, c = w["N"], w["C"]
+    stride, dil = per(w.get("stride", 1), nd), per(w.get("dilation", 1), nd)
+    pad = w.get("pad", 0)
+    if isinstance(pad, list) and len(pad) == 2 * nd:
+        if pad[:nd] != pad[nd:]:
+            raise ValueError("asymmetric padding: no single PyTorch call")
+        pad = pad[:nd]
+    pad = per(pad, nd)
+    ks = [w[s] for s in kern]
+    x = torch.randn([n_, c] + [w[s] for s in spatial], device=dev, dtype=dt)
+    last = [0] + list(range(2, 2 + nd)) + [1]       # NC... -> N...C
+    xt = x.permute(*last).contiguous()               # tird's X
+    if nd >= 2:
+        x = x.contiguous(memory_format=torch.channels_last if nd == 2
+                         else torch.channels_last_3d)
+    sp = list(range(2, 2 + nd))
+    if op == "depthwise_conv2d":
+        mult = w.get("multiplier", 1)
+        wt = torch.randn([c * mult, 1] + ks, device=dev, dtype=dt)
+        wtt = wt.view(c, mult, *ks).permute(*sp, 0, 1).contiguous()   # [*k, C, mult]
+        k_, groups = c * mult, c
+    elif op == "conv2d_transpose":
+        k_, groups = w["K"], w.get("groups", 1)
+        wt = torch.randn([c, k_ // groups] + ks, device=dev, dtype=dt)
+        wtt = wt.permute(*sp, 0, 1).contiguous()                      # [*k, C, K/g]
+    else:
+        k_, groups = w["K"], w.get("groups", 1)
+        wt = torch.randn([k_, c // groups] + ks, device=dev, dtype=dt)
+        wtt = wt.permute(*sp, 1, 0).contiguous()                      # [*k, C/g, K]
+    if nd >= 2:
+        wt = wt.contiguous(memory_format=torch.channels_last if nd == 2
+                           else torch.channels_last_3d)
+    view = lambda y: y.permute(*last).contiguous()
+    if op == "conv2d_transpose":
+        op_ = per(w.get("output_padding", 0), nd)
+        fn = lambda: F.conv_transpose2d(x, wt, stride=stride, padding=pad, output_padding=op_,
+                                        groups=groups, dilation=dil)
+    else:
+        f = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
+        fn = lambda: f(x, wt, stride=stride, padding=pad, dilation=dil, groups=groups)
+    return fn, [xt, wtt], view
+
+
+class Timer:
+    def __init__(self):
+        props = torch.cuda.get_device_properties(0)
+        l2 = getattr(props, "L2_cache_size", 64 << 20) or (64 << 20)
+        self.flush = torch.empty(2 * l2 // 4, device="cuda", dtype=torch.float32)
+
+    def b2b(self, fn):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(B2B_CALLS):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        t = []
+        for _ in range(REPEATS):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            t.append(a.elapsed_time(b) * 1000 / B2B_CALLS)
+        return sorted(t)[len(t) // 2]
+
+    def isolated(self, fn, cold=True):
+        fn()
+        torch.cuda.synchronize()
+        pairs = []
+        for _ in range(REPEATS * 2):
+            torch.cuda._sleep(200000)          # ~100 us of other work: the host runs ahead
+            if cold:
+                self.flush.fill_(1.0)          # the L2 cold
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            pairs.append((a, b))
+        torch.cuda.synchronize()
+        t = sorted(a.elapsed_time(b) * 1000 for a, b in pairs)
+        return t[len(t) // 2]
+
+
+MARK_PTX = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry tird_harness_mark() { ret; }
+"""
+
+
+class Marker:
+    """A kernel of its own name, launched between cases for ncu's log."""
+
+    def __init__(self):
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        if self.cu.cuModuleLoadData(ctypes.byref(mod), MARK_PTX) or \
+           self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"tird_harness_mark"):
+            raise RuntimeError("cannot load the marker kernel")
+        self.fn = fn
+
+    def __call__(self, idx):
+        """Launches the marker of segment idx: a grid of idx + 1 blocks."""
+        s = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        self.cu.cuLaunchKernel(self.fn, ctypes.c_uint(idx + 1), 1, 1, 1, 1, 1, 0, s, None, None)
+
+
+def rel_error(out, ref):
+    o, r = out.double().flatten(), ref.double().flatten()
+    if not torch.isfinite(o).all():
+        return float("inf")
+    return (torch.linalg.vector_norm(o - r) / max(torch.linalg.vector_norm(r).item(), 1e-30)).item()
+
+
+def ncu_durations(path):
+    """{segment: the durations (us) of its kernels}, segments named by the
+    grid of the marker kernel before them."""
+    segs, cur = {}, None
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+             "second": 1e6}
+    with open(path, newline="") as f:
+        lines = [l for l in f if l.startswith('"')]
+    for row in csv.DictReader(lines):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        name = row.get("Kernel Name", "")
+        v = float(row["Metric Value"].replace(",", "")) * scale.get(row.get("Metric Unit", "ns"), 1e-3)
+        if name.startswith("tird_harness_mark"):
+            grid = row.get("Grid Size", "(1").strip("( )").split(",")[0]
+            cur = segs.setdefault(int(grid) - 1, [])
+        elif cur is not None:
+            cur.append(v)
+    return segs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pack")
+    ap.add_argument("--ncu", action="store_true", help="run under ncu: mark and profile")
+    ap.add_argument("--ncu-csv", help="ncu's log of a --ncu run (caches flushed): method (c)")
+    ap.add_argument("--ncu-csv-warm", help="the same with --cache-control none: method (cw)")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    pack = Pack(args.pack)
+    timer = Timer()
+    marker = Marker()
+    segs = {m: ncu_durations(f) for m, f in (("c", args.ncu_csv), ("cw", args.ncu_csv_warm)) if f}
+    methods = ["a", "w", "b"] + [m for m in ("c", "cw") if m in segs]
+    logs = {}
+    if not args.ncu:
+        empty = lambda: marker(0)
+        print("# an empty kernel: (a) %.2f us, (w) %.2f us, (b) %.2f us" % (
+            timer.b2b(empty), timer.isolated(empty, cold=False), timer.isolated(empty)))
+    print("%-9s %-8s %9s " % ("name", "dtype", "error") + " ".join(
+        "%9s %9s %7s" % ("tird_" + m, "torch_" + m, m) for m in methods) + " kernels", flush=True)
+    for case, line in enumerate(l for l in sys.stdin if l.strip()):
+        name, dtype, key, js = line.split(" ", 3)
+        try:
+            w = json.loads(js)
+            k, man = pack.kernel(key)
+            fn, ins, view = make_case(w, DT[dtype])
+            outs = [torch.empty(a["elems"], device="cuda", dtype=DT.get(a["dtype"], torch.float32))
+                    for a in man["args"] if a["role"] == "output"]
+            tird = pack.caller(k, ins + outs)
+            ref = fn()
+            tird()
+            torch.cuda.synchronize()
+            err = rel_error(outs[0], view(ref).flatten())
+            tol = 1e-4 if dtype == "float32" else 1e-2
+            if not err <= tol:
+                print("%-9s %-8s %9.2e wrong: tird's output differs from PyTorch's" % (
+                    name, dtype, err), flush=True)
+                continue
+            nk = len(man.get("launches", []))
+            if args.ncu:
+                for side, f in enumerate((tird, fn)):
+                    f()
+                    torch.cuda.synchronize()
+                    torch.cuda.cudart().cudaProfilerStart()
+                    marker(2 * case + side)
+                    for _ in range(NCU_CALLS):
+                        f()
+                    torch.cuda.synchronize()
+                    torch.cuda.cudart().cudaProfilerStop()
+                print("%-9s %-8s %9.2e profiled" % (name, dtype, err), flush=True)
+                continue
+            r = {"a": (timer.b2b(tird), timer.b2b(fn)),
+                 "w": (timer.isolated(tird, cold=False), timer.isolated(fn, cold=False)),
+                 "b": (timer.isolated(tird), timer.isolated(fn))}
+            for m, sg in segs.items():
+                if 2 * case in sg and 2 * case + 1 in sg:
+                    r[m] = (sum(sg[2 * case]) / NCU_CALLS, sum(sg[2 * case + 1]) / NCU_CALLS)
+            cells = []
+            for m in methods:
+                if m in r:
+                    t_, p_ = r[m]
+                    cells.append("%9.2f %9.2f %7.3f" % (t_, p_, p_ / t_))
+                    logs.setdefault((dtype, m), []).append(math.log(p_ / t_))
+                else:
+                    cells.append("%9s %9s %7s" % ("-", "-", "-"))
+            print("%-9s %-8s %9.2e %s %d" % (name, dtype, err, " ".join(cells), nk), flush=True)
+        except Exception as e:
+            print("%-9s %-8s failed: %s" % (name, dtype, str(e).splitlines()[0][:150]), flush=True)
+    for (dtype, m), v in sorted(logs.items()):
+        print("geomean torch/tird %s method (%s): %.3f over %d workloads" % (
+            dtype, m, math.exp(sum(v) / len(v)), len(v)))
+
+
+if __name__ == "__main__":
+    main()
