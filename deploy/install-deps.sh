@@ -8,7 +8,11 @@
 #                                   AArch64 and running it under qemu takes:
 #                                   the cross gcc, qemu-user-static and the
 #                                   arm64 multiarch libraries the worker links
-#                                   (adds the arm64 architecture to dpkg)
+#                                   (adds the arm64 architecture to dpkg); run
+#                                   it with qemu-aarch64-static -cpu max, no -L:
+#                                   -L /usr/aarch64-linux-gnu pairs the cross
+#                                   ld.so with the multiarch libc, and then
+#                                   pthread_create never returns
 #
 # Idempotent: when every package is installed already it does nothing (no
 # apt-get at all).  Runs as root, or through sudo.  The CUDA toolkit is
@@ -23,9 +27,9 @@ for arg in "$@"; do
 	case $arg in
 	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;
 	--arm) arm=1
-	       pkgs+=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user-static
-	              libcurl4-openssl-dev:arm64 libcjson-dev:arm64 nettle-dev:arm64
-	              pkgconf:arm64) ;;
+	       pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
+	              qemu-user-static libcurl4-openssl-dev:arm64 libcjson-dev:arm64
+	              nettle-dev:arm64 pkgconf:arm64 libgomp1:arm64) ;;
 	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
 	*) echo "install-deps.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
 	esac
