@@ -525,6 +525,8 @@ typedef struct worker_info {
 	char name[128];
 	char token[64];            /* the identity of the token it registered with */
 	char peer[64];             /* the address it registered from */
+	char emulator[64];         /* the emulator it runs under (its key ends in
+				    * +emulated), "" on real hardware */
 	bool live;
 	double registered, last_seen;
 	int64_t batch_id;          /* the batch it holds, 0: none */
