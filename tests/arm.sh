@@ -59,11 +59,11 @@ elapsed() { echo "$(( $(date +%s) - t0 )) s"; }
 arm=$top/tests/arm64
 mkdir -p "$arm"
 if [ ! -f "$arm/config.status" ]; then
-	(cd "$arm" && env -u CC -u CFLAGS -u CPPFLAGS -u LDFLAGS "$abs_src/configure" \
+	(cd "$arm" && env -u CC -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS -u MFLAGS "$abs_src/configure" \
 		--host=aarch64-linux-gnu --disable-daemon --enable-werror -q) >"$arm/configure.out" 2>&1 ||
 		{ echo "FAIL: configure --host=aarch64-linux-gnu:"; tail -20 "$arm/configure.out"; exit 1; }
 fi
-if ! (cd "$arm" && env -u CC -u CFLAGS make -j2 daemon/tird-worker) >"$arm/make.out" 2>&1; then
+if ! (cd "$arm" && env -u CC -u CFLAGS -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -j2 daemon/tird-worker) >"$arm/make.out" 2>&1; then
 	echo "FAIL: make daemon/tird-worker for aarch64:"; tail -30 "$arm/make.out"; exit 1
 fi
 AWORKER=$arm/daemon/tird-worker
