@@ -110,7 +110,9 @@ int cm_model_append_records(cm_model *m, const char *group, const tir_workload *
 			    const cm_record *r, int *skipped);
 
 /* Appends the records of file path (tirctl export's format, tird-records/1)
- * whose target key starts with prefix ("cpu:", "cuda:") to m, each
+ * whose target key is of prefix ("cpu:" any CPU, "cpu:x86_64" that
+ * architecture with any features, "cuda:sm_90"; never a key ending in
+ * "+emulated") to m, each
  * workload's under the group "seed:KEY": never in one ranking group with a
  * cache's own measurements of the same workload, which another machine's
  * latencies are not comparable with.  Returns the rows added (*nworkloads:

@@ -65,6 +65,19 @@ int cm_model_append_records(cm_model *m, const char *group, const tir_workload *
 	return k;
 }
 
+/* Whether a record of target key `target` is of prefix: the key itself, or
+ * one that goes on with a feature ("cpu:x86_64" takes "cpu:x86_64+avx2",
+ * never "cpu:x86_64x"; "cpu:" every CPU); never one measured under an
+ * emulator ("+emulated"), whose timings are not the hardware's. */
+static bool of_prefix(const char *target, const char *prefix, size_t plen)
+{
+	size_t n = strlen(target), e = strlen("+emulated");
+	if (strncmp(target, prefix, plen) ||
+	    (plen && prefix[plen - 1] != ':' && target[plen] != '\0' && target[plen] != '+'))
+		return false;
+	return !(n > e && !strcmp(target + n - e, "+emulated"));
+}
+
 int cm_model_append_file(cm_model *m, const char *path, const char *prefix, int *nworkloads,
 			 int *skipped, tir_error *err)
 {
@@ -80,7 +93,7 @@ int cm_model_append_file(cm_model *m, const char *path, const char *prefix, int 
 		int c = 0;
 		for (int j = 0; j < nrec; j++) {
 			const tir_record *x = tir_records_at(recs, j);
-			if (x->workload == i && !strncmp(x->target, prefix, plen))
+			if (x->workload == i && of_prefix(x->target, prefix, plen))
 				r[c++] = (cm_record){ x->target, x->trace, !strcmp(x->status, "ok"),
 						      x->latency_us };
 		}

@@ -1105,8 +1105,20 @@ out:
 
 /* ---- workers: registration, leases, results ---------------------------------------------------- */
 
-/* POST /v1/workers {"target": FULL_KEY, "name": N}: 201 with the worker's
- * id and the periods it must keep (lease_s, heartbeat_s). */
+/* The emulator an emulated worker named, kept with it (its key says only
+ * that it is emulated); 0 (a step of api_worker_register's chain). */
+static int emulator_of(tir_target *t, const cJSON *emj)
+{
+	if (t->emulated && cJSON_IsString(emj) && emj->valuestring[0])
+		snprintf(t->emulator, sizeof t->emulator, "%s", emj->valuestring);
+	return 0;
+}
+
+/* POST /v1/workers {"target": FULL_KEY, "name": N, "emulated": B,
+ * "emulator": E}: 201 with the worker's id and the periods it must keep
+ * (lease_s, heartbeat_s).  A worker under an emulator says so, and then
+ * its key must end in "+emulated": what it measures is stored under that
+ * key, never the hardware's. */
 void api_worker_register(http_req *r, http_resp *out)
 {
 	cJSON *body = http_body_object(r, out);
@@ -1114,6 +1126,8 @@ void api_worker_register(http_req *r, http_resp *out)
 		return;
 	const cJSON *tj = cJSON_GetObjectItemCaseSensitive(body, "target");
 	const cJSON *nj = cJSON_GetObjectItemCaseSensitive(body, "name");
+	const cJSON *ej = cJSON_GetObjectItemCaseSensitive(body, "emulated");
+	const cJSON *emj = cJSON_GetObjectItemCaseSensitive(body, "emulator");
 	tir_target t;
 	tir_error terr = { "" };
 	worker_info w;
@@ -1121,9 +1135,17 @@ void api_worker_register(http_req *r, http_resp *out)
 	if (!cJSON_IsString(tj))
 		http_error(out, 400, "bad_request", "\"target\" must be a full target key such "
 			   "as \"cpu:x86_64+avx2+fma\" or \"cuda:sm_90\"");
+	else if (ej && !cJSON_IsBool(ej))
+		http_error(out, 400, "bad_request", "\"emulated\" must be true or false");
 	else if (tir_target_parse(tj->valuestring, &t, &terr))
 		http_error(out, 400, "invalid_target", "%s", terr.msg);
-	else if (workers_register(r->d->workers, &t, cJSON_IsString(nj) ? nj->valuestring : NULL,
+	else if (cJSON_IsTrue(ej) && !t.emulated)
+		http_error(out, 400, "invalid_target", "target \"%s\": the worker says it runs "
+			   "under an emulator%s%s, so its key must end in +emulated (its timings "
+			   "are not the hardware's)", t.key, cJSON_IsString(emj) ? ", " : "",
+			   cJSON_IsString(emj) ? emj->valuestring : "");
+	else if (emulator_of(&t, emj) ||
+		 workers_register(r->d->workers, &t, cJSON_IsString(nj) ? nj->valuestring : NULL,
 				  r->token, r->peer, &w, &e))
 		answer_error(out, &e);
 	else {
@@ -1131,6 +1153,7 @@ void api_worker_register(http_req *r, http_resp *out)
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "worker_id", w.id);
 		cJSON_AddStringToObject(o, "target", w.target);
+		cJSON_AddBoolToObject(o, "emulated", t.emulated);
 		cJSON_AddNumberToObject(o, "lease_s", w.lease_s);
 		cJSON_AddNumberToObject(o, "heartbeat_s", w.heartbeat_s);
 		http_json(out, 201, o);

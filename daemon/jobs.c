@@ -812,14 +812,19 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
 	o.threads = tird_search_threads(j->target.kind);
-	/* "xgboost": the model shared by every job of the target kind, so each
-	 * workload teaches the next (tir_tune draws random scores while it is
-	 * untrained); "random": tir_tune's own random model (o.model NULL),
-	 * seeded by o.seed, which neither reads nor teaches the shared model */
-	bool xgb = strcmp(j->cost_model, "random") != 0;
+	/* "xgboost": the model shared by every job of the full target key, so
+	 * each workload teaches the next (tir_tune draws random scores while it
+	 * is untrained); "random": tir_tune's own random model (o.model NULL),
+	 * seeded by o.seed, which neither reads nor teaches the shared model.
+	 * An emulated key has no model (its timings train nothing): random. */
+	cm_model *model = strcmp(j->cost_model, "random") ? models_of(d, &j->target) : NULL;
+	bool xgb = model != NULL;
+	if (j->target.emulated && strcmp(j->cost_model, "random"))
+		log_info("job %lld: %s is emulated: no cost model learns from its timings, "
+			 "candidates are ranked at random", (long long)j->id, j->target.key);
 	if (xgb) {
 		o.model = &cm_xgboost;
-		o.model_self = models_of(d, j->target.kind);
+		o.model_self = model;
 	}
 	o.on_result = on_result;
 	o.on_progress = on_progress;
@@ -836,7 +841,7 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	prior_free(&prior);
 	on_progress(&rc, &(tir_tune_progress){ 0 });
 	if (xgb)               /* written when it learnt enough (models_cron) */
-		models_learned(d, j->target.kind, rc.measured);
+		models_learned(d, &j->target, rc.measured);
 
 	int st = interrupted(js, j, &rc.mc, trc < 0, msg, n);
 	if (st >= 0)

@@ -373,7 +373,7 @@ out:
 	locals_stop(&l);
 	jobs_stop(d.jobs);         /* running jobs go back to queued */
 	http_stop(&d);
-	if (d.db && d.models[0])
+	if (d.db && d.models)
 		models_cron(&d, true);     /* what the models learnt since their last write */
 	jobs_free(d.jobs);
 	workers_free(d.workers);

@@ -1,22 +1,37 @@
 /*
- * models.c — the cost model of each target kind (CPU, CUDA): loaded from the
- * store at start-up, or made from a seed and the stored records when none
- * was saved (or the saved one was made by a build with other features), and
- * written back when it learnt enough: model_save_rows rows since its last
- * write, or model_save_s after the first of them, and at shutdown (the
- * cron duty, models_cron).  A blob is megabytes (8 MB CPU, 3 MB CUDA with
- * the seeds), so writing it after every job, as tird did, cost more than
- * a small job; a tird killed loses at most what the model learnt since the
- * last write, which the stored records can teach a new one again.
+ * models.c — the cost model of each full target key ("cpu:x86_64+avx2+fma",
+ * "cpu:aarch64+neon+dotprod", "cuda:sm_90"): loaded from the store the
+ * first time a job of the key needs it, or made from a seed and the stored
+ * records of that key when none was saved (or the saved one was made by a
+ * build with other features), and written back when it learnt enough:
+ * model_save_rows rows since its last write, or model_save_s after the
+ * first of them, and at shutdown (the cron duty, models_cron).  A blob is
+ * megabytes (8 MB CPU, 3 MB CUDA with the seeds), so writing it after every
+ * job, as tird did, cost more than a small job; a tird killed loses at most
+ * what the model learnt since the last write, which the stored records can
+ * teach a new one again.
  *
- * One XGBoost model per kind is shared by every job of that kind, so each
- * workload tuned teaches the next.  A new model starts from the seed of its
- * kind (costmodel/seed/KIND.records, built beside tird or installed with it;
- * the model_seed setting names another file, or none), so the first
- * workload tuned on a fresh tird is already ranked by what was learnt on
- * others.  The stored records are the truth; the model is a summary of them.
+ * One XGBoost model per key is shared by every job of that key, so each
+ * workload tuned teaches the next; rows of other hardware never train or
+ * score it (an x86 and an AArch64 measurement of one workload used to share
+ * a CPU model and its workload's own booster).  A new model starts from the
+ * seed of its kind (costmodel/seed/KIND.records, built beside tird or
+ * installed with it; the model_seed setting names another file, or none),
+ * the seed's records of the key's own architecture only ("cpu:x86_64" for
+ * every x86 key, "cuda:sm_90"), each workload in a "seed:" group of its own,
+ * so the first workload tuned on a fresh tird is already ranked by what was
+ * learnt on others.  A key ending in "+emulated" (a worker under qemu) has
+ * no model: emulated timings train nothing, and its jobs rank with random
+ * scores.  The model of this machine's CPU is made at start-up; the others
+ * when their first job runs.  The stored records are the truth; the model
+ * is a summary of them.
+ *
+ * The store's cost_models rows are keyed by the full key (in the column
+ * 001_init.sql named target_kind); the rows "cpu" and "cuda" of tirds
+ * before issue #33, one model for every key of a kind, are no longer read.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +50,48 @@ int tird_search_threads(tir_target_kind kind)
 	return kind == TIR_TARGET_CUDA ? 0 : 1;
 }
 
-cm_model *models_of(tird *d, tir_target_kind kind)
+/* One key's model.  key and kind never change; m is made once, under
+ * make_mu (a job of another key never waits for it); unsaved is atomic;
+ * dirty_since belongs to the cron thread. */
+typedef struct model_slot {
+	char key[128];
+	tir_target_kind kind;
+	pthread_mutex_t make_mu;
+	cm_model *m;
+	bool failed;               /* making it failed: jobs rank at random */
+	atomic_int unsaved;        /* rows learnt since the last write */
+	double dirty_since;        /* when the first of them was */
+	struct model_slot *next;
+} model_slot;
+
+struct tird_models {
+	pthread_mutex_t mu;        /* guards list */
+	model_slot *list;
+};
+
+/* The slot of key (made empty the first time). */
+static model_slot *slot_of(tird *d, const tir_target *t)
 {
-	return d->models[kind_index(kind)];
+	tird_models *ms = d->models;
+	pthread_mutex_lock(&ms->mu);
+	model_slot *s = ms->list;
+	while (s && strcmp(s->key, t->key))
+		s = s->next;
+	if (!s) {
+		s = tird_xcalloc(1, sizeof *s);
+		snprintf(s->key, sizeof s->key, "%s", t->key);
+		s->kind = t->kind;
+		pthread_mutex_init(&s->make_mu, NULL);
+		s->next = ms->list;
+		ms->list = s;
+	}
+	pthread_mutex_unlock(&ms->mu);
+	return s;
 }
 
-/* ---- the stored records of a kind ------------------------------------------------ */
+/* ---- the stored records of a key ------------------------------------------------- */
 
-/* Records of one target kind, copied out of the store (its callback holds
+/* Records of one target key, copied out of the store (its callback holds
  * the store's lock, so no other store call can run in it). */
 typedef struct rec_copy {
 	char *wk;                  /* the workload key, malloc'd */
@@ -51,7 +100,7 @@ typedef struct rec_copy {
 } rec_copy;
 
 typedef struct rec_list {
-	const char *prefix;        /* "cpu:" / "cuda:" */
+	const char *key;           /* the full target key */
 	rec_copy *c;
 	int n, cap;
 } rec_list;
@@ -59,7 +108,7 @@ typedef struct rec_list {
 static void copy_record(void *ctx, const store_record *r)
 {
 	rec_list *l = ctx;
-	if (!r->target || !r->trace || strncmp(r->target, l->prefix, strlen(l->prefix)) ||
+	if (!r->target || !r->trace || strcmp(r->target, l->key) ||
 	    !r->trusted)           /* an untrusted import teaches the model nothing */
 		return;
 	if (l->n == l->cap) {
@@ -90,13 +139,13 @@ static void rec_list_free(rec_list *l)
 	free(l->c);
 }
 
-/* Appends to m every stored record of kind k, each workload's under its key. */
-static void append_stored(tird *d, cm_model *m, int k, int *rows, int *skipped)
+/* Appends to m every stored record of key, each workload's under its key. */
+static void append_stored(tird *d, cm_model *m, const char *key, int *rows, int *skipped)
 {
-	rec_list l = { k ? "cuda:" : "cpu:", NULL, 0, 0 };
+	rec_list l = { key, NULL, 0, 0 };
 	store_error err;
 	if (store_records_each(d->db, NULL, NULL, copy_record, &l, &err) < 0)
-		log_warn("cost model for %s: reading records: %s", kind_names[k], err.msg);
+		log_warn("cost model for %s: reading records: %s", key, err.msg);
 	if (l.n)
 		qsort(l.c, (size_t)l.n, sizeof *l.c, by_workload);
 	cm_record *r = tird_xcalloc((size_t)(l.n ? l.n : 1), sizeof *r);
@@ -120,8 +169,8 @@ static void append_stored(tird *d, cm_model *m, int k, int *rows, int *skipped)
 /* ---- a new model ---------------------------------------------------------------------- */
 
 /* The seed file a new model of kind k starts from: the setting model_seed
- * (one file for both kinds: each takes its own records), else KIND.records
- * built beside tird or installed with it; NULL: none. */
+ * (one file for both kinds: each key takes its own architecture's records),
+ * else KIND.records built beside tird or installed with it; NULL: none. */
 static const char *seed_path(const tird *d, int k, char *buf, size_t n)
 {
 	const char *s = d->cfg.model_seed;
@@ -136,129 +185,181 @@ static const char *seed_path(const tird *d, int k, char *buf, size_t n)
 	return NULL;
 }
 
-/* A model of kind k made from the seed and the stored records of that
- * kind, trained once: when none was saved, or the saved one cannot
- * be loaded (why: its error; NULL: none was saved).  NULL with msg when a
- * seed the settings name cannot be used. */
-static cm_model *model_make(tird *d, int k, const char *why, char *msg, size_t n)
+/* A model of slot s's key made from the seed records of its architecture
+ * and the stored records of the key, trained once: when none was saved, or
+ * the saved one cannot be loaded (why: its error; NULL: none was saved).
+ * NULL with msg when a seed the settings name cannot be used. */
+static cm_model *model_make(tird *d, const model_slot *s, const char *why, char *msg,
+			    size_t n)
 {
 	double t0 = store_now();
+	int k = kind_index(s->kind);
 	cm_model *m = cm_model_new();
 	int rows = 0, skipped = 0, nw = 0, seeded = 0;
-	char buf[PATH_MAX], prefix[16];
-	snprintf(prefix, sizeof prefix, "%s:", kind_names[k]);
+	char buf[PATH_MAX], arch[sizeof s->key];
+	/* the architecture: the key before its first feature */
+	snprintf(arch, sizeof arch, "%.*s", (int)strcspn(s->key, "+"), s->key);
 	const char *seed = seed_path(d, k, buf, sizeof buf);
 	tir_error terr = { "" };
-	if (seed && (seeded = cm_model_append_file(m, seed, prefix, &nw, &skipped, &terr)) < 0) {
+	if (seed && (seeded = cm_model_append_file(m, seed, arch, &nw, &skipped, &terr)) < 0) {
 		snprintf(msg, n, "%s", terr.msg);
 		cm_model_free(m);
 		if (d->cfg.model_seed && d->cfg.model_seed[0])
 			return NULL;
-		log_warn("cost model for %s: the seed is not used: %s", kind_names[k], msg);
+		log_warn("cost model for %s: the seed is not used: %s", s->key, msg);
 		m = cm_model_new();
 		seeded = skipped = 0;
 		seed = NULL;
 	}
-	append_stored(d, m, k, &rows, &skipped);
+	append_stored(d, m, s->key, &rows, &skipped);
 	if (cm_model_train(m, &terr))
-		log_warn("cost model for %s: %s", kind_names[k], terr.msg);
-	char from_seed[PATH_MAX + 96] = "";
+		log_warn("cost model for %s: %s", s->key, terr.msg);
+	char from_seed[PATH_MAX + 512] = "";
 	if (seed)
-		snprintf(from_seed, sizeof from_seed, ", and %d rows of %d workloads from the seed %s",
-			 seeded, nw, seed);
+		snprintf(from_seed, sizeof from_seed, ", and %d rows of %d workloads of %s from "
+			 "the seed %s", seeded, nw, arch, seed);
 	if (why)
 		log_warn("cost model for %s not loaded (%s): rebuilt from %d stored records "
-			 "(%d skipped)%s in %.1f s", kind_names[k], why, rows, skipped, from_seed,
+			 "(%d skipped)%s in %.1f s", s->key, why, rows, skipped, from_seed,
 			 store_now() - t0);
 	else
 		log_info("cost model for %s: new, from %d stored records (%d skipped)%s in %.1f s",
-			 kind_names[k], rows, skipped, from_seed, store_now() - t0);
+			 s->key, rows, skipped, from_seed, store_now() - t0);
 	return m;
 }
 
 /* ---- load and save ---------------------------------------------------------------------- */
 
-int models_load(tird *d, char *msg, size_t n)
+static void slot_save(tird *d, model_slot *s);
+
+/* Loads or makes slot s's model (s->make_mu held); -1 with msg when a seed
+ * the settings name cannot be used. */
+static int slot_make(tird *d, model_slot *s, char *msg, size_t n)
 {
-	for (int k = 0; k < 2; k++) {
-		tir_target_kind kind = k ? TIR_TARGET_CUDA : TIR_TARGET_CPU;
-		void *blob = NULL;
-		size_t len = 0;
-		store_error err;
-		tir_error terr = { "" };
-		int rc = store_model_get(d->db, kind_names[k], &blob, &len, &err);
-		if (rc < 0)
-			log_warn("cost model for %s: %s", kind_names[k], err.msg);
-		if (rc == 1 && (d->models[k] = cm_model_load(blob, len, &terr))) {
-			log_info("cost model for %s: %d rows", kind_names[k],
-				 cm_model_rows(d->models[k]));
-		} else {
-			d->models[k] = model_make(d, k, rc == 1 ? terr.msg : NULL, msg, n);
-			if (!d->models[k]) {
-				free(blob);
-				return -1;
-			}
-			/* saved at once, so a restart loads it instead of making it
-			 * again from the seed and the records */
-			if (cm_model_rows(d->models[k]) > 0)
-				models_save(d, kind);
+	void *blob = NULL;
+	size_t len = 0;
+	store_error err;
+	tir_error terr = { "" };
+	int rc = store_model_get(d->db, s->key, &blob, &len, &err);
+	if (rc < 0)
+		log_warn("cost model for %s: %s", s->key, err.msg);
+	if (rc == 1 && (s->m = cm_model_load(blob, len, &terr))) {
+		log_info("cost model for %s: %d rows", s->key, cm_model_rows(s->m));
+	} else {
+		s->m = model_make(d, s, rc == 1 ? terr.msg : NULL, msg, n);
+		if (!s->m) {
+			free(blob);
+			return -1;
 		}
-		free(blob);
-		cm_model_set_threads(d->models[k], tird_search_threads(kind));
+		/* saved at once, so a restart loads it instead of making it again
+		 * from the seed and the records */
+		if (cm_model_rows(s->m) > 0)
+			slot_save(d, s);
 	}
+	free(blob);
+	cm_model_set_threads(s->m, tird_search_threads(s->kind));
 	return 0;
 }
 
-void models_save(tird *d, tir_target_kind kind)
+int models_load(tird *d, char *msg, size_t n)
 {
-	int k = kind_index(kind);
+	d->models = tird_xcalloc(1, sizeof *d->models);
+	pthread_mutex_init(&d->models->mu, NULL);
+	/* this machine's CPU now: a seed the settings name that cannot be used
+	 * stops tird here rather than at its first job */
+	model_slot *s = slot_of(d, &d->cpu);
+	pthread_mutex_lock(&s->make_mu);
+	int rc = slot_make(d, s, msg, n);
+	s->failed = rc != 0;
+	pthread_mutex_unlock(&s->make_mu);
+	return rc;
+}
+
+cm_model *models_of(tird *d, const tir_target *t)
+{
+	if (t->emulated)
+		return NULL;
+	model_slot *s = slot_of(d, t);
+	pthread_mutex_lock(&s->make_mu);
+	if (!s->m && !s->failed) {
+		char msg[512];
+		if (slot_make(d, s, msg, sizeof msg)) {
+			log_error("cost model for %s: %s; its jobs rank candidates at random",
+				  s->key, msg);
+			s->failed = true;
+		}
+	}
+	cm_model *m = s->m;
+	pthread_mutex_unlock(&s->make_mu);
+	return m;
+}
+
+static void slot_save(tird *d, model_slot *s)
+{
+	int k = kind_index(s->kind);
 	unsigned char *blob = NULL;
 	size_t len = 0;
 	tir_error terr = { "" };
 	store_error err;
-	int learnt = atomic_exchange(&d->model_unsaved[k], 0);
-	if (cm_model_save(d->models[k], &blob, &len, &terr)) {
-		log_warn("cost model for %s not saved: %s", kind_names[k], terr.msg);
-	} else if (store_model_put(d->db, kind_names[k], "xgboost", blob, len, &err)) {
-		log_warn("cost model for %s not saved: %s", kind_names[k], err.msg);
+	int learnt = atomic_exchange(&s->unsaved, 0);
+	if (cm_model_save(s->m, &blob, &len, &terr)) {
+		log_warn("cost model for %s not saved: %s", s->key, terr.msg);
+	} else if (store_model_put(d->db, s->key, "xgboost", blob, len, &err)) {
+		log_warn("cost model for %s not saved: %s", s->key, err.msg);
 	} else {
 		atomic_fetch_add(&d->metrics.model_saves[k], 1);
-		d->model_dirty_since[k] = 0;
+		s->dirty_since = 0;
 		log_info("cost model for %s saved: %d rows, %.1f MB, %d learnt since the last "
-			 "write", kind_names[k], cm_model_rows(d->models[k]), (double)len / 1e6,
-			 learnt);
+			 "write", s->key, cm_model_rows(s->m), (double)len / 1e6, learnt);
 		learnt = 0;
 	}
 	if (learnt)                /* not written: still to write */
-		atomic_fetch_add(&d->model_unsaved[k], learnt);
+		atomic_fetch_add(&s->unsaved, learnt);
 	free(blob);
 }
 
-void models_learned(tird *d, tir_target_kind kind, int rows)
+void models_learned(tird *d, const tir_target *t, int rows)
 {
-	if (rows > 0)
-		atomic_fetch_add(&d->model_unsaved[kind_index(kind)], rows);
+	if (rows > 0 && !t->emulated)
+		atomic_fetch_add(&slot_of(d, t)->unsaved, rows);
 }
 
 void models_cron(tird *d, bool all)
 {
+	if (!d->models)
+		return;
 	double now = store_now();
-	for (int k = 0; k < 2; k++) {
-		int learnt = atomic_load(&d->model_unsaved[k]);
-		if (!d->models[k] || learnt <= 0)
+	pthread_mutex_lock(&d->models->mu);
+	model_slot *list = d->models->list;  /* slots are only ever prepended */
+	pthread_mutex_unlock(&d->models->mu);
+	for (model_slot *s = list; s; s = s->next) {
+		int learnt = atomic_load(&s->unsaved);
+		if (learnt <= 0)
 			continue;
-		if (!d->model_dirty_since[k])
-			d->model_dirty_since[k] = now;
-		if (all || learnt >= d->cfg.model_save_rows ||
-		    now - d->model_dirty_since[k] >= (double)d->cfg.model_save_s)
-			models_save(d, k ? TIR_TARGET_CUDA : TIR_TARGET_CPU);
+		pthread_mutex_lock(&s->make_mu);
+		if (s->m) {
+			if (!s->dirty_since)
+				s->dirty_since = now;
+			if (all || learnt >= d->cfg.model_save_rows ||
+			    now - s->dirty_since >= (double)d->cfg.model_save_s)
+				slot_save(d, s);
+		}
+		pthread_mutex_unlock(&s->make_mu);
 	}
 }
 
 void models_free(tird *d)
 {
-	for (int k = 0; k < 2; k++) {
-		cm_model_free(d->models[k]);
-		d->models[k] = NULL;
+	if (!d->models)
+		return;
+	while (d->models->list) {
+		model_slot *s = d->models->list;
+		d->models->list = s->next;
+		cm_model_free(s->m);
+		pthread_mutex_destroy(&s->make_mu);
+		free(s);
 	}
+	pthread_mutex_destroy(&d->models->mu);
+	free(d->models);
+	d->models = NULL;
 }

@@ -12,7 +12,7 @@
  *   views.c    the JSON documents the routes answer (jobs, bests, records,
  *              batches, workers)
  *   jobs.c     the job state machine and the tuning threads (tir_tune)
- *   models.c   the cost model of each target kind: loaded, made from the
+ *   models.c   the cost model of each full target key: loaded, made from the
  *              seed and the stored records, saved
  *   workers.c  the worker registry, leases, the measurement dispatcher
  *   metrics.c  counters and the Prometheus text of GET /metrics
@@ -401,19 +401,23 @@ void jobs_cron(jobs *js);
 
 /* ---- models.c ---------------------------------------------------------------------- */
 
-/* Loads the cost model of each target kind from the store; one never saved,
- * or saved by a build with other features, is made from the seed of its
- * kind (the model_seed setting) and the stored records.  -1 with msg when a
- * seed the settings name cannot be used. */
+/* The cost models, one per full target key (models.c). */
+typedef struct tird_models tird_models;
+/* Makes the models' table and the model of this machine's CPU (d->cpu):
+ * loaded from the store, or, never saved or saved by a build with other
+ * features, made from the seed (the model_seed setting) and the stored
+ * records of its key.  -1 with msg when a seed the settings name cannot be
+ * used. */
 int models_load(tird *d, char *msg, size_t n);
-/* The model of a target kind. */
-cm_model *models_of(tird *d, tir_target_kind kind);
-/* Writes the model of a kind to the store now. */
-void models_save(tird *d, tir_target_kind kind);
-/* A job taught the model of kind `rows` more rows: it is written once it
- * learnt model_save_rows since the last write, or model_save_s after the
+/* The model of target t's full key, loaded or made the first time (a job
+ * of another key does not wait for it); NULL for an emulated key (its
+ * timings train nothing) or one whose model could not be made: rank at
+ * random. */
+cm_model *models_of(tird *d, const tir_target *t);
+/* A job taught the model of t's key `rows` more rows: it is written once
+ * it learnt model_save_rows since the last write, or model_save_s after the
  * first of them (models_cron), not after every job. */
-void models_learned(tird *d, tir_target_kind kind, int rows);
+void models_learned(tird *d, const tir_target *t, int rows);
 /* Cron duty: writes the models that are due (above); with `all`
  * (shutdown), every model that learnt anything since its last write. */
 void models_cron(tird *d, bool all);
@@ -525,6 +529,8 @@ typedef struct worker_info {
 	char name[128];
 	char token[64];            /* the identity of the token it registered with */
 	char peer[64];             /* the address it registered from */
+	char emulator[64];         /* the emulator it runs under (its key ends in
+				    * +emulated), "" on real hardware */
 	bool live;
 	double registered, last_seen;
 	int64_t batch_id;          /* the batch it holds, 0: none */
@@ -587,9 +593,7 @@ struct tird {
 	atomic_int stopping;       /* set once at shutdown */
 	atomic_ulong best_gen;     /* bumped whenever a best row changes */
 	struct best_cache *best_cache;   /* api.c */
-	cm_model *models[2];       /* XGBoost cost model per target kind (cpu, cuda) */
-	atomic_int model_unsaved[2];       /* rows learnt since the last write */
-	double model_dirty_since[2];       /* when the first of them was (cron thread) */
+	tird_models *models;       /* XGBoost cost model per full target key (models.c) */
 	double started;
 };
 

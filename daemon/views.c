@@ -11,6 +11,14 @@
 #include <string.h>
 #include "tird.h"
 
+/* Whether a full key names measurements under an emulator ("+emulated"
+ * last, target.c). */
+static bool target_emulated(const char *key)
+{
+	size_t n = key ? strlen(key) : 0, e = strlen("+emulated");
+	return n > e && !strcmp(key + n - e, "+emulated");
+}
+
 cJSON *view_best(const store_best *b, bool with_trace)
 {
 	if (!b->record_id[0])
@@ -21,6 +29,8 @@ cJSON *view_best(const store_best *b, bool with_trace)
 	cJSON_AddItemToObject(o, "workload", w ? w : cJSON_CreateNull());
 	cJSON_AddStringToObject(o, "op", b->op ? b->op : "");
 	cJSON_AddStringToObject(o, "target", b->target);
+	if (target_emulated(b->target))
+		cJSON_AddBoolToObject(o, "emulated", true);
 	cJSON_AddNumberToObject(o, "latency_us", b->latency_us);
 	cJSON_AddNumberToObject(o, "gflops",
 				b->latency_us > 0 ? b->flops / (b->latency_us * 1e3) : 0);
@@ -118,6 +128,9 @@ cJSON *view_record(const store_record *r)
 	cJSON_AddStringToObject(o, "target", r->target);
 	cJSON_AddStringToObject(o, "trace", r->trace);
 	cJSON_AddStringToObject(o, "status", r->status);
+	/* measured under an emulator: its latency says nothing of the hardware */
+	if (target_emulated(r->target))
+		cJSON_AddBoolToObject(o, "emulated", true);
 	if (r->latency_us > 0)
 		cJSON_AddNumberToObject(o, "latency_us", r->latency_us);
 	if (r->max_rel_error >= 0)
@@ -151,6 +164,9 @@ cJSON *view_worker(const struct worker_info *w)
 		cJSON_AddStringToObject(o, "token", w->token);
 	if (w->peer[0])
 		cJSON_AddStringToObject(o, "address", w->peer);
+	cJSON_AddBoolToObject(o, "emulated", w->emulator[0] != '\0');
+	if (w->emulator[0])
+		cJSON_AddStringToObject(o, "emulator", w->emulator);
 	cJSON_AddNumberToObject(o, "registered", w->registered);
 	cJSON_AddNumberToObject(o, "last_seen", w->last_seen);
 	if (w->batch_id)

@@ -1,7 +1,8 @@
 /*
  * worker.c — tird-worker: measures candidates for a tird.
  *
- *   tird-worker --server URL --target TARGET [--token TOKEN] [--name NAME]
+ *   tird-worker --server URL --target TARGET [--token TOKEN] [--name NAME] [--cc CC]
+ *   tird-worker --target cpu --print-target
  *
  * The loop, top to bottom: resolve the target on this machine (a bare "cuda"
  * asks the driver in a child process: this process never initialises CUDA,
@@ -13,7 +14,17 @@
  * worker dead) the worker registers again.  SIGTERM / SIGINT: leave (tird
  * re-queues a batch in flight) and exit 0.
  *
- * Exit status: 0 after a signal, 2 on a bad command line or target.
+ * A bare "cpu" is this machine's CPU as its hardware says (target.c: on
+ * AArch64 the kernel's hwcaps, "cpu:aarch64+neon+dotprod+..."); under an
+ * emulator (qemu-user) the key ends in "+emulated" and the registration
+ * names the emulator, so that tird keeps what it measures apart from the
+ * real hardware's.  Candidates are compiled by --cc (else $CC, else the
+ * compiler tird-worker was configured with: cc for a cross build); under
+ * qemu that is the host's cross compiler, an x86 program the emulated
+ * worker starts natively (qemu-user passes execve to the host kernel).
+ *
+ * Exit status: 0 after a signal (or --print-target), 2 on a bad command line
+ * or target.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -31,6 +42,9 @@
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
+#endif
+#ifndef TIR_SYSTEM_CC
+#define TIR_SYSTEM_CC "cc"
 #endif
 
 /* The only global: what the signal handler sets. */
@@ -97,6 +111,10 @@ static bool register_once(wk *w)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "target", w->target.key);
 	cJSON_AddStringToObject(o, "name", w->name);
+	if (w->target.emulated) {
+		cJSON_AddBoolToObject(o, "emulated", true);
+		cJSON_AddStringToObject(o, "emulator", w->target.emulator);
+	}
 	char *body = cJSON_PrintUnformatted(o), *resp = NULL;
 	cJSON_Delete(o);
 	long st = request(w, "POST", "/v1/workers", body, 10, true, &resp);
@@ -112,7 +130,8 @@ static bool register_once(wk *w)
 			w->heartbeat_s = cJSON_IsNumber(hb) && hb->valuedouble > 0 ? hb->valuedouble : 3;
 			w->need_register = false;
 			pthread_mutex_unlock(&w->mu);
-			wlog("registered with %s as %s (%s)", w->server, w->id, w->target.key);
+			wlog("registered with %s as %s (%s%s%s)", w->server, w->id, w->target.key,
+			     w->target.emulated ? ", emulated by " : "", w->target.emulator);
 			ok = true;
 		}
 	} else if (st) {
@@ -223,19 +242,27 @@ static cJSON *measure_batch(wk *w, const cJSON *batch, tir_measure_phases *ph)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tird-worker --server URL --target TARGET [--token TOKEN] "
-		   "[--name NAME]\n"
+		   "[--name NAME] [--cc CC]\n"
+		   "       tird-worker --target TARGET --print-target\n"
 		   "  --server   the tird to measure for (default $TIRD_URL, else "
 		   "http://127.0.0.1:8642)\n"
-		   "  --target   cpu, cuda, or a full key (cpu:x86_64+avx2+fma, cuda:sm_90)\n"
+		   "  --target   cpu (this machine's, detected: cpu:aarch64+neon+dotprod..., "
+		   "+emulated under qemu), cuda, or a full key (cpu:x86_64+avx2+fma, "
+		   "cuda:sm_90)\n"
 		   "  --token    bearer token (default $TIRD_TOKEN)\n"
-		   "  --name     shown by `tirctl workers` (default host:pid)\n");
+		   "  --name     shown by `tirctl workers` (default host:pid)\n"
+		   "  --cc       the C compiler that builds CPU candidates (default $CC, "
+		   "else %s)\n"
+		   "  --print-target  print the full key TARGET resolves to, and exit\n",
+		TIR_SYSTEM_CC);
 }
 
 int main(int argc, char **argv)
 {
 	wk w = { .server = getenv("TIRD_URL"), .token = getenv("TIRD_TOKEN") };
 	pthread_mutex_init(&w.mu, NULL);
-	const char *name = NULL;
+	const char *name = NULL, *cc = NULL;
+	bool print_target = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -252,6 +279,10 @@ int main(int argc, char **argv)
 			w.token = v, i++;
 		} else if (v && !strcmp(a, "--name")) {
 			name = v, i++;
+		} else if (v && !strcmp(a, "--cc")) {
+			cc = v, i++;
+		} else if (!strcmp(a, "--print-target")) {
+			print_target = true;
 		} else {
 			fprintf(stderr, "tird-worker: bad argument '%s'\n", a);
 			usage(stderr);
@@ -270,6 +301,32 @@ int main(int argc, char **argv)
 					      : tir_target_parse(w.target_arg, &w.target, &err);
 	if (rc) {
 		fprintf(stderr, "tird-worker: %s\n", err.msg);
+		return 2;
+	}
+	/* a full CPU key given under an emulator measures no more the hardware
+	 * than a detected one */
+	char emu[64];
+	if (w.target.kind == TIR_TARGET_CPU && !w.target.emulated &&
+	    tir_cpu_emulated(emu, sizeof emu)) {
+		char key[sizeof w.target.key + 16];
+		snprintf(key, sizeof key, "%s+emulated", w.target.key);
+		rc = tir_target_parse(key, &w.target, &err);
+		snprintf(w.target.emulator, sizeof w.target.emulator, "%s", emu);
+		fprintf(stderr, "tird-worker: running under %s: measuring for %s\n", emu, key);
+	}
+	if (rc) {
+		fprintf(stderr, "tird-worker: %s\n", err.msg);
+		return 2;
+	}
+	if (print_target) {
+		printf("%s\n", w.target.key);
+		if (w.target.emulated)
+			fprintf(stderr, "tird-worker: emulated by %s\n", w.target.emulator);
+		return 0;
+	}
+	/* the CPU builder (measure/cpu.c) runs $CC; set before any thread */
+	if (cc && setenv("CC", cc, 1)) {
+		fprintf(stderr, "tird-worker: --cc: cannot set CC\n");
 		return 2;
 	}
 	char host[64] = "host";

@@ -59,6 +59,7 @@ typedef struct worker {
 	char name[128];
 	char token[64];            /* its token's identity, "" when tird has none */
 	char peer[64];
+	char emulator[64];         /* "" on real hardware */
 	double registered, last_seen;
 	bool live;
 	int polling;               /* lease requests waiting now */
@@ -398,6 +399,7 @@ static void info_of(const workers *ws, const worker *w, worker_info *out)
 	out->batch_id = w->batch_id;
 	memcpy(out->token, w->token, sizeof out->token);
 	memcpy(out->peer, w->peer, sizeof out->peer);
+	memcpy(out->emulator, w->emulator, sizeof out->emulator);
 	long lease = ws->d->cfg.lease_s;
 	out->lease_s = (double)lease;
 	out->heartbeat_s = lease >= 3 ? (double)(lease / 3) : 0.5;
@@ -413,6 +415,9 @@ int workers_register(workers *ws, const tir_target *t, const char *name, const t
 	snprintf(w->name, sizeof w->name, "%s", name ? name : "unnamed");
 	snprintf(w->token, sizeof w->token, "%s", tok ? tok->name : "");
 	snprintf(w->peer, sizeof w->peer, "%s", peer ? peer : "");
+	if (t->emulated)
+		snprintf(w->emulator, sizeof w->emulator, "%s", t->emulator[0] ? t->emulator
+										: "an unnamed emulator");
 	w->registered = w->last_seen = store_now();
 	w->live = true;
 	store_error err;
@@ -428,8 +433,9 @@ int workers_register(workers *ws, const tir_target *t, const char *name, const t
 	info_of(ws, w, out);
 	pthread_cond_broadcast(&ws->changed);
 	pthread_mutex_unlock(&ws->mu);
-	log_info("worker %s registered (%s, %s, token %s, from %s)", out->id, out->name,
-		 out->target, out->token[0] ? out->token : "none", out->peer);
+	log_info("worker %s registered (%s, %s, token %s, from %s%s%s)", out->id, out->name,
+		 out->target, out->token[0] ? out->token : "none", out->peer,
+		 out->emulator[0] ? "; emulated by " : "", out->emulator);
 	return 0;
 }
 

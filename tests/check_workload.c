@@ -433,6 +433,15 @@ START_TEST(targets)
 	ck_assert_int_eq(tir_target_parse("cpu:aarch64+neon+dotprod", &t, &err), 0);
 	ck_assert_str_eq(t.key, "cpu:aarch64+neon+dotprod");
 	ck_assert_int_eq(t.vector_bytes, 16);
+	ck_assert(!t.emulated && tir_target_has(&t, "dotprod") && tir_target_has(&t, "neon"));
+	ck_assert(!tir_target_has(&t, "dot") && !tir_target_has(&t, "i8mm"));
+	/* every AArch64 hwcap tird names, in key order; +emulated last (issue #33) */
+	ck_assert_int_eq(tir_target_parse("cpu:aarch64+sve2+sve+bf16+i8mm+fp16+dotprod+neon+"
+					  "emulated", &t, &err), 0);
+	ck_assert_str_eq(t.key, "cpu:aarch64+neon+dotprod+fp16+i8mm+bf16+sve+sve2+emulated");
+	ck_assert(t.emulated && tir_target_has(&t, "i8mm") && tir_target_has(&t, "sve2"));
+	ck_assert_int_eq(tir_target_parse("cpu:x86_64+avx2+fma+emulated", &t, &err), 0);
+	ck_assert(t.emulated && !strcmp(t.key, "cpu:x86_64+avx2+fma+emulated"));
 
 	static const struct { const char *s, *msg; } bad[] = {
 		{ "tpu", "unknown target \"tpu\"" },
@@ -452,6 +461,9 @@ START_TEST(targets)
 		{ "cpu:x86_64+avx2+avx512bw", "feature \"avx512bw\" without \"avx512f\"" },
 		{ "cpu:aarch64+dotprod", "feature \"dotprod\" without \"neon\"" },
 		{ "cpu:x86_64+", "unknown feature \"\" for x86_64" },
+		{ "cpu:aarch64+sve2", "feature \"sve2\" without \"sve\"" },
+		{ "cpu:aarch64+neon+emulated+dotprod", "\"emulated\" must come last" },
+		{ "cpu:aarch64+neon+qemu", "unknown feature \"qemu\" for aarch64" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		ck_assert_msg(tir_target_parse(bad[i].s, &t, &err) == -1, "%s", bad[i].s);

@@ -15,6 +15,13 @@
  * part (avx512bw needs avx512f, avx512f needs avx2, dotprod needs neon).
  * The error names the part at fault.
  *
+ * "+emulated" at the end of a CPU key names the same hardware as an
+ * emulator (qemu-user) runs it: a worker under emulation detects it
+ * (tir_cpu_emulated) and registers such a key, so that its timings, which say
+ * nothing of the hardware's, are records, bests and a cost model of their
+ * own, never the real board's.  Code is generated for it as for the key
+ * without it.
+ *
  * GPU limits for a named architecture come from a built-in table; a bare
  * "cuda" asks the driver (measure/cuda_props.c loads it with dlopen, in a
  * child process, so libtir never links libcuda and runs without one).
@@ -45,9 +52,16 @@ static const cpu_feature x86_features[] = {
 	{ "avx2", 32, NULL }, { "fma", 0, NULL }, { "avx512f", 64, "avx2" },
 	{ "avx512bw", 0, "avx512f" }, { "avx512vnni", 0, "avx512f" }, { 0, 0, 0 },
 };
+/* AArch64, as Linux's hwcaps name them: asimd (neon), asimddp (dotprod:
+ * sdot/udot), fphp + asimdhp (fp16 arithmetic), i8mm (smmla/ummla), bf16,
+ * sve, sve2.  Generated code uses 128-bit NEON registers, SVE or not. */
 static const cpu_feature arm_features[] = {
-	{ "neon", 16, NULL }, { "dotprod", 0, "neon" }, { 0, 0, 0 },
+	{ "neon", 16, NULL }, { "dotprod", 0, "neon" }, { "fp16", 0, "neon" },
+	{ "i8mm", 0, "neon" }, { "bf16", 0, "neon" }, { "sve", 0, "neon" },
+	{ "sve2", 0, "sve" }, { 0, 0, 0 },
 };
+#define EMULATED_FEATURE "emulated"
+#define MAX_FEATURES 8
 
 static const cpu_feature *features_of(const char *arch)
 {
@@ -80,11 +94,53 @@ static void cpu_finish(tir_target *t, const char *arch, const cpu_feature *tab,
 		if (tab[i].vector_bytes > t->vector_bytes)
 			t->vector_bytes = tab[i].vector_bytes;
 	}
+	if (t->emulated)
+		snprintf(t->key + n, sizeof t->key - (size_t)n, "+" EMULATED_FEATURE);
+}
+
+/* Whether this process runs under a user-mode emulator, and which (into
+ * emu): qemu-user started by hand leaves its own name in /proc/self/comm
+ * ("qemu-aarch64", "qemu-aarch64-st" for -static, cut at 15 bytes); started
+ * through binfmt_misc it passes the host's /proc/cpuinfo through, which then
+ * describes another architecture (an x86 host's "vendor_id" and "flags"
+ * lines where an AArch64 kernel writes "CPU implementer" and "Features").
+ * Only the first processor's lines are read. */
+bool tir_cpu_emulated(char *emu, size_t n)
+{
+#if defined(__x86_64__)
+	static const char *const foreign[] = { "CPU implementer", "Features\t" };
+#else
+	static const char *const foreign[] = { "vendor_id", "flags\t" };
+#endif
+	char comm[64] = "";
+	FILE *f = fopen("/proc/self/comm", "r");
+	if (f) {
+		if (!fgets(comm, sizeof comm, f))
+			comm[0] = '\0';
+		fclose(f);
+		comm[strcspn(comm, "\n")] = '\0';
+	}
+	if (!strncmp(comm, "qemu-", 5)) {
+		snprintf(emu, n, "%s", comm);
+		return true;
+	}
+	f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return false;
+	char line[256];
+	bool other = false;
+	while (!other && fgets(line, sizeof line, f) && line[0] != '\n')
+		for (int i = 0; i < 2; i++)
+			other = other || !strncmp(line, foreign[i], strlen(foreign[i]));
+	fclose(f);
+	if (other)
+		snprintf(emu, n, "an emulator (/proc/cpuinfo is another architecture's)");
+	return other;
 }
 
 static int cpu_detect(tir_target *t, tir_error *err)
 {
-	bool has[8] = { false };
+	bool has[MAX_FEATURES] = { false };
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	has[0] = __builtin_cpu_supports("avx2");
@@ -94,16 +150,36 @@ static int cpu_detect(tir_target *t, tir_error *err)
 	has[4] = __builtin_cpu_supports("avx512vnni");
 	cpu_finish(t, "x86_64", x86_features, has);
 #elif defined(__aarch64__) && defined(__linux__)
-	unsigned long hw = getauxval(AT_HWCAP);
+	/* the kernel's hwcaps, in arm_features' order; a bit the headers do not
+	 * know is a feature this build cannot name anyway */
+	unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+	(void)hw2;
 	has[0] = (hw & HWCAP_ASIMD) != 0;
 #ifdef HWCAP_ASIMDDP
-	has[1] = (hw & HWCAP_ASIMDDP) != 0;
+	has[1] = has[0] && (hw & HWCAP_ASIMDDP) != 0;
 #endif
+#if defined(HWCAP_FPHP) && defined(HWCAP_ASIMDHP)
+	has[2] = has[0] && (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP);
+#endif
+#ifdef HWCAP2_I8MM
+	has[3] = has[0] && (hw2 & HWCAP2_I8MM) != 0;
+#endif
+#ifdef HWCAP2_BF16
+	has[4] = has[0] && (hw2 & HWCAP2_BF16) != 0;
+#endif
+#ifdef HWCAP_SVE
+	has[5] = has[0] && (hw & HWCAP_SVE) != 0;
+#endif
+#ifdef HWCAP2_SVE2
+	has[6] = has[5] && (hw2 & HWCAP2_SVE2) != 0;
+#endif
+	t->emulated = tir_cpu_emulated(t->emulator, sizeof t->emulator);
 	cpu_finish(t, "aarch64", arm_features, has);
 #else
 	struct utsname u;
 	if (uname(&u) != 0)
 		return tir_fail(err, "cpu: cannot tell this machine's architecture");
+	t->emulated = tir_cpu_emulated(t->emulator, sizeof t->emulator);
 	cpu_finish(t, u.machine, features_of(u.machine), has);
 #endif
 	(void)err;
@@ -138,11 +214,19 @@ static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
 	if (!tab && !own_arch(arch))
 		return tir_fail(err, "target \"%s\": unknown architecture \"%s\" (known: "
 				"x86_64, aarch64)", s, arch);
-	bool has[8] = { false };
+	bool has[MAX_FEATURES] = { false };
 	p += alen;
 	while (*p == '+') {
 		p++;
 		size_t flen = strcspn(p, "+");
+		if (flen == strlen(EMULATED_FEATURE) && !strncmp(p, EMULATED_FEATURE, flen)) {
+			if (p[flen] != '\0')
+				return tir_fail(err, "target \"%s\": \"" EMULATED_FEATURE "\" must "
+						"come last", s);
+			t->emulated = true;
+			p += flen;
+			break;
+		}
 		int hit = -1;
 		for (int i = 0; tab && tab[i].name; i++)
 			if (strlen(tab[i].name) == flen && !strncmp(tab[i].name, p, flen))
@@ -153,8 +237,8 @@ static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
 				snprintf(known + strlen(known), sizeof known - strlen(known),
 					 "%s%s", i ? ", " : "", tab[i].name);
 			return tir_fail(err, "target \"%s\": unknown feature \"%.*s\" for %s "
-					"(known: %s)", s, (int)flen, p, arch,
-					tab ? known : "none");
+					"(known: %s; and " EMULATED_FEATURE " last)", s,
+					(int)flen, p, arch, tab ? known : "none");
 		}
 		if (has[hit])
 			return tir_fail(err, "target \"%s\": feature \"%s\" is named twice", s,
@@ -173,6 +257,17 @@ static int cpu_parse_key(const char *s, tir_target *t, tir_error *err)
 	}
 	cpu_finish(t, arch, tab, has);
 	return 0;
+}
+
+bool tir_target_has(const tir_target *t, const char *f)
+{
+	if (!t || t->kind != TIR_TARGET_CPU || !f || !*f)
+		return false;
+	size_t n = strlen(f);
+	for (const char *p = strchr(t->key, '+'); p; p = strchr(p + 1, '+'))
+		if (!strncmp(p + 1, f, n) && (p[1 + n] == '+' || p[1 + n] == '\0'))
+			return true;
+	return false;
 }
 
 /* ---- GPUs ------------------------------------------------------------------------ */

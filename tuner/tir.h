@@ -19,6 +19,7 @@
 #define TIR_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,6 +80,9 @@ typedef struct tir_target {
 	/* cpu */
 	int vector_bytes;         /* widest SIMD register: 16, 32 or 64 */
 	int cores;
+	bool emulated;            /* the key ends in "+emulated": measured under an
+				   * emulator (qemu-user), never the hardware's */
+	char emulator[64];        /* which, as detected ("qemu-aarch64-st"), or "" */
 	/* cuda */
 	int sm;                   /* compute capability * 10, e.g. 90 */
 	int sm_count;
@@ -93,6 +97,12 @@ typedef struct tir_target {
  * through the driver where one loads, else an error).  Known architectures
  * take their limits from a built-in table. */
 int tir_target_parse(const char *s, tir_target *t, tir_error *err);
+
+/* Whether this process runs under a user-mode emulator (qemu-user); which,
+ * in emu.  A bare "cpu" asks it, and its key then ends in "+emulated". */
+bool tir_cpu_emulated(char *emu, size_t n);
+/* Whether CPU target t's key names feature f ("dotprod", "avx512vnni"). */
+bool tir_target_has(const tir_target *t, const char *f);
 
 /* measure/cuda_props.c: fills the GPU fields of *t (sm, sm_count,
  * max_threads_per_block, max_shared_per_block (opt-in), warp_size, l2_bytes;

@@ -77,7 +77,9 @@ extern char **environ;
 
 /* ---- compiler flags ------------------------------------------------------------ */
 
-/* The flags each feature of a target key brings. */
+/* The flags each feature of a target key brings.  AArch64's are extensions
+ * of one -march (the last -march wins, so they cannot be separate flags):
+ * "+dotprod" after "-march=armv8.2-a". */
 static const struct { const char *arch, *feature, *flags; } feature_flags[] = {
 	{ "x86_64", "avx2", "-mavx2 -mf16c" },    /* every AVX2 CPU has F16C */
 	{ "x86_64", "fma", "-mfma" },
@@ -85,7 +87,12 @@ static const struct { const char *arch, *feature, *flags; } feature_flags[] = {
 	{ "x86_64", "avx512bw", "-mavx512bw -mavx512vl -mavx512dq" },
 	{ "x86_64", "avx512vnni", "-mavx512vnni" },
 	{ "aarch64", "neon", "" },                 /* baseline on AArch64 */
-	{ "aarch64", "dotprod", "-march=armv8.2-a+dotprod" },
+	{ "aarch64", "dotprod", "+dotprod" },
+	{ "aarch64", "fp16", "+fp16" },
+	{ "aarch64", "i8mm", "+i8mm" },
+	{ "aarch64", "bf16", "+bf16" },
+	{ "aarch64", "sve", "+sve" },
+	{ "aarch64", "sve2", "+sve2" },
 };
 
 /* Appends the words of s (split at blanks) to argv; words point into a copy
@@ -100,7 +107,9 @@ static int add_words(char **argv, int n, const char *s, char **keep)
 	return n;
 }
 
-/* The ISA flags for target t: -march=native when t is this machine.  With
+/* The ISA flags for target t: -march=native when t is this machine (never
+ * under an emulator: the compiler it runs, a cross compiler on the host,
+ * would take the host's CPU for the target's).  With
  * 64-byte vectors gcc still prefers 256-bit ones unless told otherwise; the
  * tuned kernels are written for the target's full width (1.1-1.7x measured
  * on sgemm candidates). */
@@ -109,7 +118,8 @@ void tir_cpu_isa_flags(const tir_target *t, char *out, size_t size)
 	tir_target host;
 	const char *wide = t->vector_bytes >= 64 && !strncmp(t->key, "cpu:x86_64", 10)
 		? " -mprefer-vector-width=512" : "";
-	if (tir_target_parse("cpu", &host, NULL) == 0 && !strcmp(host.key, t->key)) {
+	if (!t->emulated && tir_target_parse("cpu", &host, NULL) == 0 &&
+	    !strcmp(host.key, t->key)) {
 		snprintf(out, size, "-march=native%s", wide);
 		return;
 	}
@@ -129,8 +139,12 @@ void tir_cpu_isa_flags(const tir_target *t, char *out, size_t size)
 			    !strncmp(feature_flags[i].feature, p, flen) &&
 			    feature_flags[i].flags[0]) {
 				size_t l = strlen(out);
-				snprintf(out + l, size - l, "%s%s", l ? " " : "",
-					 feature_flags[i].flags);
+				const char *f = feature_flags[i].flags;
+				if (f[0] == '+' && !l)   /* the first extension */
+					snprintf(out, size, "-march=armv8.2-a%s", f);
+				else
+					snprintf(out + l, size - l, "%s%s", f[0] == '+' ? "" :
+						 l ? " " : "", f);
 			}
 		p += flen;
 	}

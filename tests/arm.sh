@@ -1,0 +1,200 @@
+#!/bin/sh
+# arm.sh — tird-worker on AArch64, end to end under emulation (issue #33; run
+# by `make check` from the build directory; skipped, saying what is missing,
+# without the cross tools: deploy/install-deps.sh --arm installs them).
+#
+#   1. cross-builds tird-worker for aarch64-linux-gnu in tests/arm64 of the
+#      build tree (configure --host=aarch64-linux-gnu --disable-daemon; kept,
+#      so a second run only rebuilds what changed);
+#   2. starts a real tird on a free loopback port with a temporary database,
+#      the aarch64 worker under qemu-aarch64 -cpu max (building candidates
+#      with the host's cross gcc, which the emulated worker starts natively)
+#      and an x86 worker of this machine's CPU;
+#   3. the emulated worker detects its key from the hwcaps qemu gives it
+#      (cpu:aarch64+neon+dotprod+...+emulated) and says at registration that
+#      it is emulated;
+#   4. a float32 matmul tuned on the ARM key and on this CPU's key at the same
+#      time, and an int8 conv2d on the ARM key, end with verified bests (every
+#      best a record whose output matched the reference); the two keys keep
+#      their own records and bests, the ARM ones marked emulated and none
+#      under the real board's key; the emulated key trains no cost model,
+#      while two real keys (this CPU's, and cpu:x86_64+avx2+fma measured here
+#      too) each train their own, with their own rows only;
+#   5. bad input changes nothing: a worker whose key does not parse, one that
+#      says it is emulated under a real board's key, and results for a batch
+#      the worker does not hold are refused (4xx, a message naming the fault),
+#      and the records and bests are the same after.
+# Trials are few and shapes small: the whole test is bounded to a few minutes.
+set -u
+top=$(pwd)
+src=${srcdir:-.}
+abs_src=$(cd "$src" && pwd)
+TIRD=$top/daemon/tird
+WORKER=$top/daemon/tird-worker
+TIRCTL=$top/client/tirctl
+skip() { echo "SKIP: $*"; exit 77; }
+for t in curl jq python3 sqlite3; do
+	command -v $t >/dev/null 2>&1 || skip "$t not installed"
+done
+CROSS_CC=aarch64-linux-gnu-gcc
+command -v $CROSS_CC >/dev/null 2>&1 ||
+	skip "no $CROSS_CC (deploy/install-deps.sh --arm installs the AArch64 cross tools)"
+QEMU=
+for q in qemu-aarch64-static qemu-aarch64; do
+	command -v $q >/dev/null 2>&1 && { QEMU=$q; break; }
+done
+[ -n "$QEMU" ] || skip "no qemu-aarch64 (deploy/install-deps.sh --arm installs qemu-user-static)"
+aarch64-linux-gnu-pkg-config --exists libcurl libcjson nettle 2>/dev/null ||
+	skip "no arm64 libcurl, cJSON or nettle (deploy/install-deps.sh --arm installs them)"
+[ -x "$TIRD" ] && [ -x "$WORKER" ] && [ -x "$TIRCTL" ] || { echo "FAIL: binaries not built"; exit 1; }
+ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0; export ASAN_OPTIONS
+
+fails=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+t0=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - t0 )) s"; }
+
+# ---- 1. the cross build ----------------------------------------------------------------------
+arm=$top/tests/arm64
+mkdir -p "$arm"
+if [ ! -f "$arm/config.status" ]; then
+	(cd "$arm" && env -u CC -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS -u MFLAGS "$abs_src/configure" \
+		--host=aarch64-linux-gnu --disable-daemon --enable-werror -q) >"$arm/configure.out" 2>&1 ||
+		{ echo "FAIL: configure --host=aarch64-linux-gnu:"; tail -20 "$arm/configure.out"; exit 1; }
+fi
+if ! (cd "$arm" && env -u CC -u CFLAGS -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -j2 daemon/tird-worker) >"$arm/make.out" 2>&1; then
+	echo "FAIL: make daemon/tird-worker for aarch64:"; tail -30 "$arm/make.out"; exit 1
+fi
+AWORKER=$arm/daemon/tird-worker
+file "$AWORKER" 2>/dev/null | grep -q 'ARM aarch64' || od -An -tx1 -j18 -N2 "$AWORKER" | grep -q 'b7 00' \
+	&& pass "tird-worker cross-built for aarch64 ($(elapsed))" || fail "$AWORKER is not an aarch64 program"
+# Without -L: with the arm64 multiarch libraries installed, -L /usr/aarch64-linux-gnu pairs the
+# cross toolchain's ld.so with the multiarch libc, and pthread_create never returns.
+qrun() { "$QEMU" -cpu max "$@"; }
+
+# ---- 2. tird and the workers -----------------------------------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tird-arm.XXXXXX")
+pids=""
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	if [ "$fails" -ne 0 ]; then
+		for f in "$tmp"/*.log; do echo "---- $f"; tail -40 "$f"; done
+	fi
+	[ -n "${TIRD_TEST_KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+url=http://127.0.0.1:$port
+"$TIRD" --listen 127.0.0.1:$port --db "$tmp/t.db" --local-workers none --model-seed none \
+	--lease-s 30 >"$tmp/tird.log" 2>&1 &
+tird_pid=$!; pids="$pids $tird_pid"
+up() { curl -sf "$url/healthz" >/dev/null 2>&1; }
+until_ok() {   # TENTHS COMMAND...
+	tenths=$1; shift
+	for i in $(seq 1 "$tenths"); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+until_ok 600 up && pass "tird up on $url" || { fail "tird did not start"; exit 1; }
+cpukey=$(curl -s "$url/healthz" | jq -r .cpu)
+
+# ---- 3. the key from the hardware, and emulation said --------------------------------------------
+akey=$(qrun "$AWORKER" --target cpu --print-target 2>"$tmp/print.err")
+printf '%s\n' "$akey" | grep -Eq '^cpu:aarch64\+neon\+dotprod(\+[a-z0-9]+)*\+emulated$' &&
+	grep -q 'emulated by qemu' "$tmp/print.err" \
+	&& pass "the emulated worker's key from its hwcaps: $akey" || fail "detected key: '$akey' $(cat "$tmp/print.err")"
+for f in fp16 i8mm bf16 sve sve2; do
+	case $akey in *+$f+*) ;; *) fail "qemu -cpu max has $f, the key lacks it: $akey" ;; esac
+done
+real=${akey%+emulated}
+"$QEMU" -cpu cortex-a53 "$AWORKER" --target cpu --print-target 2>/dev/null | grep -qx 'cpu:aarch64+neon+emulated' \
+	&& pass "a Cortex-A53 (no dot product) detects cpu:aarch64+neon" || fail "cortex-a53 key"
+"$QEMU" -cpu max "$AWORKER" --server "$url" --target cpu --cc $CROSS_CC --name arm >"$tmp/arm.log" 2>&1 &
+apid=$!; pids="$pids $apid"
+"$WORKER" --server "$url" --target cpu --name x86 >"$tmp/x86.log" 2>&1 &
+xpid=$!; pids="$pids $xpid"
+"$WORKER" --server "$url" --target cpu:x86_64+avx2+fma --name avx2 >"$tmp/avx2.log" 2>&1 &
+vpid=$!; pids="$pids $vpid"
+three() { [ "$(curl -s "$url/v1/workers" | jq '[.workers[] | select(.state=="live")] | length')" = 3 ]; }
+until_ok 300 three || fail "workers did not register: $(curl -s "$url/v1/workers")"
+curl -s "$url/v1/workers" >"$tmp/workers.json"
+jq -e --arg k "$akey" '[.workers[] | select(.target==$k and .emulated==true and (.emulator|test("qemu")))] | length == 1' \
+	"$tmp/workers.json" >/dev/null && grep -q "emulated by qemu" "$tmp/tird.log" \
+	&& pass "the ARM worker registered as emulated (by $(jq -r '.workers[] | select(.emulated) | .emulator' "$tmp/workers.json"))" \
+	|| fail "registration: $(cat "$tmp/workers.json")"
+jq -e --arg k "$cpukey" '[.workers[] | select(.target==$k and .emulated==false)] | length == 1' "$tmp/workers.json" >/dev/null \
+	&& pass "the x86 worker registered as real hardware ($cpukey)" || fail "x86 registration: $(cat "$tmp/workers.json")"
+
+# ---- 4. tuning: separate records, bests and models ----------------------------------------------
+echo '{"op":"matmul","M":32,"N":32,"K":32}' >"$tmp/mm.json"
+echo '{"op":"conv2d","N":1,"C":16,"H":8,"W":8,"K":16,"R":3,"S":3,"pad":1,"dtype":"int8","layout":"NHWC"}' >"$tmp/c2d.json"
+ctl() { "$TIRCTL" --server "$url" "$@"; }
+tune() {   # FILE TARGET OUT
+	ctl --json tune "$1" --target "$2" --trials 16 --batch 8 --wait >"$3" 2>"$3.err"
+}
+tune "$tmp/mm.json" "$akey" "$tmp/mm-arm.json" & j1=$!
+tune "$tmp/mm.json" "$cpukey" "$tmp/mm-x86.json" & j2=$!
+tune "$tmp/mm.json" cpu:x86_64+avx2+fma "$tmp/mm-avx2.json" & j3=$!
+wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?
+tune "$tmp/c2d.json" "$akey" "$tmp/c2d-arm.json"; r4=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] \
+	&& pass "float32 matmul on three keys at once, int8 conv2d on the ARM key: done ($(elapsed))" \
+	|| fail "tune exits $r1 $r2 $r3 $r4: $(cat "$tmp"/*.json.err)"
+for f in mm-arm mm-x86 mm-avx2 c2d-arm; do
+	rid=$(jq -r .record_id "$tmp/$f.json"); key=$(jq -r .target "$tmp/$f.json")
+	rec=$(curl -s "$url/v1/records?target=$(printf '%s' "$key" | sed 's/+/%2B/g')" | jq --arg id "$rid" '.records[] | select(.id==$id)')
+	printf '%s' "$rec" | jq -e '.status=="ok" and .max_rel_error >= 0 and .latency_us > 0' >/dev/null \
+		&& pass "$f: best $(jq -r .latency_us "$tmp/$f.json") us on $key, its record ok (error $(printf '%s' "$rec" | jq -r .max_rel_error) against the reference)" \
+		|| fail "$f: best $rid not a verified record: $rec"
+done
+q() { printf '%s' "$1" | sed 's/+/%2B/g'; }
+curl -s "$url/v1/records?target=$(q "$akey")" >"$tmp/rec-arm.json"
+curl -s "$url/v1/records?target=$(q "$cpukey")" >"$tmp/rec-x86.json"
+na=$(jq '.records|length' "$tmp/rec-arm.json"); nx=$(jq '.records|length' "$tmp/rec-x86.json")
+[ "$na" -ge 32 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
+	jq -e 'all(.records[]; .emulated != true)' "$tmp/rec-x86.json" >/dev/null &&
+	jq -e -n --slurpfile a "$tmp/rec-arm.json" --slurpfile x "$tmp/rec-x86.json" \
+		'([$a[0].records[].id] - [$x[0].records[].id] | length) == ($a[0].records | length)' >/dev/null \
+	&& pass "records kept apart: $na on the ARM key, all marked emulated; $nx on $cpukey, none" \
+	|| fail "records: $na ARM, $nx x86 $(head -c 400 "$tmp/rec-arm.json")"
+ba=$(jq -r .record_id "$tmp/mm-arm.json"); bx=$(jq -r .record_id "$tmp/mm-x86.json")
+jq -e '.emulated==true' "$tmp/mm-arm.json" >/dev/null && [ "$ba" != "$bx" ] &&
+	[ "$(curl -s "$url/v1/best?op=matmul&target=$(q "$cpukey")" | jq -r '.best[0].record_id')" = "$bx" ] &&
+	[ "$(curl -s "$url/v1/best?op=matmul&target=$(q "$akey")" | jq -r '.best[0].record_id')" = "$ba" ] \
+	&& pass "bests kept apart: the ARM key's best is its own, marked emulated" || fail "bests: $ba $bx $(cat "$tmp/mm-arm.json")"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url/v1/best?op=matmul&target=$(q "$real")")
+[ "$code" = 200 ] && jq -e '.best|length == 0' "$tmp/r" >/dev/null \
+	&& pass "the real board's key $real has no best from the emulator" || fail "best under $real: HTTP $code $(cat "$tmp/r")"
+grep -q "job [0-9]*: $akey is emulated: no cost model learns" "$tmp/tird.log" \
+	&& pass "the emulated key's jobs rank at random and teach no model" || fail "emulated key's model: $(grep "$akey" "$tmp/tird.log" | tail -3)"
+
+# ---- 5. bad input changes nothing ------------------------------------------------------------------
+snap() { curl -s "$url/v1/records" | jq -S '[.records[] | {id, status, latency_us}] | sort_by(.id)'; curl -s "$url/v1/best?op=matmul" | jq -S .; }
+snap >"$tmp/before"
+post() { curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary "$2" "$url$1"; }
+code=$(post /v1/workers '{"target":"cpu:aarch64+neon+sdot","name":"bad"}')
+[ "$code" = 400 ] && jq -e '.error.code=="invalid_target" and (.error.message|test("unknown feature \"sdot\" for aarch64"))' "$tmp/r" >/dev/null \
+	&& pass "a worker whose key does not parse: 400 $(jq -r .error.message "$tmp/r")" || fail "bad key: HTTP $code $(cat "$tmp/r")"
+code=$(post /v1/workers "{\"target\":\"$real\",\"emulated\":true,\"emulator\":\"qemu-aarch64\"}")
+[ "$code" = 400 ] && jq -e '.error.message|test("must end in \\+emulated")' "$tmp/r" >/dev/null \
+	&& pass "an emulated worker claiming the real board's key: 400" || fail "emulated real key: HTTP $code $(cat "$tmp/r")"
+post /v1/workers "{\"target\":\"$akey\",\"name\":\"stray\"}" >/dev/null; sid=$(jq -r .worker_id "$tmp/r")
+code=$(post "/v1/workers/$sid/results" '{"batch_id":1,"results":[{"status":"ok","latency_us":0.001,"max_rel_error":0}]}')
+[ "$code" = 409 ] && jq -e '.error.code=="lease_lost" and (.error.message|test("not leased to"))' "$tmp/r" >/dev/null \
+	&& pass "results for a batch the worker does not hold: 409 $(jq -r .error.message "$tmp/r")" || fail "stray results: HTTP $code $(cat "$tmp/r")"
+curl -s -X DELETE "$url/v1/workers/$sid" >/dev/null
+snap >"$tmp/after"
+cmp -s "$tmp/before" "$tmp/after" && pass "records and bests unchanged by the bad requests" \
+	|| fail "bad input changed something: $(diff "$tmp/before" "$tmp/after" | head -5)"
+
+# ---- the models, written at shutdown ------------------------------------------------------------------
+kill -TERM $apid $xpid $vpid; wait $apid $xpid $vpid 2>/dev/null
+kill -TERM $tird_pid; wait $tird_pid 2>/dev/null
+rows() { grep -F "cost model for $1 saved: " "$tmp/tird.log" | sed -n 's/.* saved: \([0-9]*\) rows.*/\1/p' | tail -n 1; }
+mx=$(rows "$cpukey"); mv=$(rows cpu:x86_64+avx2+fma)
+models=$(sqlite3 "$tmp/t.db" "SELECT target_kind FROM cost_models ORDER BY 1" | tr '\n' ' ')
+[ "$mx" = 16 ] && [ "$mv" = 16 ] && ! sqlite3 "$tmp/t.db" "SELECT target_kind FROM cost_models" | grep -q aarch64 \
+	&& pass "one model per real key, each with its own 16 rows ($models); none for the emulated key" \
+	|| fail "models: $cpukey $mx rows, avx2 $mv rows, stored: $models"
+echo "arm.sh: $(elapsed)"
+[ "$fails" -eq 0 ]
