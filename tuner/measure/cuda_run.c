@@ -21,8 +21,8 @@
  * of twice its size.  The calls rotate through copies of the inputs and
  * outputs that together span twice the L2 (cuda_rotation): back to back on
  * one set of buffers, every call after the first found its data in the L2
- * the call before had filled, and kernels tuned that way lost up to a third
- * of their speed on a cold L2, where the vendor's lost a few percent
+ * the call before had filled, and kernels tuned that way lost 40% and more on
+ * a cold L2 where the vendor's lost a few percent
  * (bench/results/2026-12-02-h200-harness.txt: C2D-3 float32 22 us warm, 31
  * cold; cuDNN 137 and 140).
  */
