@@ -23,6 +23,7 @@
  * several (cuda:sm_90 and cuda:sm_80 bests under "cuda") is refused naming them.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +67,9 @@ static int parse_args(int argc, char **argv, pack_opts *o)
 			usage();
 			exit(0);
 		}
-		if (i + 1 >= argc || (strcmp(a, "--target") && strcmp(a, "--op") &&
-				      strcmp(a, "--out"))) {
-			tirctl_err(i + 1 >= argc && a[0] == '-' ? "pack: %s needs a value"
+		bool known = !strcmp(a, "--target") || !strcmp(a, "--op") || !strcmp(a, "--out");
+		if (!known || i + 1 >= argc) {
+			tirctl_err(known ? "pack: %s needs a value"
 				   : "pack: unknown argument %s (try tirctl pack --help)", a);
 			return -1;
 		}
@@ -93,7 +94,26 @@ static int parse_args(int argc, char **argv, pack_opts *o)
 
 /* ---- the bests ------------------------------------------------------------------------ */
 
-/* Appends the bests of op (NULL: every op) on o->target to arr. */
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+/* Whether arr holds a best of b's workload on b's target. */
+static bool has_best(const cJSON *arr, const cJSON *b)
+{
+	const cJSON *x;
+	cJSON_ArrayForEach(x, arr)
+		if (!strcmp(jstr(x, "workload_key"), jstr(b, "workload_key")) &&
+		    !strcmp(jstr(x, "target"), jstr(b, "target")))
+			return true;
+	return false;
+}
+
+/* Appends the bests of op (NULL: every op) on o->target to arr, each
+ * workload once (an --op given twice would pack a kernel twice: two
+ * definitions of one function, a pack that does not build). */
 static int fetch_bests(const tirctl_globals *g, const pack_opts *o, const char *op, cJSON *arr)
 {
 	char *t = tirctl_escape(o->target), *e = tirctl_escape(op ? op : "");
@@ -106,16 +126,14 @@ static int fetch_bests(const tirctl_globals *g, const pack_opts *o, const char *
 	if (rc)
 		return rc;
 	cJSON *b = cJSON_GetObjectItem(j, "best"), *x;
-	while (cJSON_IsArray(b) && (x = cJSON_DetachItemFromArray(b, 0)))
-		cJSON_AddItemToArray(arr, x);
+	while (cJSON_IsArray(b) && (x = cJSON_DetachItemFromArray(b, 0))) {
+		if (has_best(arr, x))
+			cJSON_Delete(x);
+		else
+			cJSON_AddItemToArray(arr, x);
+	}
 	cJSON_Delete(j);
 	return 0;
-}
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsString(x) ? x->valuestring : "";
 }
 
 /* The trace of best b (its record, on its target), unformatted JSON. */

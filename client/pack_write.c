@@ -589,6 +589,18 @@ static int write_table(const pack_write_opts *wo, const pack_kernel *ks, int n, 
 
 /* ---- tird_pack.h ------------------------------------------------------------------------- */
 
+/* s inside a C comment: "*\/" for every "*" "/" (a graph's tensor may be named
+ * so; in JSON "\/" is "/", so the text stays the same document). */
+static void put_comment(out *o, const char *s)
+{
+	for (; *s; s++) {
+		if (s[0] == '*' && s[1] == '/')
+			put(o, "*\\");
+		else
+			put(o, "%c", *s);
+	}
+}
+
 static int write_header(const pack_write_opts *wo, const pack_kernel *ks, int n, char *msg,
 			size_t size)
 {
@@ -602,8 +614,9 @@ static int write_header(const pack_write_opts *wo, const pack_kernel *ks, int n,
 		kernel_name(&ks[i], name, sizeof name);
 		char *wj = cJSON_PrintUnformatted(cJSON_GetObjectItem(ks[i].best, "workload"));
 		const cJSON *lat = cJSON_GetObjectItem(ks[i].best, "latency_us");
-		put(&o, "\n/* %s, %.3f us as tird measured it", wj ? wj : "",
-		    cJSON_IsNumber(lat) ? lat->valuedouble : 0.0);
+		put(&o, "\n/* ");
+		put_comment(&o, wj ? wj : "");
+		put(&o, ", %.3f us as tird measured it", cJSON_IsNumber(lat) ? lat->valuedouble : 0.0);
 		free(wj);
 		for (int a = 0, first = 1; a < c->nargs; a++) {
 			if (c->args[a].is_scratch)
