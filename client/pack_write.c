@@ -61,7 +61,7 @@ static const char header_text[] =
 "\tconst char *dtype, *out_dtype;\n"
 "} tird_matmul_shape;\n\n"
 "typedef struct tird_conv_shape {\n"
-"\tlong long N, C, K;        /* K: output channels (not for depthwise_conv2d) */\n"
+"\tlong long N, C, K;        /* K: output channels (depthwise_conv2d: 0 or C * multiplier) */\n"
 "\tlong long in[3];          /* input extents, outermost first: W; H W; D H W */\n"
 "\tlong long kernel[3];      /* S; R S; T R S */\n"
 "\tlong long stride[3], dilation[3];\n"
@@ -279,7 +279,8 @@ static const char rt_text[] =
 "static int pk_conv_eq(const tird_conv_shape *s, const tird_conv_shape *k, int nd,\n"
 "\t\t      const char *dflt_layout)\n"
 "{\n"
-"\tif (s->N != k->N || s->C != k->C || s->K != k->K || pk_one(s->groups) != k->groups ||\n"
+"\tif (s->N != k->N || s->C != k->C || (s->K != k->K && !(k->K == 0 && s->K ==\n"
+"\t    s->C * pk_one(s->multiplier))) || pk_one(s->groups) != k->groups ||\n"
 "\t    pk_one(s->multiplier) != k->multiplier)\n"
 "\t\treturn 0;\n"
 "\tfor (int d = 0; d < nd; d++)\n"
@@ -685,15 +686,19 @@ static int write_build(const pack_write_opts *wo, const pack_kernel *ks, int n, 
 	put(&o, "PREFIX ?= /usr/local\nCC ?= cc\n");
 	if (cuda) {
 		put(&o, "CUDA ?= /usr/local/cuda\n"
-		    "CFLAGS ?= -O2\n"
+		    "# CFLAGS adds to the pack's flags; it never replaces them\n"
+		    "TIRD_CFLAGS = -O2\n"
 		    "PACK_CFLAGS = -std=c11 -fPIC -I$(CUDA)/include\n"
 		    "# libcuda comes with the driver; the toolkit's stub links where none is installed\n"
 		    "LDLIBS = -L$(CUDA)/lib64 -L$(CUDA)/lib64/stubs -lcuda -lpthread\n");
 	} else {
 		char isa[256];
 		tir_cpu_isa_flags(wo->target, isa, sizeof isa);
-		put(&o, "# the flags tird built its candidates with (tuner/measure/cpu.c)\n"
-		    "CFLAGS ?= -O3 -fno-math-errno %s\n"
+		put(&o, "# the flags tird built its candidates with (tuner/measure/cpu.c); TIRD_ISA\n"
+		    "# names the target's ISA (-march=native where the pack was written on it:\n"
+		    "# building elsewhere, give the target key's -m flags); CFLAGS adds to them\n"
+		    "TIRD_ISA ?= %s\n"
+		    "TIRD_CFLAGS = -O3 -fno-math-errno $(TIRD_ISA)\n"
 		    "PACK_CFLAGS = -fPIC -fopenmp\n"
 		    "LDLIBS = -fopenmp -lm\n", isa);
 	}
@@ -706,14 +711,14 @@ static int write_build(const pack_write_opts *wo, const pack_kernel *ks, int n, 
 	put(&o, "\n\nall: libtirdpack.a libtirdpack.so\n\n"
 	    "libtirdpack.a: tird_pack.o $(KERNELS)\n\trm -f $@\n\tar rcs $@ $^\n\n"
 	    "libtirdpack.so: tird_pack.o $(KERNELS)\n\t$(CC) -shared -o $@ $^ $(LDLIBS)\n\n"
-	    "tird_pack.o: tird_pack.c tird_pack.h\n\t$(CC) $(CFLAGS) $(PACK_CFLAGS) -c -o $@ $<\n\n");
+	    "tird_pack.o: tird_pack.c tird_pack.h\n\t$(CC) $(TIRD_CFLAGS) $(CFLAGS) $(PACK_CFLAGS) -c -o $@ $<\n\n");
 	if (cuda)
 		put(&o, "kernels/%%_cubin.o: kernels/%%_cubin.c\n"
-		    "\t$(CC) $(CFLAGS) $(PACK_CFLAGS) -c -o $@ $<\n\n");
+		    "\t$(CC) $(TIRD_CFLAGS) $(CFLAGS) $(PACK_CFLAGS) -c -o $@ $<\n\n");
 	else
 		put(&o, "# each kernel's entry, tir_entry in its source, gets the kernel's name\n"
 		    "kernels/%%.o: kernels/%%.c\n"
-		    "\t$(CC) $(CFLAGS) $(PACK_CFLAGS) -Dtir_entry=$(notdir $*)_entry -c -o $@ $<\n\n");
+		    "\t$(CC) $(TIRD_CFLAGS) $(CFLAGS) $(PACK_CFLAGS) -Dtir_entry=$(notdir $*)_entry -c -o $@ $<\n\n");
 	put(&o, "install: all\n"
 	    "\tinstall -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig\n"
 	    "\tinstall -m 644 tird_pack.h $(DESTDIR)$(PREFIX)/include/\n"
