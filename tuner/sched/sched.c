@@ -613,7 +613,8 @@ static bool is_int_number(const cJSON *x, int64_t *v)
 	if (!cJSON_IsNumber(x))
 		return false;
 	double d = x->valuedouble;
-	if (d != (double)(int64_t)d || d > 9.0e15 || d < -9.0e15)
+	/* the range first: converting a double out of int64_t's range is undefined */
+	if (!(d <= 9.0e15 && d >= -9.0e15) || d != (double)(int64_t)d)
 		return false;
 	*v = (int64_t)d;
 	return true;
