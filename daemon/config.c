@@ -194,6 +194,10 @@ static int parse_scopes(char *s, unsigned *scopes, char *msg, size_t n)
 		}
 		*scopes |= 1u << found;
 	}
+	if (!*scopes) {            /* "," would be a token that may do nothing */
+		snprintf(msg, n, "\"%.40s\" names no scope (read, submit, worker, admin)", s);
+		return -1;
+	}
 	return 0;
 }
 
