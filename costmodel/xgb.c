@@ -543,9 +543,33 @@ out:
 	return rc;
 }
 
-int cm_model_rows(const cm_model *m) { return m->nrows; }
-int cm_model_trained_rows(const cm_model *m) { return m->trained_rows; }
-bool cm_model_trained(const cm_model *m) { return m->booster != NULL; }
+/* Read under the model's lock: another job's thread may be training the
+ * same model (train writes these under it; ThreadSanitizer saw xgb_predict
+ * read booster while a second tuning thread trained).  The lock is the
+ * only part of the model a reader changes, hence the casts. */
+int cm_model_rows(const cm_model *m)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+	int n = m->nrows;
+	pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+	return n;
+}
+
+int cm_model_trained_rows(const cm_model *m)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+	int n = m->trained_rows;
+	pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+	return n;
+}
+
+bool cm_model_trained(const cm_model *m)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+	bool trained = m->booster != NULL;
+	pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+	return trained;
+}
 
 /* ---- the blob: "TIRCM3\n\0", then little-endian u32 / f64 / f32 fields ---- */
 

@@ -238,8 +238,10 @@ static bool json_int(const cJSON *body, const char *name, long lo, long hi, long
 		*v = def;
 		return true;
 	}
-	if (!cJSON_IsNumber(x) || x->valuedouble != (double)(long)x->valuedouble ||
-	    x->valuedouble < (double)lo || x->valuedouble > (double)hi) {
+	/* the range before the conversion: a double out of long's range
+	 * ("trials": 1e300) converts to no defined value */
+	if (!cJSON_IsNumber(x) || !(x->valuedouble >= (double)lo && x->valuedouble <= (double)hi) ||
+	    x->valuedouble != (double)(long)x->valuedouble) {
 		http_error(out, 400, "bad_request", "%s: expected an integer in [%ld, %ld]",
 			   name, lo, hi);
 		return false;
@@ -1198,6 +1200,13 @@ void api_worker_results(http_req *r, http_resp *out)
 	if (!cJSON_IsNumber(bj) || !cJSON_IsArray(rs)) {
 		cJSON_Delete(body);
 		http_error(out, 400, "bad_request", "expected {\"batch_id\": N, \"results\": [...]}");
+		return;
+	}
+	if (!(bj->valuedouble >= 1 && bj->valuedouble <= SEED_MAX) ||
+	    bj->valuedouble != (double)(int64_t)bj->valuedouble) {
+		cJSON_Delete(body);
+		http_error(out, 400, "bad_request", "batch_id: expected a positive integer (a batch "
+			   "this worker leased)");
 		return;
 	}
 	int n = cJSON_GetArraySize(rs), i = 0;

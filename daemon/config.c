@@ -90,6 +90,21 @@ static char *trim(char *s)
 	return s;
 }
 
+/* Whether fgets cut the line it read into `line` (cap bytes) short: the
+ * rest would be read as a line of its own (the tail of a long comment as a
+ * setting), so a line that long is refused instead. */
+static bool line_cut(FILE *f, const char *line, size_t cap)
+{
+	size_t len = strlen(line);
+	if (len + 1 < cap || line[len - 1] == '\n')
+		return false;
+	int ch = getc(f);
+	if (ch == EOF)
+		return false;
+	ungetc(ch, f);
+	return true;
+}
+
 int config_load(tird_config *c, const char *path, char *msg, size_t n)
 {
 	FILE *f = fopen(path, "r");
@@ -101,6 +116,12 @@ int config_load(tird_config *c, const char *path, char *msg, size_t n)
 	int lineno = 0, rc = 0;
 	while (fgets(line, sizeof line, f)) {
 		lineno++;
+		if (line_cut(f, line, sizeof line)) {
+			snprintf(msg, n, "%s:%d: longer than %zu characters", path, lineno,
+				 sizeof line - 2);
+			rc = -1;
+			break;
+		}
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
@@ -173,6 +194,10 @@ static int parse_scopes(char *s, unsigned *scopes, char *msg, size_t n)
 		}
 		*scopes |= 1u << found;
 	}
+	if (!*scopes) {            /* "," would be a token that may do nothing */
+		snprintf(msg, n, "\"%.40s\" names no scope (read, submit, worker, admin)", s);
+		return -1;
+	}
 	return 0;
 }
 
@@ -191,6 +216,12 @@ static int load_tokens(tird_config *c, char *msg, size_t n)
 	int lineno = 0, rc = 0;
 	while (rc == 0 && fgets(line, sizeof line, f)) {
 		lineno++;
+		if (line_cut(f, line, sizeof line)) {
+			snprintf(msg, n, "token_file %s:%d: longer than %zu characters",
+				 c->token_file, lineno, sizeof line - 2);
+			rc = -1;
+			break;
+		}
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
@@ -210,18 +241,24 @@ static int load_tokens(tird_config *c, char *msg, size_t n)
 			rc = -1;
 		} else if (scopes && parse_scopes(scopes, &t.scopes, m, sizeof m)) {
 			rc = -1;
+		} else if (name && strlen(name) >= sizeof t.name) {
+			snprintf(m, sizeof m, "the name is longer than %zu characters",
+				 sizeof t.name - 1);
+			rc = -1;
 		} else {
-			if (name && strlen(name) >= sizeof t.name) {
-				snprintf(m, sizeof m, "the name is longer than %zu characters",
-					 sizeof t.name - 1);
-				rc = -1;
-			}
+			/* the name a line ends with, given or not: a worker is bound to
+			 * its token's name, so no two tokens may share one ("token-2"
+			 * given on line 1 is line 2's default) */
+			if (name)
+				snprintf(t.name, sizeof t.name, "%s", name);
+			else
+				snprintf(t.name, sizeof t.name, "token-%d", lineno);
 			for (int i = 0; rc == 0 && i < c->ntokens; i++)
 				if (!strcmp(c->tokens[i].secret, secret) ||
-				    (name && !strcmp(c->tokens[i].name, name))) {
-					snprintf(m, sizeof m, "the %s of line %d again",
+				    !strcmp(c->tokens[i].name, t.name)) {
+					snprintf(m, sizeof m, "the %s of token %d again%s",
 						 strcmp(c->tokens[i].secret, secret) ? "name" : "token",
-						 i + 1);
+						 i + 1, name ? "" : " (the default name of this line)");
 					rc = -1;
 				}
 		}
@@ -229,10 +266,6 @@ static int load_tokens(tird_config *c, char *msg, size_t n)
 			snprintf(msg, n, "token_file %s:%d: %s", c->token_file, lineno, m);
 			break;
 		}
-		if (name)
-			snprintf(t.name, sizeof t.name, "%s", name);
-		else
-			snprintf(t.name, sizeof t.name, "token-%d", lineno);
 		t.secret = tird_strdup(secret);
 		c->tokens = tird_xrealloc(c->tokens, (size_t)(c->ntokens + 1) * sizeof *c->tokens);
 		c->tokens[c->ntokens++] = t;

@@ -370,6 +370,8 @@ int jobs_get(jobs *js, int64_t id, double wait_s, long version, job_view *v, tir
 	tird *d = js->d;
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
+	if (!(wait_s > 0))         /* negative or NaN ("wait=nan"): no wait */
+		wait_s = 0;
 	if (wait_s > 60)
 		wait_s = 60;
 	long ns = until.tv_nsec + (long)((wait_s - (long)wait_s) * 1e9);

@@ -27,6 +27,7 @@
  * or target.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,8 +48,12 @@
 #define TIR_SYSTEM_CC "cc"
 #endif
 
-/* The only global: what the signal handler sets. */
-static volatile sig_atomic_t stop_requested;
+/* The only global: what the signal handler sets.  Atomic, not volatile
+ * sig_atomic_t: the heartbeat thread reads it too (volatile orders nothing
+ * between threads: ThreadSanitizer reported the handler's write racing with
+ * its read); a lock-free atomic_int is async-signal-safe. */
+static atomic_int stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler sets an atomic_int");
 
 static void on_signal(int sig)
 {

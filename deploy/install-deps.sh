@@ -22,7 +22,8 @@ set -euo pipefail
 arm=0
 pkgs=(build-essential autoconf automake libtool pkg-config
       libmicrohttpd-dev libsqlite3-dev libcjson-dev libxgboost-dev check
-      libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3)
+      libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3
+      clang libclang-rt-dev)      # the libFuzzer build of tests/fuzz/ (.ci/run)
 for arg in "$@"; do
 	case $arg in
 	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;

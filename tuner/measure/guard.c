@@ -467,6 +467,19 @@ static int stream_watch(tir_child_stream *s, pid_t pid)
 		}
 		return 0;                     /* set up, then closed with nothing put */
 	}
+	/* order[cur] was written by tir_child_stream_put before its store of
+	 * count.  The child read it after loading count, but that ordering is
+	 * another process's: loading count here orders this thread's read after
+	 * the write too (ThreadSanitizer saw the read unordered).  And the
+	 * child ran candidate code that may have written anywhere, the shared
+	 * reports among it: an index outside what was put is refused, never
+	 * followed. */
+	int put = atomic_load(&sh->count);
+	if (cur >= put || cur >= s->n || sh->order[cur] < 0 || sh->order[cur] >= s->n) {
+		stream_fail(s, TIR_MEASURE_RUN_ERROR, "the child's reports were overwritten "
+			    "(it was at item %d of %d put)", cur, put);
+		return -1;
+	}
 	batch_item *it = &sh->items[sh->order[cur]];
 	if (!it->done)
 		batch_blame(it, w == 1, st, s->f.timeout_s);

@@ -11,6 +11,7 @@
  * and sched_replay_valid is replay plus validation, how the search and the
  * measurement both turn a trace into a candidate.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,7 +614,8 @@ static bool is_int_number(const cJSON *x, int64_t *v)
 	if (!cJSON_IsNumber(x))
 		return false;
 	double d = x->valuedouble;
-	if (d != (double)(int64_t)d || d > 9.0e15 || d < -9.0e15)
+	/* the range first: converting a double out of int64_t's range is undefined */
+	if (!(d <= 9.0e15 && d >= -9.0e15) || d != (double)(int64_t)d)
 		return false;
 	*v = (int64_t)d;
 	return true;
@@ -700,8 +702,12 @@ static int parse_inst(tir_sched *s, const cJSON *o, rvmap *m, tir_inst *in, tir_
 			return tir_fail(err, "\"fattrs\" is not a list");
 		const cJSON *x;
 		cJSON_ArrayForEach(x, fa) {
-			if (in->nfattr == TIR_MAX_IO || !cJSON_IsNumber(x))
-				return tir_fail(err, "\"fattrs\" must be at most %d numbers", TIR_MAX_IO);
+			if (in->nfattr == TIR_MAX_IO)
+				return tir_fail(err, "\"fattrs\" has more than %d values", TIR_MAX_IO);
+			/* finite: JSON has no infinity, so one (1e999) would print as
+			 * null and the canonical trace would not replay */
+			if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
+				return tir_fail(err, "\"fattrs\" holds a value that is not a finite number");
 			in->fattr[in->nfattr++] = x->valuedouble;
 		}
 	}
