@@ -44,6 +44,7 @@ static const struct { size_t off; const char *names[3]; } cu_syms[] = {
 	CU_SYM(MemFree, "cuMemFree_v2"),
 	CU_SYM(MemcpyHtoD, "cuMemcpyHtoD_v2"),
 	CU_SYM(MemcpyDtoH, "cuMemcpyDtoH_v2"),
+	CU_SYM(MemcpyDtoD, "cuMemcpyDtoD_v2"),
 	CU_SYM(MemsetD8, "cuMemsetD8_v2"),
 	CU_SYM(LaunchKernel, "cuLaunchKernel"),
 	CU_SYM(EventCreate, "cuEventCreate"),

@@ -18,12 +18,17 @@
  * most GRAPH_MAX_CALLS sequences, replayed as often as the repeat needs:
  * device time per call, as the peer's figures in bench/ are taken), on a
  * blocking stream of its own, the L2 flushed before each repeat by a memset
- * of twice its size.  So every call after the first of a repeat finds its
- * data in the L2 the call before filled: warmer than a kernel among other
- * work (bench/results/2026-12-02-h200-harness.txt, methods (a), (w), (b)).
- * Rotating the calls through copies of the arguments spanning twice the L2
- * was tried and taken back: 64-trial searches under it found 2-3x slower
- * bests for four of thirteen workloads (same file, part 3).
+ * of twice its size.  The calls rotate through copies of the inputs and
+ * outputs that together span twice the L2 (cuda_rotation), so every call
+ * reads its data from device memory, as a kernel among other work does;
+ * back to back on one set of buffers (TIRD_CUDA_L2=warm in the measuring
+ * process, for comparisons) every call after the first found its data in
+ * the L2 the call before had filled, and kernels tuned that way lost up to
+ * 45% on a cold L2 where the vendor's lost a few percent
+ * (bench/results/2026-12-02-h200-harness.txt).  Under rotation a best's
+ * figure is ncu's gpu__time_duration of the same kernels less a near
+ * constant 0.9 us per kernel, the launch cost back to back hides
+ * (bench/results/2026-12-02-h200-l2.txt).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -137,7 +142,7 @@ int cuda_flush(void *ctx, tir_child_report *rep)
 /* At most this many launch sequences in one graph; more calls replay it. */
 #define GRAPH_MAX_CALLS 256
 
-void cuda_graph_release(cuda_ctx *x)
+static void graph_drop(cuda_ctx *x)
 {
 	const cu_api *cu = &x->cu;
 	if (x->exec)
@@ -149,18 +154,134 @@ void cuda_graph_release(cuda_ctx *x)
 	x->graph_calls = 0;
 }
 
-/* x->exec: `calls` launch sequences captured from x->stream as one graph. */
+static void copies_drop(cuda_ctx *x)
+{
+	const cu_api *cu = &x->cu;
+	for (int r = 1; r < x->ncopies; r++) {
+		cuda_copy *k = &x->copies[r];
+		if (k->base)
+			cu->MemFree(k->base);
+		free(k->dptr);
+		free(k->params);
+		free(k->lparams);
+		free(k->tparams);
+		free(k->tmaps);
+	}
+	free(x->copies);
+	x->copies = NULL;
+	x->ncopies = 0;
+}
+
+void cuda_graph_release(cuda_ctx *x)
+{
+	graph_drop(x);
+	copies_drop(x);
+}
+
+/* x->copies: as many copies of the inputs and outputs (the scratch buffers
+ * are shared) as make twice the L2 (x->flush_bytes) with the arguments
+ * themselves, at most GRAPH_MAX_CALLS; one allocation each, the inputs
+ * copied from the arguments, and each copy's launch parameters (its tensor
+ * maps encoded for it).  Where the arguments alone span twice the L2 there
+ * is one copy, the arguments. */
+static int cuda_rotation(cuda_ctx *x, tir_child_report *rep)
+{
+	const cu_api *cu = &x->cu;
+	const tir_code *c = x->c;
+	if (x->ncopies > 0)
+		return 0;
+	if (x->warm_l2) {
+		/* one set of buffers: copy 0, the arguments */
+		x->copies = calloc(1, sizeof *x->copies);
+		if (!x->copies)
+			return cuda_out_of_memory(rep, "the timing's copies");
+		x->ncopies = 1;
+		x->copies[0] = (cuda_copy){ 0, x->dptr, x->params, x->lparams, x->tparams, x->tmaps };
+		return 0;
+	}
+	size_t span = 0;
+	for (int i = 0; i < c->nargs; i++)
+		if (!c->args[i].is_scratch)
+			span += (cuda_arg_bytes(&c->args[i]) + 255) & ~(size_t)255;
+	size_t n = span >= x->flush_bytes || span == 0 ? 1 : (x->flush_bytes + span - 1) / span;
+	if (n > GRAPH_MAX_CALLS)
+		n = GRAPH_MAX_CALLS;
+	x->copies = calloc(n, sizeof *x->copies);
+	if (!x->copies)
+		return cuda_out_of_memory(rep, "the timing's copies");
+	x->ncopies = (int)n;
+	x->copies[0] = (cuda_copy){ 0, x->dptr, x->params, x->lparams, x->tparams, x->tmaps };
+	cuda_copy self = x->copies[0];
+	int rc = 0;
+	for (int r = 1; r < x->ncopies && rc == 0; r++) {
+		cuda_copy *k = &x->copies[r];
+		k->dptr = calloc((size_t)c->nargs + 1, sizeof *k->dptr);
+		k->params = calloc((size_t)c->nargs + 1, sizeof *k->params);
+		if (!k->dptr || !k->params)
+			return cuda_out_of_memory(rep, "the timing's copies");
+		CUresult e = cu->MemAlloc(&k->base, span);
+		if (e != CUDA_SUCCESS) {
+			/* fewer copies than twice the L2: the device is short of memory */
+			k->base = 0;
+			free(k->dptr);
+			free(k->params);
+			*k = (cuda_copy){ 0 };
+			x->ncopies = r;
+			break;
+		}
+		size_t off = 0;
+		for (int i = 0; i < c->nargs && rc == 0; i++) {
+			size_t bytes = cuda_arg_bytes(&c->args[i]);
+			if (c->args[i].is_scratch) {
+				k->dptr[i] = self.dptr[i];
+			} else {
+				k->dptr[i] = k->base + off;
+				off += (bytes + 255) & ~(size_t)255;
+				if (bytes && (e = cu->MemcpyDtoD(k->dptr[i], self.dptr[i], bytes)))
+					rc = cuda_api_fail(cu, rep, e, "copying \"%s\" for the timing",
+							   c->args[i].name);
+			}
+			k->params[i] = &k->dptr[i];
+		}
+		/* cuda_launch_params builds from x's pointers: point them at the copy */
+		x->dptr = k->dptr;
+		x->params = k->params;
+		x->lparams = NULL;
+		x->tparams = NULL;
+		x->tmaps = NULL;
+		if (rc == 0)
+			rc = cuda_launch_params(x, rep);
+		k->lparams = x->lparams;
+		k->tparams = x->tparams;
+		k->tmaps = x->tmaps;
+		x->dptr = self.dptr;
+		x->params = self.params;
+		x->lparams = self.lparams;
+		x->tparams = self.tparams;
+		x->tmaps = self.tmaps;
+	}
+	return rc;
+}
+
+/* x->exec: `calls` launch sequences captured from x->stream as one graph,
+ * call i on copy i % x->ncopies. */
 static int graph_of(cuda_ctx *x, long calls, tir_child_report *rep)
 {
 	const cu_api *cu = &x->cu;
 	if (x->exec && x->graph_calls == calls)
 		return 0;
-	cuda_graph_release(x);
+	graph_drop(x);
+	if (cuda_rotation(x, rep))
+		return -1;
 	CU_TRY(cu->StreamBeginCapture(x->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
 	       "capturing the launches");
 	int rc = 0;
-	for (long i = 0; i < calls && rc == 0; i++)
+	void ***own = x->lparams;
+	for (long i = 0; i < calls && rc == 0; i++) {
+		x->lparams = x->copies[i % x->ncopies].lparams;
 		rc = cuda_launch_all(x, rep);
+	}
+	x->lparams = own;
 	CUgraph g = NULL;
 	CU_TRY(cu->StreamEndCapture(x->stream, &g), "capturing the launches");
 	if (rc) {
@@ -223,6 +344,8 @@ int cuda_timing_init(cuda_ctx *x, int l2, tir_child_report *rep)
 	CU_TRY(cu->EventCreate(&x->stop, CU_EVENT_DEFAULT), "cuEventCreate");
 	CU_TRY(cu->StreamCreate(&x->stream, CU_STREAM_DEFAULT), "cuStreamCreate");
 	x->flush_bytes = l2 > 0 ? (size_t)l2 * 2 : (size_t)256 << 20;
+	const char *mode = getenv("TIRD_CUDA_L2");    /* "warm": no rotation */
+	x->warm_l2 = mode && strcmp(mode, "warm") == 0;
 	CU_TRY(cu->MemAlloc(&x->flush, x->flush_bytes), "allocating the L2 flush buffer");
 	return 0;
 }

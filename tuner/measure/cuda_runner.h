@@ -54,6 +54,7 @@ typedef struct cu_api {
 	CUresult (*MemFree)(CUdeviceptr);
 	CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
 	CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+	CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
 	CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
 	CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
 				 unsigned, unsigned, unsigned, CUstream, void **, void **);
@@ -97,6 +98,17 @@ int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *re
 
 /* ---- cuda_run.c: one candidate on the device (in a child) --------------------------------------- */
 
+/* One copy of a candidate's inputs and outputs for the timed calls
+ * (cuda_rotation), with the launch parameters that point at it. */
+typedef struct cuda_copy {
+	CUdeviceptr base;          /* the copy's one allocation; 0 for copy 0 */
+	CUdeviceptr *dptr;
+	void **params;
+	void ***lparams;
+	void **tparams;
+	CUtensorMap *tmaps;
+} cuda_copy;
+
 typedef struct cuda_ctx {
 	const tir_artifact *a;
 	const tir_code *c;
@@ -122,6 +134,14 @@ typedef struct cuda_ctx {
 	CUgraph graph;
 	CUgraphExec exec;
 	long graph_calls;
+	/* the copies the timed calls rotate through (0: not made yet): call i
+	 * of the graph reads and writes copy i % ncopies, copy 0 being the
+	 * arguments themselves, so that together they span twice the L2 and
+	 * every call finds its data in device memory, as a kernel among other
+	 * work does, not in the L2 the call before it filled */
+	int ncopies;
+	cuda_copy *copies;
+	bool warm_l2;              /* TIRD_CUDA_L2=warm: one set of buffers */
 } cuda_ctx;
 
 /* Launches every kernel once, in order; no synchronisation. */
@@ -137,7 +157,8 @@ int cuda_timing_init(cuda_ctx *x, int l2, tir_child_report *rep);
 /* The flush and timed calls of tir_time_repeats (ctx is a cuda_ctx). */
 int cuda_flush(void *ctx, tir_child_report *rep);
 int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep);
-/* Drops the graph of the timed calls (the candidate changes). */
+/* Drops the graph of the timed calls and the copies they rotate through
+ * (the candidate changes). */
 void cuda_graph_release(cuda_ctx *x);
 /* RUN_ERROR "out of memory for what"; returns -1. */
 int cuda_out_of_memory(tir_child_report *rep, const char *what);
