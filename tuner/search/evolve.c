@@ -23,10 +23,10 @@
  *   d. the batch: the unmeasured candidates of the pool ranked by score;
  *      1 - SEARCH_EPSILON of the batch from the model: its best-scored in
  *      the proportion of the budget spent, the others at random from the
- *      best SEARCH_TOP_FRACTION — half of them (once this workload has a
- *      measurement) shared among the sketches by each one's chance to beat
- *      the best so far (every candidate knows the sketch it was sampled
- *      from); the rest at random from all the others;
+ *      best SEARCH_TOP_FRACTION — half of them shared among the sketches by
+ *      each one's chance to beat the best so far (evenly before anything is
+ *      measured; every candidate knows the sketch it was sampled from); the
+ *      rest at random from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
  *      GFLOP/s (0 for a failure).
@@ -600,8 +600,12 @@ static void sketch_chances(const search *S, int groups, double *p)
  * SEARCH_SKETCH_SHARE of the exploring picks are shared among the sketches
  * by each one's chance to beat the best so far (sketch_chances), each from
  * its sketch's own best-scored fraction; the others come at random from
- * the best-scored fraction of the whole pool.  The random share
- * (SEARCH_EPSILON) is drawn from all the others. */
+ * the best-scored fraction of the whole pool.  Before anything is measured
+ * (the first batch) the sketches share evenly: a 64-trial GPU search of one
+ * batch under a model trained on other workloads measured no wgmma
+ * candidate of a float16 matmul and kept a best 2.2x slower than the one
+ * another run found (bench/results/2026-12-02-h200-l2.txt).  The random
+ * share (SEARCH_EPSILON) is drawn from all the others. */
 static int pick_batch(search *S, int max, int *batch)
 {
 	int *c = xmalloc(sizeof(int) * (size_t)(S->npool + 1)), n = 0;
@@ -630,10 +634,16 @@ static int pick_batch(search *S, int max, int *batch)
 		batch[k] = take_at(c, &nu, 0);
 	int groups = S->space->nsketches + 1;
 	double *p = xmalloc(sizeof(double) * (size_t)groups);
-	if (S->best >= 0)
+	if (S->best >= 0) {
 		sketch_chances(S, groups, p);
-	else
-		nsketch = 0;
+	} else {
+		/* nothing measured yet: every sketch the even chance of one never
+		 * measured.  The first batch is where a model trained on other
+		 * workloads carries their preference most, and where a search of
+		 * one round (batch = trials) has all its picks */
+		for (int g = 0; g < groups; g++)
+			p[g] = 0.5;
+	}
 	while (k < nbest + nsketch) {
 		double tot = 0;
 		for (int g = 0; g < groups; g++)
