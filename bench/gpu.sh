@@ -2,7 +2,7 @@
 # bench/gpu.sh — tird against PyTorch on this machine's GPU, in one run.
 #
 #   bench/gpu.sh BINDIR SUITE_JSON TRIALS [--dtypes "float32 float16"] [--big]
-#                [--deadline SECONDS] [--logs DIR] [--jobs N] [--no-peer] [NAME...]
+#                [--deadline SECONDS] [--logs DIR] [--jobs N] [--seed N] [--no-peer] [NAME...]
 #
 # Starts a real tird (no local workers) on a loopback port with a temporary
 # database and one tird-worker for target cuda; tunes each suite workload
@@ -27,11 +27,13 @@
 # started-to-finished time (overlapping others), and a last line gives the
 # candidates per second of the whole run, wall clock; --deadline then cancels
 # the jobs not started by SECONDS.  --no-peer skips PyTorch (tuning only, e.g.
-# for bench/gpu_harness.sh, which times both sides itself).  Needs jq and python3 with torch.
+# for bench/gpu_harness.sh, which times both sides itself).  --seed N gives
+# every job the search seed N (repeatable searches, e.g. to compare two ways
+# of measuring: bench/gpu_l2.sh).  Needs jq and python3 with torch.
 set -u
 bin=$1 suite=$2 trials=$3
 shift 3
-dtypes="float32 float16" big=0 deadline=0 logs= njobs=0 peer=1
+dtypes="float32 float16" big=0 deadline=0 logs= njobs=0 peer=1 seed=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--dtypes) dtypes=$2; shift 2 ;;
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--logs) logs=$2; shift 2 ;;
 	--jobs) njobs=$2; shift 2 ;;
 	--no-peer) peer=0; shift ;;
+	--seed) seed=(--seed "$2"); shift 2 ;;
 	*) break ;;
 	esac
 done
@@ -78,7 +81,7 @@ for t in "${tasks[@]}"; do
 	[ "$njobs" -gt 0 ] || break
 	read -r n d w <<<"$t"
 	id=$(printf '%s\n' "$w" | "$bin/tirctl" --server "$url" --json tune - --target cuda \
-		--trials "$trials" 2>"$tmp/err" | jq -r '.job_id // empty')
+		--trials "$trials" "${seed[@]}" 2>"$tmp/err" | jq -r '.job_id // empty')
 	[ -n "$id" ] || echo "# $n $d: $(head -c 300 "$tmp/err")" >&2
 	ids+=("${id:-0}")
 done
@@ -121,7 +124,7 @@ for t in "${tasks[@]}"; do
 	printf '%s\n' "$w" >"$tmp/w.json"
 	t0=$(date +%s.%N)
 	out=$("$bin/tirctl" --server "$url" --json tune "$tmp/w.json" --target cuda \
-		--trials "$trials" --wait 2>"$tmp/err")
+		--trials "$trials" "${seed[@]}" --wait 2>"$tmp/err")
 	t1=$(date +%s.%N)
 	us=$(printf '%s' "$out" | jq -r '.latency_us // empty' 2>/dev/null)
 	tr=$(printf '%s' "$out" | jq -r '.trials // empty' 2>/dev/null)

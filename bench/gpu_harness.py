@@ -272,12 +272,16 @@ def main():
     segs = {m: ncu_durations(f) for m, f in (("c", args.ncu_csv), ("cw", args.ncu_csv_warm)) if f}
     methods = ["a", "w", "b"] + [m for m in ("c", "cw") if m in segs]
     logs = {}
+    launch = 0.0    # an empty kernel back to back: the launch cost a stream hides per kernel
     if not args.ncu:
         empty = lambda: marker(0)
+        launch = timer.b2b(empty)
         print("# an empty kernel: (a) %.2f us, (w) %.2f us, (b) %.2f us" % (
-            timer.b2b(empty), timer.isolated(empty, cold=False), timer.isolated(empty)))
+            launch, timer.isolated(empty, cold=False), timer.isolated(empty)))
     print("%-9s %-8s %9s " % ("name", "dtype", "error") + " ".join(
-        "%9s %9s %7s" % ("tird_" + m, "torch_" + m, m) for m in methods) + " kernels", flush=True)
+        "%9s %9s %7s" % ("tird_" + m, "torch_" + m, m) for m in methods) +
+        " kernels  tird_rec rec/c-1", flush=True)
+    devs, ldevs = [], []
     for case, line in enumerate(l for l in sys.stdin if l.strip()):
         name, dtype, key, js = line.split(" ", 3)
         try:
@@ -323,9 +327,25 @@ def main():
                     logs.setdefault((dtype, m), []).append(math.log(p_ / t_))
                 else:
                     cells.append("%9s %9s %7s" % ("-", "-", "-"))
-            print("%-9s %-8s %9.2e %s %d" % (name, dtype, err, " ".join(cells), nk), flush=True)
+            # tird's own figure (the search's, from the manifest) against ncu (c)
+            rec = man.get("latency_us", 0)
+            dev = "-"
+            if rec > 0 and "c" in r:
+                d = rec / r["c"][0] - 1
+                devs.append(abs(d))
+                ldevs.append(abs((rec + launch * nk) / r["c"][0] - 1))
+                dev = "%+.1f%%" % (100 * d)
+            print("%-9s %-8s %9.2e %s %d %9.2f %7s" % (name, dtype, err, " ".join(cells), nk,
+                                                       rec, dev), flush=True)
         except Exception as e:
             print("%-9s %-8s failed: %s" % (name, dtype, str(e).splitlines()[0][:150]), flush=True)
+    if devs:
+        devs.sort()
+        print("tird's recorded figure against ncu (c): median |rec/c-1| %.1f%%, within 5%%: %d of %d" % (
+            100 * devs[len(devs) // 2], sum(d <= 0.05 for d in devs), len(devs)))
+        ldevs.sort()
+        print("the same plus an empty kernel's (a), %.2f us, per kernel: median %.1f%%, within 5%%: %d of %d" % (
+            launch, 100 * ldevs[len(ldevs) // 2], sum(d <= 0.05 for d in ldevs), len(ldevs)))
     for (dtype, m), v in sorted(logs.items()):
         print("geomean torch/tird %s method (%s): %.3f over %d workloads" % (
             dtype, m, math.exp(sum(v) / len(v)), len(v)))

@@ -2,7 +2,8 @@
 # bench/gpu_harness.sh — tird's bests and PyTorch timed the same three ways in
 # one process (bench/gpu_harness.py), on the GPU machine.
 #
-#   bench/gpu_harness.sh BINDIR PACK_DIR SUITE_JSON OUTDIR [--big] [--dtypes "float32 float16"] [NAME...]
+#   bench/gpu_harness.sh BINDIR PACK_DIR SUITE_JSON OUTDIR [--big] [--dtypes "float32 float16"]
+#                        [--ncu-cold-only] [NAME...]
 #
 # PACK_DIR is a CUDA pack of the bests, built (`tirctl pack --target cuda:sm_90
 # --out DIR && make -C DIR`; the bests tuned by `bench/gpu.sh BINDIR SUITE
@@ -13,15 +14,16 @@
 # (methods (a) back to back, (w) isolated on a warm L2, (b) isolated on a
 # cold one, with (c) and (cw) from the ncu logs, caches flushed and not);
 # writes OUTDIR/harness.txt (the table), OUTDIR/ncu-all.csv, ncu-none.csv
-# and the cases file.
+# and the cases file.  --ncu-cold-only skips the second ncu pass (no (cw)).
 set -u
 bin=$1 pack=$2 suite=$3 out=$4
 shift 4
-dtypes="float32 float16" big=0
+dtypes="float32 float16" big=0 ccs="all none"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--dtypes) dtypes=$2; shift 2 ;;
 	--big) big=1; shift ;;
+	--ncu-cold-only) ccs=all; shift ;;
 	*) break ;;
 	esac
 done
@@ -48,14 +50,16 @@ done
 echo "# $(wc -l <"$cases") cases; pack $pack ($target)"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 if [ -x "$ncu" ]; then
-	for cc in all none; do
+	for cc in $ccs; do
 		"$ncu" --profile-from-start off --clock-control none --cache-control $cc \
 			--metrics gpu__time_duration.sum --csv --log-file "$out/ncu-$cc.csv" \
 			python3 "$here/gpu_harness.py" "$pack" --ncu <"$cases" >"$out/ncu-pass.txt" 2>&1
 		echo "# ncu pass (cache-control $cc): rc $?, $(grep -c profiled "$out/ncu-pass.txt") cases profiled"
 	done
-	python3 "$here/gpu_harness.py" "$pack" --ncu-csv "$out/ncu-all.csv" \
-		--ncu-csv-warm "$out/ncu-none.csv" <"$cases" | tee "$out/harness.txt"
+	warm=()
+	[ -f "$out/ncu-none.csv" ] && warm=(--ncu-csv-warm "$out/ncu-none.csv")
+	python3 "$here/gpu_harness.py" "$pack" --ncu-csv "$out/ncu-all.csv" "${warm[@]}" \
+		<"$cases" | tee "$out/harness.txt"
 else
 	echo "# no ncu: methods (a) and (b) only"
 	python3 "$here/gpu_harness.py" "$pack" <"$cases" | tee "$out/harness.txt"
