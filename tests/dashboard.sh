@@ -6,13 +6,15 @@
 #
 # A tird-worker tunes three tiny CPU workloads: a matmul under the XGBoost
 # model, another under the random model, and a small softmax graph as one
-# program.  The jobs page is loaded while they run and left open until they
+# program; then a worker whose compiler is `false` measures two trials
+# more of the first matmul (a fourth job), both build_errors.  The jobs page is loaded while they run and left open until they
 # end (it long-polls the active job), so it must have drawn each job again
 # as it changed: queued or running, then done, without a reload.  Then
 # every page is loaded again and compared with the JSON API it draws from:
 #   jobs      a row per job, its state, trials, best latency as stored;
 #   job       the tuning curve of each job: one dot per record of its
-#             workload and target (failed ones as crosses), for both models;
+#             workload and target, for both models, the job's own blue and
+#             the others' grey, and a cross per failed one (the fourth job's);
 #   cache     a row per stored best with its latency, GFLOP/s, GB/s and
 #             intensity as /v1/best and /v1/roofline give them, and a roofline
 #             per target with one dot per best;
@@ -78,7 +80,7 @@ port=$(free_port); url=http://127.0.0.1:$port
 tird_pid=$!; pids="$pids $tird_pid"
 wait_up "$url" || { fail "tird did not start"; exit 1; }
 "$WORKER" --server "$url" --target cpu --name dash-worker >"$tmp/worker.log" 2>&1 &
-pids="$pids $!"
+worker_pid=$!; pids="$pids $worker_pid"
 
 cat > "$tmp/mm1.json" <<'EOF'
 {"op": "matmul", "M": 16, "N": 16, "K": 16}
@@ -218,7 +220,7 @@ if page == "jobs":
         expect(by and set(by) == {worker}, "jobs: seen measured by %s, the worker is %s" % (by, worker))
         print("measured by %s seen on %d jobs" % (worker, len(by)))
 elif page == "job":
-    root, recs = dom(args[0]), load(args[1])["records"]
+    root, recs, job = dom(args[0]), load(args[1])["records"], int(args[2])
     ready(root)
     svg = root.find("svg", cls="curve")
     expect(len(svg) == 1, "job: %d curves" % len(svg))
@@ -229,8 +231,15 @@ elif page == "job":
                "job: %d dots (data-points %s) for %d records" % (len(pts), svg[0].attrs["data-points"], len(recs)))
         expect(len(svg[0].find(cls="fail")) == len(bad), "job: %d crosses for %d failed records" %
                (len(svg[0].find(cls="fail")), len(bad)))
-        expect(len(svg[0].find(cls="best")) == (1 if len(bad) < len(recs) else 0), "job: no best-so-far line")
-    print("records %d, failed %d" % (len(recs), len([r for r in recs if r["status"] != "ok"])))
+        mine = [r for r in recs if r["status"] == "ok" and r.get("job_id") == job]
+        expect(len(svg[0].find(cls="ok")) == len(mine) and
+               len(svg[0].find(cls="other")) == len(recs) - len(bad) - len(mine),
+               "job: %d own dots, %d others' for %d own ok records of %d" %
+               (len(svg[0].find(cls="ok")), len(svg[0].find(cls="other")), len(mine), len(recs)))
+        expect(len(svg[0].find(cls="best")) == (1 if len(bad) < len(recs) else 0),
+               "job: a best-so-far line where there is no best, or none where there is")
+    print("records %d, failed %d, this job's %d" % (len(recs), len([r for r in recs if r["status"] != "ok"]),
+                                                    len([r for r in recs if r.get("job_id") == job])))
 elif page == "cache":
     root, best, roof = dom(args[0]), load(args[1])["best"], load(args[2])["targets"]
     ready(root)
@@ -321,21 +330,32 @@ wid=$(curl -s "$url/v1/workers" | jq -r '.workers[] | select(.state == "live") |
 check "the jobs page, open while the jobs ran, drew each as it changed until done, and its worker" \
 	jobs "$tmp/live.html" "$tmp/jobs.json" live "$wid"
 
+# ---- failed candidates: a worker whose C compiler is `false` builds none --------------
+kill -TERM $worker_pid; wait $worker_pid 2>/dev/null      # it leaves: gone at once
+"$WORKER" --server "$url" --target cpu --name no-compiler --cc false >"$tmp/worker2.log" 2>&1 &
+worker_pid=$!; pids="$pids $worker_pid"
+# two trials more of the first matmul: its curve holds job 1's records too
+j4=$($C --json tune "$tmp/mm1.json" --target cpu --trials 8 --batch 2 | jq -r .job_id)
+timeout 120 $C wait "$j4" >/dev/null 2>&1
+n4=$(curl -s "$url/v1/records" | jq --argjson j "$j4" '[.records[] | select(.job_id == $j and .status == "build_error")] | length')
+[ "$n4" = 2 ] && pass "job $j4: 2 candidates, both build_error" || fail "job $j4: $n4 build errors"
+
 # ---- every page, against the JSON API ------------------------------------------------
+curl -s "$url/v1/jobs" > "$tmp/jobs.json"
 dump "$url/ui/jobs" "$tmp/jobs.html"
 check "jobs page: a row per job with its stored state, trials and best" jobs "$tmp/jobs.html" "$tmp/jobs.json"
 shot "$url/ui/jobs" jobs
 
-for j in $j1 $j2; do
+for j in $j1 $j2 $j4; do
 	doc=$(curl -s "$url/v1/jobs/$j")
 	key=$(echo "$doc" | jq -r .workload_key); tg=$(echo "$doc" | jq -r .target)
 	tgq=$(jq -rn --arg t "$tg" '$t|@uri')      # '+' in a query is a space
 	curl -s "$url/v1/records?workload=$key&target=$tgq" > "$tmp/rec$j.json"
 	dump "$url/ui/job?id=$j" "$tmp/job$j.html"
 	check "job $j's curve ($(echo "$doc" | jq -r .search.cost_model)): a dot per record" \
-		job "$tmp/job$j.html" "$tmp/rec$j.json"
+		job "$tmp/job$j.html" "$tmp/rec$j.json" "$j"
 done
-shot "$url/ui/job?id=$j1" job
+shot "$url/ui/job?id=$j4" job
 
 curl -s "$url/v1/best" > "$tmp/best.json"
 curl -s "$url/v1/roofline" > "$tmp/roof.json"
