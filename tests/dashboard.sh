@@ -24,11 +24,13 @@
 #             kernel of POST /v1/fuse's answer;
 # and with protect_reads on (a second tird on the same database), the page
 # asks for the token while the data routes answer 401 without it, and shows
-# the cache with it.  A screenshot of each page is saved in
+# the cache with it.  The pages are loaded in one Chromium driven by its
+# DevTools protocol (tests/dashboard_browser.py), which waits for each to
+# say it has drawn.  A screenshot of each page is saved in
 # $DASHBOARD_SHOTS (default tests/dashboard-shots in the build directory).
 set -u
 top=$(pwd)
-src=${srcdir:-.}
+here=$(cd "$(dirname "$0")" && pwd)
 TIRD=$top/daemon/tird
 WORKER=$top/daemon/tird-worker
 TIRCTL=$top/client/tirctl
@@ -62,18 +64,23 @@ wait_up() {
 }
 # chromium's own profile, crash dumps and caches stay in $tmp
 export HOME=$tmp XDG_CONFIG_HOME=$tmp/.config XDG_CACHE_HOME=$tmp/.cache
-browser() {   # ARGS... URL: headless, as root too (no sandbox there)
-	timeout "${browser_s:-120}" "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
-		--no-first-run --user-data-dir="$tmp/profile" --hide-scrollbars "$@" 2>>"$tmp/chromium.log"
+# Pages are queued (page) and then loaded in one browser (load_pages,
+# tests/dashboard_browser.py: a start of Chromium takes seconds here).
+page() {      # URL WAIT DOM_FILE SHOT_NAME|- [TIMEOUT_S]: WAIT a JavaScript condition
+	png=-
+	[ "$4" = - ] || png="$shots/2026-12-02-dashboard-$4.png"
+	printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$png" "${5:-60}" >> "$tmp/pages"
 }
-dump() {      # PAGE_URL OUT [BUDGET_MS]: the DOM once the page has drawn
-	browser --virtual-time-budget="${3:-8000}" --dump-dom "$1" > "$2"
+load_pages() {
+	timeout 900 python3 "$here/dashboard_browser.py" "$CHROMIUM" "$tmp/profile" < "$tmp/pages" \
+		2>>"$tmp/chromium.log" || fail "the browser: $(tail -3 "$tmp/chromium.log" | tr '\n' ';')"
+	for png in $(cut -f4 "$tmp/pages" | grep -v '^-$'); do
+		[ "$(head -c 4 "$png" | tail -c 3)" = PNG ] && pass "screenshot $(basename "$png")" ||
+			fail "screenshot $png: none"
+	done
+	rm -f "$tmp/pages"
 }
-shot() {      # PAGE_URL NAME
-	browser --virtual-time-budget=8000 --window-size=1280,900 \
-		--screenshot="$shots/2026-12-02-dashboard-$2.png" "$1" >/dev/null &&
-		[ -s "$shots/2026-12-02-dashboard-$2.png" ] && pass "screenshot $2" || fail "screenshot $2"
-}
+READY='document.body.dataset.ready == "1"'
 
 port=$(free_port); url=http://127.0.0.1:$port
 "$TIRD" --listen 127.0.0.1:$port --db "$tmp/d.db" --local-workers none >"$tmp/tird.log" 2>&1 &
@@ -321,9 +328,9 @@ check() {     # NAME PAGE FILES...: runs the check, PASS or FAIL with its findin
 }
 
 # ---- live: the jobs page open while the jobs run, drawn again as each changes --------
-# (virtual time stands still while a fetch is pending, so the long polls
-# keep the page open for as long as the jobs run, in real time)
-browser_s=600 dump "$url/" "$tmp/live.html" 30000
+all_done='(() => { const r = [...document.querySelectorAll("tr[data-job]")]; return r.length == 3 && r.every(x => x.querySelector("[data-k=state]").dataset.v == "done"); })()'
+page "$url/" "$all_done" "$tmp/live.html" - 600
+load_pages
 for j in $j1 $j2 $j3; do timeout 300 $C wait "$j" >/dev/null 2>&1 || fail "job $j did not end done"; done
 curl -s "$url/v1/jobs" > "$tmp/jobs.json"
 wid=$(curl -s "$url/v1/workers" | jq -r '.workers[] | select(.state == "live") | .worker_id')
@@ -342,49 +349,43 @@ n4=$(curl -s "$url/v1/records" | jq --argjson j "$j4" '[.records[] | select(.job
 
 # ---- every page, against the JSON API ------------------------------------------------
 curl -s "$url/v1/jobs" > "$tmp/jobs.json"
-dump "$url/ui/jobs" "$tmp/jobs.html"
-check "jobs page: a row per job with its stored state, trials and best" jobs "$tmp/jobs.html" "$tmp/jobs.json"
-shot "$url/ui/jobs" jobs
-
+page "$url/ui/jobs" "$READY" "$tmp/jobs.html" jobs
 for j in $j1 $j2 $j4; do
 	doc=$(curl -s "$url/v1/jobs/$j")
 	key=$(echo "$doc" | jq -r .workload_key); tg=$(echo "$doc" | jq -r .target)
 	tgq=$(jq -rn --arg t "$tg" '$t|@uri')      # '+' in a query is a space
 	curl -s "$url/v1/records?workload=$key&target=$tgq" > "$tmp/rec$j.json"
-	dump "$url/ui/job?id=$j" "$tmp/job$j.html"
-	check "job $j's curve ($(echo "$doc" | jq -r .search.cost_model)): a dot per record" \
-		job "$tmp/job$j.html" "$tmp/rec$j.json" "$j"
+	echo "$doc" | jq -r .search.cost_model > "$tmp/model$j"
+	shot=-; [ "$j" = "$j4" ] && shot=job
+	page "$url/ui/job?id=$j" "$READY" "$tmp/job$j.html" $shot
 done
-shot "$url/ui/job?id=$j4" job
-
 curl -s "$url/v1/best" > "$tmp/best.json"
 curl -s "$url/v1/roofline" > "$tmp/roof.json"
 [ "$(jq '.best | length' "$tmp/best.json")" = 3 ] && pass "three bests stored" || fail "bests: $(cat "$tmp/best.json")"
-dump "$url/ui/cache" "$tmp/cache.html"
-check "cache page: the stored figures, a roofline dot per best" cache "$tmp/cache.html" "$tmp/best.json" "$tmp/roof.json"
-shot "$url/ui/cache" cache
-
+page "$url/ui/cache" "$READY" "$tmp/cache.html" cache
 key1=$(curl -s "$url/v1/jobs/$j1" | jq -r .workload_key)
 curl -s "$url/v1/workloads/$key1?include=tir,source" > "$tmp/wl.json"
-dump "$url/ui/workload?key=$key1" "$tmp/wl.html"
-check "workload page: tird's source, program and trace" workload "$tmp/wl.html" "$tmp/wl.json"
-shot "$url/ui/workload?key=$key1" workload
-
+page "$url/ui/workload?key=$key1" "$READY" "$tmp/wl.html" workload
 curl -s "$url/v1/workers" > "$tmp/workers.json"
 curl -s "$url/v1/models" > "$tmp/models.json"
 jq -e '.models[0].rows > 0 and .models[0].last_trained > 0 and
 	.models[0].pairwise_accuracy >= 0 and .models[0].pairwise_accuracy <= 1' "$tmp/models.json" >/dev/null &&
 	pass "GET /v1/models: rows, last trained, ranking accuracy" || fail "GET /v1/models: $(cat "$tmp/models.json")"
-dump "$url/ui/workers" "$tmp/workers.html"
-check "workers page: each worker and cost model" workers "$tmp/workers.html" "$tmp/workers.json" "$tmp/models.json"
-shot "$url/ui/workers" workers
-
+page "$url/ui/workers" "$READY" "$tmp/workers.html" workers
 key3=$(curl -s "$url/v1/jobs/$j3" | jq -r .workload_key)
 curl -s "$url/v1/workloads/$key3" | jq '{workload: .workload, mode: "tvm"}' > "$tmp/fuse-req.json"
 curl -s -X POST -H 'Content-Type: application/json' --data @"$tmp/fuse-req.json" "$url/v1/fuse" > "$tmp/plan.json"
-dump "$url/ui/graph?key=$key3&mode=tvm" "$tmp/graph.html"
+page "$url/ui/graph?key=$key3&mode=tvm" "$READY" "$tmp/graph.html" graph
+load_pages
+
+check "jobs page: a row per job with its stored state, trials and best" jobs "$tmp/jobs.html" "$tmp/jobs.json"
+for j in $j1 $j2 $j4; do
+	check "job $j's curve ($(cat "$tmp/model$j")): a dot per record" job "$tmp/job$j.html" "$tmp/rec$j.json" "$j"
+done
+check "cache page: the stored figures, a roofline dot per best" cache "$tmp/cache.html" "$tmp/best.json" "$tmp/roof.json"
+check "workload page: tird's source, program and trace" workload "$tmp/wl.html" "$tmp/wl.json"
+check "workers page: each worker and cost model" workers "$tmp/workers.html" "$tmp/workers.json" "$tmp/models.json"
 check "graph page: a box per kernel of the plan" graph "$tmp/graph.html" "$tmp/plan.json"
-shot "$url/ui/graph?key=$key3&mode=tvm" graph
 
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/ui/nothing")
 [ "$code" = 404 ] && pass "an unknown page: 404" || fail "an unknown page: $code"
@@ -401,12 +402,13 @@ b=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/roofline")
 c=$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/models")
 [ "$a $b $c" = "200 401 401" ] && pass "protect_reads: the page is served, its data routes 401" ||
 	fail "protect_reads: / $a, /v1/roofline $b, /v1/models $c"
-dump "$url/ui/cache" "$tmp/login.html"
-check "protect_reads: the page asks for the token" login "$tmp/login.html"
-shot "$url/ui/cache" login
 curl -s -H "Authorization: Bearer dash-token-0123456789" "$url/v1/best" > "$tmp/best2.json"
 curl -s -H "Authorization: Bearer dash-token-0123456789" "$url/v1/roofline" > "$tmp/roof2.json"
-dump "$url/ui/cache#token=dash-token-0123456789" "$tmp/cache2.html"
+# first without a token, then with one (the page keeps it in the tab)
+page "$url/ui/cache" 'document.body.dataset.ready == "login"' "$tmp/login.html" login
+page "$url/ui/cache#token=dash-token-0123456789" "$READY" "$tmp/cache2.html" -
+load_pages
+check "protect_reads: the page asks for the token" login "$tmp/login.html"
 check "protect_reads: with the token, the cache page" cache "$tmp/cache2.html" "$tmp/best2.json" "$tmp/roof2.json"
 
 echo "$fails failed"

@@ -26,13 +26,20 @@
 const main = document.getElementById('main');
 const TOKEN_KEY = 'tird-token';
 
-(function takeToken() {
+function takeToken() {
 	const m = /^#token=(.+)$/.exec(location.hash);
 	if (m) {
 		sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
 		history.replaceState(null, '', location.pathname + location.search);
 	}
-})();
+	return !!m;
+}
+takeToken();
+/* a #token= link opened on a page already shown: draw it again with it */
+window.addEventListener('hashchange', () => {
+	if (takeToken())
+		location.reload();
+});
 
 class Unauthorized extends Error {}
 
@@ -102,7 +109,7 @@ function shape(w) {
 	if (!w)
 		return '?';
 	if (w.op === 'graph')
-		return 'graph of ' + (w.nodes ? w.nodes.length : 0) + ' nodes';
+		return (w.nodes ? w.nodes.length : 0) + ' nodes';
 	/* the canonical form has every key; leave out the op and the defaults
 	 * that say nothing (float32, no epilogue) */
 	return Object.entries(w).filter(([k, v]) => k !== 'op' && v !== 'float32' &&
@@ -117,7 +124,7 @@ function table(cls, head, rows) {
 }
 
 function show(...kids) {
-	main.replaceChildren(...kids.flat());
+	main.replaceChildren(...kids.flat().filter(k => k !== null && k !== undefined));
 	document.getElementById('status').textContent = 'updated ' +
 		new Date().toLocaleTimeString('en-GB', { hour12: false });
 	document.body.dataset.ready = '1';
@@ -407,7 +414,7 @@ async function pageWorkers() {
 			el('td', {}, w.name), el('td', {}, w.target + (w.emulated ? ' (' + w.emulator + ')' : '')),
 			el('td', { 'data-k': 'state', 'data-v': w.state }, w.state), el('td', {}, w.address || ''),
 			el('td', {}, w.token || ''), el('td', {}, when(w.registered)),
-			el('td', {}, fmt(now - w.last_seen) + ' s ago'), el('td', {}, w.batch_id || '\u2014'),
+			el('td', {}, Math.max(0, Math.round(now - w.last_seen)) + ' s ago'), el('td', {}, w.batch_id || '\u2014'),
 			el('td', {}, w.job_id ? el('a', { href: '/ui/job?id=' + w.job_id }, w.job_id) : '\u2014')))),
 	     el('h2', {}, 'Cost models'),
 	     table('models', ['target', 'state', 'rows', 'trained on', 'workloads', 'last trained',
@@ -483,7 +490,7 @@ async function pageGraph() {
 				    planPicture(doc, plan),
 				    plan.rejected.length ? table('rejected', ['nodes', 'why not fused'],
 					plan.rejected.map(r => el('tr', {}, el('td', {}, r.nodes.join(', ')),
-								  el('td', {}, r.reason)))) : null);
+								  el('td', {}, r.reason)))) : '');
 	};
 	const button = el('button', { type: 'button' }, 'plan it');
 	button.onclick = () => {
