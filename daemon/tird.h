@@ -23,7 +23,7 @@
  *
  * Calls go one way: http → {api, ui} → {jobs, workers, models, store, views};
  * jobs → {workers (to measure), models}; metrics reads jobs and workers.
- * Only http.c and api.c know HTTP: jobs.c and workers.c return data and a
+ * Only http.c, api.c and ui.c know HTTP: jobs.c and workers.c return data and a
  * tird_error (a code and a message naming the fault), which api.c maps to
  * a status.
  *
@@ -438,7 +438,7 @@ typedef struct model_info {
 	cm_stats stats;            /* when made */
 } model_info;
 /* Every key's model tird holds, the one first needed last: returns the
- * count, *out malloc'd (NULL when 0). */
+ * count, *out malloc'd (the caller frees it; NULL before models_load). */
 int models_list(tird *d, model_info **out);
 /* Threads for a search of this target kind and for its model's features:
  * every core (0), except for a CPU target (1), whose candidates other jobs
