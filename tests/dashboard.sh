@@ -409,7 +409,15 @@ page "$url/ui/cache" 'document.body.dataset.ready == "login"' "$tmp/login.html" 
 page "$url/ui/cache#token=dash-token-0123456789" "$READY" "$tmp/cache2.html" -
 load_pages
 check "protect_reads: the page asks for the token" login "$tmp/login.html"
-check "protect_reads: with the token, the cache page" cache "$tmp/cache2.html" "$tmp/best2.json" "$tmp/roof2.json"
+check "protect_reads: with the token of a #token= link, the cache page" \
+	cache "$tmp/cache2.html" "$tmp/best2.json" "$tmp/roof2.json"
+# a new browser (nothing kept): the token typed into the form
+curl -s -H "Authorization: Bearer dash-token-0123456789" "$url/v1/jobs" > "$tmp/jobs2.json"
+type_token='(() => { const f = document.getElementById("login"); if (f && !f.hidden && document.body.dataset.ready == "login" && !window.typed) { window.typed = 1; document.getElementById("token").value = "dash-token-0123456789"; f.requestSubmit(); } return document.body.dataset.ready == "1"; })()'
+page "$url/ui/jobs" 'document.body.dataset.ready == "login"' "$tmp/login2.html" -
+page = "$type_token" "$tmp/jobs2.html" -
+load_pages
+check "protect_reads: with the token typed into the form, the jobs page" jobs "$tmp/jobs2.html" "$tmp/jobs2.json"
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -5,8 +5,9 @@ on file descriptors 3 and 4), for tests/dashboard.sh.
 
 Usage: dashboard_browser.py CHROMIUM PROFILE_DIR < PAGES
 Each line of PAGES is  URL<TAB>WAIT<TAB>DOM_FILE<TAB>PNG_FILE<TAB>TIMEOUT_S:
-the page is loaded in a 1280x900 window, WAIT (a JavaScript expression) is
-evaluated every 0.2 s until it is true, then the page's DOM is written to
+the page is loaded in a 1280x900 window (URL "=": the page shown stays, for
+a WAIT that acts on it), WAIT (a JavaScript expression) is evaluated every
+0.2 s until it is true, then the page's DOM is written to
 DOM_FILE and a screenshot to PNG_FILE ("-": none).  A page whose WAIT is
 not true within TIMEOUT_S seconds gets its DOM written all the same and a
 line on stderr; the exit status is then 1.  One browser for every page: a
@@ -81,7 +82,8 @@ def main():
             if not line.strip():
                 continue
             url, wait, dom, png, timeout = line.rstrip("\n").split("\t")
-            send("Page.navigate", {"url": url}, session=s)
+            if url != "=":
+                send("Page.navigate", {"url": url}, session=s)
             t0, ok = time.time(), False
             while time.time() - t0 < float(timeout):
                 try:
