@@ -167,7 +167,7 @@ void ui_roofline(http_req *r, http_resp *out)
 		store_best *b = &c.rows[i];
 		cJSON *tg = target_of(targets, b->target);
 		double flops = 0, bytes = 0;
-		tir_error terr;
+		tir_error terr = { "the workload's program has no parameters" };
 		if (tg && b->latency_us > 0) {
 			cJSON *pt = cJSON_CreateObject();
 			cJSON_AddStringToObject(pt, "workload_key", b->workload_key);

@@ -362,6 +362,10 @@ done
 curl -s "$url/v1/best" > "$tmp/best.json"
 curl -s "$url/v1/roofline" > "$tmp/roof.json"
 [ "$(jq '.best | length' "$tmp/best.json")" = 3 ] && pass "three bests stored" || fail "bests: $(cat "$tmp/best.json")"
+rc=$(curl -s "$url/v1/roofline?target=cpu" | jq '[.targets[].points | length] | add')
+rg=$(curl -s "$url/v1/roofline?target=cuda" | jq '.targets | length')
+[ "$rc $rg" = "3 0" ] && pass "GET /v1/roofline?target=cpu: 3 points; cuda: no target" ||
+	fail "GET /v1/roofline by target: cpu $rc points, cuda $rg targets"
 page "$url/ui/cache" "$READY" "$tmp/cache.html" cache
 key1=$(curl -s "$url/v1/jobs/$j1" | jq -r .workload_key)
 curl -s "$url/v1/workloads/$key1?include=tir,source" > "$tmp/wl.json"
