@@ -329,7 +329,11 @@ check() {     # NAME PAGE FILES...: runs the check, PASS or FAIL with its findin
 
 # ---- live: the jobs page open while the jobs run, drawn again as each changes --------
 all_done='(() => { const r = [...document.querySelectorAll("tr[data-job]")]; return r.length == 3 && r.every(x => x.querySelector("[data-k=state]").dataset.v == "done"); })()'
-page "$url/" "$all_done" "$tmp/live.html" - 600
+# a screenshot once a row shows the worker measuring it (or all are done),
+# then the same page left open until every job is done
+measuring='!!document.querySelector("tr[data-job] [data-k=worker][data-v^=w-]") || '"$all_done"
+page "$url/" "$measuring" "$tmp/live0.html" jobs-live 600
+page = "$all_done" "$tmp/live.html" - 600
 load_pages
 for j in $j1 $j2 $j3; do timeout 300 $C wait "$j" >/dev/null 2>&1 || fail "job $j did not end done"; done
 curl -s "$url/v1/jobs" > "$tmp/jobs.json"

@@ -294,8 +294,8 @@ async function pageJobs() {
 			  el('td', {}, el('span', { class: 'bar' }, el('i', { style: `width:${pct}%` }))),
 			  num('trials_done', d.trials_done), num('trials', d.trials), num('errors', d.errors),
 			  num('best_us', d.best_us), num('best_gflops', d.best_gflops),
-			  el('td', { 'data-k': 'worker', 'data-v': w ? w.worker_id : '' },
-			     w ? `${w.name} (${w.worker_id})` : '\u2014'),
+			  el('td', { 'data-k': 'worker', 'data-v': w ? w.worker_id : '', title: w ? w.worker_id : '' },
+			     w ? w.name : '\u2014'),
 			  el('td', { title: d.message || '' }, when(d.created)));
 	});
 	updates++;
