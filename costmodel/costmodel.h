@@ -82,6 +82,22 @@ int cm_model_rows(const cm_model *m);
 int cm_model_trained_rows(const cm_model *m);
 bool cm_model_trained(const cm_model *m);
 
+/* What a person asks of a model: its rows, when it was last trained
+ * (a Unix time; 0: not since it was loaded or made), and how well the
+ * shared booster ranked rows before it learnt them — the pairs of rows of
+ * different throughput it was given to rank and those it ordered right
+ * (a tie half right), over every batch of every workload (kept in the
+ * blob) and over the newest batches (up to 8, since the model was loaded). */
+typedef struct cm_stats {
+	int rows, trained_rows, workloads;
+	bool trained;
+	double trained_at;
+	double judged_pairs, judged_right;
+	int recent_batches;
+	double recent_pairs, recent_right;
+} cm_stats;
+void cm_model_stats(const cm_model *m, cm_stats *out);
+
 /* The whole model as one blob (malloc'd) and back; a loaded model predicts
  * exactly as the saved one did. */
 int cm_model_save(cm_model *m, unsigned char **blob, size_t *len, tir_error *err);

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xgboost/c_api.h>
 #include "costmodel.h"
 #include "ir/ir.h"
@@ -63,6 +64,8 @@
  * histogram method's booster also depends on the thread count.) */
 #define CM_XGB_THREADS "1"
 
+#define CM_RECENT_BATCHES 8
+
 struct cm_model {
 	pthread_mutex_t mu;
 	int nrows, caprows;
@@ -84,6 +87,12 @@ struct cm_model {
 	/* per group: the pairs of its rows each booster ranked before it
 	 * learned them, and how many it ranked right (judge) */
 	double (*judged)[4];    /* pairs, right (shared); pairs, right (own) */
+	/* for people (cm_model_stats), in memory only: when the booster was
+	 * last trained, and the shared booster's judgement of the newest batch
+	 * of CM_RECENT_BATCHES (a ring: pairs, right) */
+	double trained_at;
+	double recent[CM_RECENT_BATCHES][2];
+	int nrecent;
 };
 
 static const char *xgb_err(void) { return XGBGetLastError(); }
@@ -332,6 +341,9 @@ static int train(cm_model *m, int current, tir_error *err)
 			m->booster = bst;
 			m->trained_rows = k;
 			m->version++;
+			struct timespec now;
+			clock_gettime(CLOCK_REALTIME, &now);
+			m->trained_at = (double)now.tv_sec + now.tv_nsec * 1e-9;
 		}
 	}
 	free(keep);
@@ -372,6 +384,11 @@ static void judge(cm_model *m, int g, int n, const float *f, const double *gflop
 			}
 		m->judged[g][2 * b] += pairs;
 		m->judged[g][2 * b + 1] += right;
+		if (b == 0 && have[0] && pairs > 0) {
+			double *r = m->recent[m->nrecent++ % CM_RECENT_BATCHES];
+			r[0] = pairs;
+			r[1] = right;
+		}
 	}
 	free(p[0]);
 	free(p[1]);
@@ -569,6 +586,25 @@ bool cm_model_trained(const cm_model *m)
 	bool trained = m->booster != NULL;
 	pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
 	return trained;
+}
+
+void cm_model_stats(const cm_model *m, cm_stats *out)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+	*out = (cm_stats){ .rows = m->nrows, .trained_rows = m->trained_rows,
+			   .trained = m->booster != NULL, .trained_at = m->trained_at,
+			   .workloads = m->ngroups };
+	for (int g = 0; g < m->ngroups; g++) {
+		out->judged_pairs += m->judged[g][0];
+		out->judged_right += m->judged[g][1];
+	}
+	int n = m->nrecent < CM_RECENT_BATCHES ? m->nrecent : CM_RECENT_BATCHES;
+	for (int i = 0; i < n; i++) {
+		out->recent_pairs += m->recent[i][0];
+		out->recent_right += m->recent[i][1];
+	}
+	out->recent_batches = n;
+	pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
 }
 
 /* ---- the blob: "TIRCM3\n\0", then little-endian u32 / f64 / f32 fields ---- */

@@ -318,6 +318,38 @@ static void slot_save(tird *d, model_slot *s)
 	free(blob);
 }
 
+int models_list(tird *d, model_info **out)
+{
+	int n = 0;
+	*out = NULL;
+	if (!d->models)
+		return 0;
+	pthread_mutex_lock(&d->models->mu);
+	model_slot *list = d->models->list;  /* slots are only ever prepended */
+	pthread_mutex_unlock(&d->models->mu);
+	for (model_slot *s = list; s; s = s->next)
+		n++;
+	*out = tird_xcalloc((size_t)(n ? n : 1), sizeof **out);
+	int i = 0;
+	for (model_slot *s = list; s && i < n; s = s->next, i++) {
+		model_info *m = &(*out)[i];
+		snprintf(m->key, sizeof m->key, "%s", s->key);
+		m->unsaved = atomic_load(&s->unsaved);
+		/* a model being made (from the seed: seconds) holds make_mu; the
+		 * page that asks says so rather than waiting */
+		if (pthread_mutex_trylock(&s->make_mu)) {
+			m->making = true;
+			continue;
+		}
+		m->failed = s->failed;
+		m->made = s->m != NULL;
+		if (s->m)
+			cm_model_stats(s->m, &m->stats);
+		pthread_mutex_unlock(&s->make_mu);
+	}
+	return n;
+}
+
 void models_learned(tird *d, const tir_target *t, int rows)
 {
 	if (rows > 0 && !t->emulated)

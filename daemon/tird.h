@@ -11,6 +11,8 @@
  *              that answers it, maps its data and errors to HTTP
  *   views.c    the JSON documents the routes answer (jobs, bests, records,
  *              batches, workers)
+ *   ui.c       the dashboard: its pages and script (built in), and the
+ *              routes only it needed (GET /v1/roofline, GET /v1/models)
  *   jobs.c     the job state machine and the tuning threads (tir_tune)
  *   models.c   the cost model of each full target key: loaded, made from the
  *              seed and the stored records, saved
@@ -19,9 +21,9 @@
  *   trust.c    what tird believes: the bounds of a result, imports replayed
  *              and validated
  *
- * Calls go one way: http → api → {jobs, workers, models, store, views};
+ * Calls go one way: http → {api, ui} → {jobs, workers, models, store, views};
  * jobs → {workers (to measure), models}; metrics reads jobs and workers.
- * Only http.c and api.c know HTTP: jobs.c and workers.c return data and a
+ * Only http.c, api.c and ui.c know HTTP: jobs.c and workers.c return data and a
  * tird_error (a code and a message naming the fault), which api.c maps to
  * a status.
  *
@@ -278,6 +280,10 @@ typedef void (*http_handler)(http_req *r, http_resp *out);
 	X(DELETE, "/v1/records/*",            api_record_remove,  ADMIN, SMALL) \
 	X(POST,   "/v1/lower",                api_lower,          READ,  SMALL) \
 	X(POST,   "/v1/fuse",                 api_fuse,           READ,  SMALL) \
+	X(GET,    "/v1/roofline",             ui_roofline,        READ,  SMALL) \
+	X(GET,    "/v1/models",               ui_models,          READ,  SMALL) \
+	X(GET,    "/",                        ui_index,           OPEN,  SMALL) \
+	X(GET,    "/ui/*",                    ui_asset_get,       OPEN,  SMALL) \
 	X(GET,    "/v1/workers",              api_workers_list,   READ,  SMALL) \
 	X(POST,   "/v1/workers",              api_worker_register, WORKER, SMALL) \
 	X(POST,   "/v1/workers/*/lease",      api_worker_lease,   WORKER, SMALL) \
@@ -422,6 +428,18 @@ void models_learned(tird *d, const tir_target *t, int rows);
  * (shutdown), every model that learnt anything since its last write. */
 void models_cron(tird *d, bool all);
 void models_free(tird *d);
+/* A model as GET /v1/models shows it. */
+typedef struct model_info {
+	char key[128];             /* the full target key */
+	bool made;                 /* loaded or made (false: never needed yet, or failed) */
+	bool failed;               /* making it failed: its jobs rank at random */
+	bool making;               /* being loaded or made right now */
+	int unsaved;               /* rows learnt since its last write */
+	cm_stats stats;            /* when made */
+} model_info;
+/* Every key's model tird holds, the one first needed last: returns the
+ * count, *out malloc'd (the caller frees it; NULL before models_load). */
+int models_list(tird *d, model_info **out);
 /* Threads for a search of this target kind and for its model's features:
  * every core (0), except for a CPU target (1), whose candidates other jobs
  * may be timing on this machine's cores meanwhile. */
@@ -534,6 +552,7 @@ typedef struct worker_info {
 	bool live;
 	double registered, last_seen;
 	int64_t batch_id;          /* the batch it holds, 0: none */
+	int64_t job_id;            /* that batch's job (workers_list only), 0: none */
 	double lease_s, heartbeat_s;   /* what it must keep to */
 } worker_info;
 

@@ -139,6 +139,8 @@ cJSON *view_record(const store_record *r)
 		cJSON_AddStringToObject(o, "message", r->message);
 	if (r->worker)
 		cJSON_AddStringToObject(o, "worker", r->worker);
+	if (r->job_id > 0)         /* the job that measured it (this tird's id) */
+		cJSON_AddNumberToObject(o, "job_id", (double)r->job_id);
 	cJSON_AddNumberToObject(o, "created", r->created);
 	/* provenance: how this tird came by it (an importer ignores these and
 	 * decides its own trust) */
@@ -173,6 +175,10 @@ cJSON *view_worker(const struct worker_info *w)
 		cJSON_AddNumberToObject(o, "batch_id", (double)w->batch_id);
 	else
 		cJSON_AddNullToObject(o, "batch_id");
+	if (w->job_id)             /* the job it is measuring for */
+		cJSON_AddNumberToObject(o, "job_id", (double)w->job_id);
+	else
+		cJSON_AddNullToObject(o, "job_id");
 	return o;
 }
 

@@ -608,8 +608,11 @@ int workers_list(workers *ws, worker_info **out)
 		n++;
 	*out = tird_xcalloc((size_t)(n ? n : 1), sizeof **out);
 	int i = 0;
-	for (worker *w = ws->list; w; w = w->next)
-		info_of(ws, w, &(*out)[i++]);
+	for (worker *w = ws->list; w; w = w->next, i++) {
+		info_of(ws, w, &(*out)[i]);
+		batch *b = w->batch_id ? do_find_batch(ws, w->batch_id) : NULL;
+		(*out)[i].job_id = b ? b->job_id : 0;
+	}
 	pthread_mutex_unlock(&ws->mu);
 	return n;
 }

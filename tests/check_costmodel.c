@@ -379,6 +379,61 @@ START_TEST(learns_and_round_trips)
 }
 END_TEST
 
+/* What GET /v1/models shows: rows, when the booster was last trained, and
+ * how well it ranked each batch before learning it, over all batches (kept
+ * in the blob) and over the newest eight (in memory only). */
+START_TEST(stats_say_how_it_ranks)
+{
+	enum { N = 100, B = 10 };
+	float *f = malloc(sizeof(float) * N * CM_NFEATURES);
+	double g[N];
+	tir_error err;
+	cm_stats st;
+	cm_model *m = cm_model_new();
+	cm_model_stats(m, &st);
+	ck_assert(st.rows == 0 && !st.trained && st.trained_at == 0 && st.judged_pairs == 0 &&
+		  st.recent_batches == 0);
+	synth(N, 1, f, g, 1);
+	ck_assert(cm_model_add(m, "w1", N, f, g, &err) == 0);
+	cm_model_stats(m, &st);
+	/* trained, but nothing judged: there was no booster before these rows */
+	ck_assert(st.trained && st.rows == N && st.trained_at > 1.7e9 && st.judged_pairs == 0);
+	synth(N, 2, f, g, 1000);
+	ck_assert(cm_model_add(m, "w2", N, f, g, &err) == 0);
+	cm_model_stats(m, &st);
+	/* w2's rows were ranked first: every pair of distinct throughputs */
+	ck_assert_int_eq(st.recent_batches, 1);
+	ck_assert(st.judged_pairs > 0.9 * N * (N - 1) / 2 && st.judged_pairs <= N * (N - 1) / 2);
+	ck_assert(st.recent_pairs == st.judged_pairs && st.recent_right == st.judged_right);
+	ck_assert_msg(st.judged_right / st.judged_pairs > 0.8, "accuracy %.3f",
+		      st.judged_right / st.judged_pairs);
+	ck_assert_int_eq(st.workloads, 2);
+	/* ten batches more: the newest eight are the recent ones */
+	for (int b = 0; b < 10; b++) {
+		synth(B, 10 + (unsigned)b, f, g, 3);
+		ck_assert(cm_model_add(m, "w3", B, f, g, &err) == 0);
+	}
+	cm_model_stats(m, &st);
+	ck_assert_int_eq(st.recent_batches, 8);
+	ck_assert(st.recent_pairs > 0 && st.recent_pairs <= 8 * B * (B - 1) / 2);
+	ck_assert(st.judged_pairs >= st.recent_pairs + 0.9 * N * (N - 1) / 2);   /* w2 and w3 */
+	/* a model loaded: the tallies stay, the recent batches and the time do not */
+	unsigned char *blob;
+	size_t len;
+	ck_assert(cm_model_save(m, &blob, &len, &err) == 0);
+	cm_model *m2 = cm_model_load(blob, len, &err);
+	ck_assert_msg(m2, "%s", err.msg);
+	cm_stats st2;
+	cm_model_stats(m2, &st2);
+	ck_assert(st2.rows == st.rows && st2.judged_pairs == st.judged_pairs &&
+		  st2.judged_right == st.judged_right && st2.recent_batches == 0 && st2.trained_at == 0);
+	free(blob);
+	cm_model_free(m2);
+	cm_model_free(m);
+	free(f);
+}
+END_TEST
+
 /* Rows appended for many workloads and trained once make the booster that
  * adding them workload by workload makes (a model rebuilt or seeded at
  * start-up); appended rows alone train nothing. */
@@ -678,6 +733,7 @@ static Suite *make_costmodel_suite(void)
 	tc = tcase_create("model");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, learns_and_round_trips);
+	tcase_add_test(tc, stats_say_how_it_ranks);
 	tcase_add_test(tc, degenerate_data);
 	tcase_add_test(tc, append_then_train);
 	tcase_add_test(tc, own_rows_blend);

@@ -398,6 +398,47 @@ END_TEST
 
 /* ---- targets --------------------------------------------------------------------------- */
 
+/* The roofline's figures: compulsory bytes from the program's parameters,
+ * nominal peaks from the target's description. */
+START_TEST(roofline_figures)
+{
+	tir_error err = { "" };
+	tir_workload *w = parse_ok("{\"op\": \"matmul\", \"M\": 16, \"N\": 32, \"K\": 8}");
+	tir_program *p = tir_program_build(w, &err);
+	ck_assert_ptr_nonnull(p);
+	/* A 16x8, B 8x32, C 16x32, float32, each once */
+	ck_assert_double_eq(tir_program_param_bytes(p), 4.0 * (16 * 8 + 8 * 32 + 16 * 32));
+	tir_program_free(p);
+	tir_workload_free(w);
+	w = parse_ok("{\"op\": \"matmul\", \"M\": 4, \"N\": 4, \"K\": 4, \"dtype\": \"float16\", "
+		     "\"epilogue\": [\"bias\"]}");
+	p = tir_program_build(w, &err);
+	ck_assert_ptr_nonnull(p);
+	/* float16 A and B, a float32 bias of N and output; the accumulator
+	 * (C_acc, a temporary) is no traffic */
+	ck_assert_double_eq(tir_program_param_bytes(p), 2.0 * (16 + 16) + 4.0 * 4 + 4.0 * 16);
+	tir_program_free(p);
+	tir_workload_free(w);
+
+	tir_target t;
+	tir_peak pk;
+	ck_assert_int_eq(tir_target_parse("cuda:sm_90", &t, &err), 0);
+	tir_target_peak(&t, &pk);
+	ck_assert_double_eq(pk.gflops, 67000);
+	ck_assert_double_eq(pk.gbps, 4800);
+	ck_assert(strstr(pk.basis, "nominal") == pk.basis && strstr(pk.basis, "H200"));
+	ck_assert_int_eq(tir_target_parse("cpu:x86_64+avx2+fma", &t, &err), 0);
+	tir_target_peak(&t, &pk);
+	/* cores x 8 lanes x 2 flops x 2 FMA pipes x 3 GHz */
+	ck_assert_double_eq(pk.gflops, t.cores * 8 * 2.0 * 2 * 3.0);
+	ck_assert_double_eq(pk.gbps, 51.2);
+	ck_assert_int_eq(tir_target_parse("cpu:x86_64", &t, &err), 0);
+	tir_target_peak(&t, &pk);
+	ck_assert_double_eq(pk.gflops, t.cores * 4 * 2.0 * 1 * 3.0);   /* SSE, no FMA */
+	ck_assert(strstr(pk.basis, "nominal") == pk.basis);
+}
+END_TEST
+
 START_TEST(targets)
 {
 	tir_target t;
@@ -776,6 +817,7 @@ static Suite *workload_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("target");
 	tcase_add_test(tc, targets);
+	tcase_add_test(tc, roofline_figures);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("reference");
 	tcase_add_test(tc, reference_tiny_conv2d);

@@ -545,3 +545,16 @@ tir_program *tir_program_build(const tir_workload *w, tir_error *err)
 	builders[w->op](&c);
 	return p;
 }
+
+double tir_program_param_bytes(const tir_program *p)
+{
+	double bytes = 0;
+	for (int i = 0; i < p->nparams; i++) {
+		const tir_buffer *b = p->bufs[i];
+		double elems = 1;
+		for (int d = 0; d < b->ndim; d++)
+			elems *= (double)b->shape[d];
+		bytes += elems * dtype_bytes(b->dtype);
+	}
+	return bytes;
+}

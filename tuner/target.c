@@ -289,6 +289,59 @@ static const cuda_arch cuda_archs[] = {
 	{ 90, 132, 1024, 232448, 60LL << 20 },  /* H100/H200 SXM: 227 KB, 60 MB (H200) */
 };
 
+/* Nominal roofline figures of the part each architecture's row above
+ * stands for (data sheets: float32 without tensor cores, DRAM bandwidth). */
+typedef struct cuda_peak {
+	int sm;
+	double gflops, gbps;
+	const char *part;
+} cuda_peak;
+
+static const cuda_peak cuda_peaks[] = {
+	{ 80, 19500, 1555, "A100 SXM 40 GB" },
+	{ 86, 35600, 936, "RTX 3090" },
+	{ 89, 82600, 1008, "RTX 4090" },
+	{ 90, 67000, 4800, "H200 SXM" },
+};
+
+/* The nominal CPU figures: an assumed clock and memory, since neither is
+ * in a key. */
+#define NOMINAL_CPU_GHZ 3.0
+#define NOMINAL_CPU_GBPS 51.2      /* two channels of DDR4-3200 */
+
+void tir_target_peak(const tir_target *t, tir_peak *out)
+{
+	*out = (tir_peak){ 0 };
+	if (t->kind == TIR_TARGET_CUDA) {
+		for (size_t i = 0; i < sizeof cuda_peaks / sizeof cuda_peaks[0]; i++)
+			if (cuda_peaks[i].sm == t->sm) {
+				out->gflops = cuda_peaks[i].gflops;
+				out->gbps = cuda_peaks[i].gbps;
+				snprintf(out->basis, sizeof out->basis, "nominal: the %s data sheet's "
+					 "float32 peak (no tensor cores) and DRAM bandwidth",
+					 cuda_peaks[i].part);
+				return;
+			}
+		/* a GPU detected with another sm: scale sm_90's per-SM figure */
+		out->gflops = 67000.0 / 132 * (t->sm_count > 0 ? t->sm_count : 132);
+		out->gbps = 4800;
+		snprintf(out->basis, sizeof out->basis, "nominal: sm_%d is not in tird's table; "
+			 "an H200's float32 peak per SM x %d SMs and its bandwidth", t->sm,
+			 t->sm_count);
+		return;
+	}
+	int lanes = t->vector_bytes / 4 > 0 ? t->vector_bytes / 4 : 4;
+	bool aarch64 = !strncmp(t->key, "cpu:aarch64", 11);
+	int pipes = tir_target_has(t, "fma") || aarch64 ? 2 : 1;
+	int cores = t->cores > 0 ? t->cores : 1;
+	out->gflops = cores * lanes * 2.0 * pipes * NOMINAL_CPU_GHZ;
+	out->gbps = NOMINAL_CPU_GBPS;
+	snprintf(out->basis, sizeof out->basis, "nominal: %d cores x %d float32 lanes x 2 "
+		 "flops x %d FMA pipe%s at an assumed %.1f GHz; two channels of DDR4-3200%s",
+		 cores, lanes, pipes, pipes > 1 ? "s" : "", NOMINAL_CPU_GHZ,
+		 t->emulated ? " (emulated: the timings are the emulator's)" : "");
+}
+
 static void cuda_fill(tir_target *t, const cuda_arch *a)
 {
 	t->kind = TIR_TARGET_CUDA;

@@ -104,6 +104,20 @@ bool tir_cpu_emulated(char *emu, size_t n);
 /* Whether CPU target t's key names feature f ("dotprod", "avx512vnni"). */
 bool tir_target_has(const tir_target *t, const char *f);
 
+/* The roofline of a target: peak compute and memory bandwidth.  tird has
+ * no calibration, so both are nominal figures, never measured: for a CUDA
+ * key the float32 (CUDA-core, not tensor-core) peak and the DRAM bandwidth
+ * of the data-sheet part its architecture table names (sm_90: H200 SXM);
+ * for a CPU key t->cores x SIMD lanes x 2 flops (x 2 FMA pipes with fma or
+ * on AArch64) at an assumed 3.0 GHz, and two channels of DDR4-3200.  basis
+ * says how each figure was made, for people reading the plot. */
+typedef struct tir_peak {
+	double gflops;            /* float32 GFLOP/s */
+	double gbps;              /* DRAM GB/s (1e9 bytes) */
+	char basis[256];
+} tir_peak;
+void tir_target_peak(const tir_target *t, tir_peak *out);
+
 /* measure/cuda_props.c: fills the GPU fields of *t (sm, sm_count,
  * max_threads_per_block, max_shared_per_block (opt-in), warp_size, l2_bytes;
  * kind and key "cuda:sm_XY") from device `ordinal`, asking the driver
@@ -171,6 +185,11 @@ tir_program *tir_program_build(const tir_workload *w, tir_error *err);
 void tir_program_free(tir_program *p);
 /* TVMScript-like text of the program. */
 char *tir_program_print(const tir_program *p);
+/* The bytes one call must move at the least: every parameter buffer of
+ * the program (the inputs, read once, and the output, written once),
+ * whole.  With tir_workload_flops it places a workload on a roofline
+ * (arithmetic intensity = flops / bytes). */
+double tir_program_param_bytes(const tir_program *p);
 
 /* ---- graph.c: graph workloads ("op": "graph", DESIGN.md "Graph workloads") */
 
