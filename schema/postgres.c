@@ -10,11 +10,12 @@
  * writes by it (the best row) sees no other writer in between.  A COMMIT of a
  * transaction the server had aborted answers "ROLLBACK": that is a failure.
  *
- * A lost connection.  A call outside a transaction that finds the
- * connection gone resets it (PQreset) once and prepares its statements again
- * (each statement notes the connection generation it was prepared on); in a
- * transaction it fails, and the caller's rollback ends the transaction, so
- * nothing half-written is committed on a new connection.
+ * A lost connection (the server restarted, say).  A call outside a
+ * transaction that finds the connection gone, before or as it sends, resets
+ * it (PQreset) and tries once more, its statements prepared again (each
+ * notes the connection generation it was prepared on); in a transaction it
+ * fails, and the caller's rollback ends the transaction, so nothing
+ * half-written is committed on a new connection.
  *
  * Session settings: extra_float_digits = 3 (every double read back exactly
  * on any server version) and notices discarded (they would go to stderr).
@@ -140,12 +141,26 @@ static int pg_alive(db *c, store_error *err)
 	return session(c, err);
 }
 
+/* Whether r failed because the connection is gone, outside a transaction
+ * (where trying again on a new connection is safe). */
+static bool gone(db *c, const PGresult *r)
+{
+	return (!r || PQresultStatus(r) == PGRES_FATAL_ERROR) &&
+	       PQstatus(c->conn) == CONNECTION_BAD && !c->in_tx;
+}
+
 /* Runs sql (no parameters); `want` the command tag a success answers, or NULL. */
 static int pg_run(db *c, const char *sql, const char *want, store_error *err)
 {
 	if (pg_alive(c, err))
 		return -1;
 	PGresult *r = PQexec(c->conn, sql);
+	if (gone(c, r)) {
+		PQclear(r);                        /* the server went away: once more */
+		if (pg_alive(c, err))
+			return -1;
+		r = PQexec(c->conn, sql);
+	}
 	ExecStatusType st = PQresultStatus(r);
 	int rc = 0;
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
@@ -334,14 +349,24 @@ static void pg_bind_blob(db_stmt *q_, int i, const void *p, size_t n)
 	}
 }
 
+/* Executes q, prepared again on a new connection; a call that finds the
+ * connection gone (at the prepare or the execution) outside a transaction
+ * reconnects and tries once more.  NULL with err when the prepare failed. */
 static PGresult *pg_execute(pg_stmt *q, store_error *err)
 {
-	if (pg_alive(q->c, err))
-		return NULL;
-	if (q->gen != q->c->gen && pg_prepare_on_server(q, err))
-		return NULL;
-	return PQexecPrepared(q->c->conn, q->name, q->nparams, q->values, q->lengths,
-			      q->formats, 0);
+	for (int attempt = 0;; attempt++) {
+		if (pg_alive(q->c, err))
+			return NULL;
+		PGresult *r = NULL;
+		if (q->gen == q->c->gen || pg_prepare_on_server(q, err) == 0)
+			r = PQexecPrepared(q->c->conn, q->name, q->nparams, q->values,
+					   q->lengths, q->formats, 0);
+		if (attempt == 0 && gone(q->c, r)) {
+			PQclear(r);                /* the server went away: once more */
+			continue;
+		}
+		return r;
+	}
 }
 
 static int pg_step(db_stmt *q_, store_error *err)
@@ -349,11 +374,6 @@ static int pg_step(db_stmt *q_, store_error *err)
 	pg_stmt *q = PQ(q_);
 	if (!q->res) {
 		PGresult *r = pg_execute(q, err);
-		if (r && PQresultStatus(r) == PGRES_FATAL_ERROR &&
-		    PQstatus(q->c->conn) == CONNECTION_BAD && !q->c->in_tx) {
-			PQclear(r);                /* the server went away: once more */
-			r = pg_execute(q, err);
-		}
 		if (!r)
 			return DB_ERROR;
 		ExecStatusType st = PQresultStatus(r);

@@ -10,7 +10,8 @@
 #   import --trust` into a tird on PostgreSQL and its export (the same
 #   workloads and records, field for field, but the provenance an import
 #   gives; the same best), then that export into a fresh tird on SQLite (the
-#   same again);
+#   same again); the server restarted under the tird on PostgreSQL (its next
+#   read and import reconnect, with no error);
 #   tests/service.sh with TIRD_TEST_PG_SERVER: the whole service test, its
 #   databases on the server (TIRD_TEST_PG_SERVICE=0 leaves it out);
 # then stops the server and removes the folder.  PostgreSQL refuses to run
@@ -148,6 +149,20 @@ ub=$u
 	"$TIRCTL" --server "$ub" export "$tmp/b.json" && why=$(same "$tmp/p.json" "$tmp/b.json" 2>&1) &&
 	[ "$(bests "$ub")" = "$bp" ] \
 	&& pass "PostgreSQL -> SQLite: the same records and best again" || fail "PostgreSQL -> SQLite: $why"
+
+# ---- the server restarted under a running tird: its next calls reconnect ----------------------
+# (twice: the first call after a restart is a transaction's BEGIN, then a prepared statement's)
+restart() {
+	as_server "$pgbin/pg_ctl" -D "$pgdata/data" -m fast -w restart >>"$tmp/pg_ctl.log" 2>&1 ||
+		fail "pg_ctl restart: $(tail -3 "$tmp/pg_ctl.log")"
+}
+restart
+r=$("$TIRCTL" --server "$up" --json import --trust "$tmp/a.json" 2>"$tmp/err") &&
+	printf '%s' "$r" | jq -e ".imported==0 and .skipped==$n" >/dev/null &&
+	restart && "$TIRCTL" --server "$up" --json jobs >/dev/null 2>>"$tmp/err" &&
+	! grep -q "store:" "$tmp/pg.log" \
+	&& pass "PostgreSQL restarted under tird: the next import, then the next read, reconnect" \
+	|| fail "after a restart of PostgreSQL: $(cat "$tmp/err") $r; $(grep 'store:' "$tmp/pg.log" | head -3)"
 kill $ta $tp 2>/dev/null
 
 # ---- the service test on PostgreSQL ------------------------------------------------------------
