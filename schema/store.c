@@ -587,8 +587,7 @@ int store_job_transition(store *s, int64_t id, store_job_state from,
 	if (rc != DB_ROW) {
 		finish(q);
 		rollback(s);
-		ret = rc == DB_DONE ? fail(err, "job %lld: no such job", (long long)id)
-					: -1;
+		ret = rc == DB_DONE ? fail(err, "job %lld: no such job", (long long)id) : -1;
 		goto out;
 	}
 	int cur = store_job_state_parse(col_text(q, 0));
