@@ -772,7 +772,11 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 		return STORE_JOB_FAILED;
 	}
 	if (store_records_each(d->db, j->key, j->target.key, add_prior, &prior, &err) < 0) {
-		snprintf(msg, n, "cannot read stored records: %s", err.msg);
+		/* the job's message is for clients: the database's words go to the log */
+		log_error("job %lld: store: reading the stored records: %s", (long long)j->id,
+			  err.msg);
+		snprintf(msg, n, "the database failed reading the stored records "
+			 "(tird's log has the details)");
 		prior_free(&prior);
 		return STORE_JOB_FAILED;
 	}

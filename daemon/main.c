@@ -345,7 +345,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	log_info("tird %s listening on http://%s:%d (db %s, schema %d, cpu %s%s)",
-		 PACKAGE_VERSION, d.cfg.host, d.cfg.port, d.cfg.db, store_schema_version(d.db),
+		 PACKAGE_VERSION, d.cfg.host, d.cfg.port, store_location(d.db), store_schema_version(d.db),
 		 d.cpu.key, d.cfg.ntokens ? ", writes need a token of their scope" : "");
 	if (d.cfg.ntokens && !d.cfg.token && strcmp(d.cfg.local_workers, "none"))
 		log_warn("no token of the token file has the worker scope: the local workers "

@@ -113,7 +113,7 @@ char *tird_strdup(const char *s);
  * line is `name = value`; the flag is --name with '_' written as '-'. */
 #define TIRD_CONFIG(X) \
 	X(listen,          STR,  listen,          "127.0.0.1:8642", "address and port to listen on") \
-	X(db,              STR,  db,              "./tird.db",      "SQLite database file") \
+	X(db,              STR,  db,              "./tird.db",      "SQLite database file, or postgresql://USER@HOST:PORT/DBNAME") \
 	X(local_workers,   STR,  local_workers,   "auto",  "auto, none, cpu, cuda or cpu,cuda") \
 	X(token_file,      STR,  token_file,      "",      "file of bearer tokens, one a line: TOKEN [SCOPES [NAME]]") \
 	X(protect_reads,   BOOL, protect_reads,   "false", "reads need the token too") \

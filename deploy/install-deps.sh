@@ -23,6 +23,7 @@ arm=0
 pkgs=(build-essential autoconf automake libtool pkg-config
       libmicrohttpd-dev libsqlite3-dev libcjson-dev libxgboost-dev check
       libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3
+      libpq-dev postgresql        # the PostgreSQL store backend and tests/postgres.sh
       clang libclang-rt-dev       # the libFuzzer build of tests/fuzz/ (.ci/run)
       chromium)                   # tests/dashboard.sh loads the dashboard in it, headless
 for arg in "$@"; do

@@ -1,4 +1,5 @@
--- 001_init.sql — the tuning database, first version.
+-- 001_init.sql — the tuning database, first version (SQLite's text;
+-- PostgreSQL's, in its types, is postgresql/001_init.sql).
 --
 -- Every measured candidate is a row of records, keyed by a unique id
 -- (SHA-256 of workload key, full target key and trace) so that imports merge

@@ -1,4 +1,5 @@
--- 002_job_search.sql — the search options of a job ("search" in POST /v1/jobs).
+-- 002_job_search.sql — the search options of a job ("search" in POST /v1/jobs;
+-- SQLite's text, PostgreSQL's is postgresql/002_job_search.sql).
 --
 -- cost_model: the cost model the search ranks candidates with, "xgboost" (the
 -- shared model of the target kind) or "random"; the jobs stored before this

@@ -1,4 +1,5 @@
--- 003_provenance.sql — who measured a record, and whether it may be a best.
+-- 003_provenance.sql — who measured a record, and whether it may be a best
+-- (one text for both backends).
 --
 -- origin: "measured" (by a worker of this tird, for one of its jobs) or
 -- "imported" (POST /v1/records).  trusted: the record counts for its

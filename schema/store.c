@@ -1,13 +1,22 @@
 /*
- * store.c — the tuning database on SQLite (see store.h for the contract).
+ * store.c — the tuning database (see store.h for the contract), written once
+ * over the backends of backend.h: SQLite (sqlite.c) and PostgreSQL
+ * (postgres.c).
  *
- * Every statement is declared once in STORE_STMTS and prepared at open; a
- * call binds, steps and resets under the store's mutex.  Functions that
- * change more than one row wrap them in BEGIN IMMEDIATE ... COMMIT, so each
- * state change is one transaction, and an import (store_import), however
- * many rows, is one too.  The database runs in WAL mode with
- * synchronous=NORMAL: a committed transaction survives a killed process
- * (kill -9), and one in flight is rolled back at the next open.
+ * Every statement is declared once in STORE_STMTS, in SQL both backends
+ * accept, and prepared at open; a call binds, steps and finishes under the
+ * store's mutex.  Functions that change more than one row wrap them in the
+ * backend's write transaction (begin ... commit), so each state change is one
+ * transaction, and an import (store_import), however many rows, is one too.
+ * The numbered migrations (schema/NNN_*.sql, and schema/postgresql/NNN_*.sql
+ * where PostgreSQL needs its own text) are applied at open, each in one
+ * transaction that also records it in schema_version.
+ *
+ * Portable SQL, as the statements below use it: ON CONFLICT rather than
+ * INSERT OR IGNORE / OR REPLACE; RETURNING for a new job's id; `trusted <> 0`
+ * for a flag; CAST on a parameter that nothing around it types; LIMIT with
+ * INT64_MAX for "no limit"; rowid for the order records were stored in
+ * (SQLite's implicit rowid; a column of that name on PostgreSQL).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,21 +25,8 @@
 #include <string.h>
 #include <time.h>
 #include <nettle/sha2.h>
-#include <sqlite3.h>
+#include "backend.h"
 #include "store.h"
-
-/* ---- migrations (embedded from schema/NNN_*.sql by embed.sh) ----------------- */
-
-typedef struct migration {
-	int version;
-	const char *name;
-	const char *sql;
-} migration;
-
-static const migration migrations[] = {
-#include "migrations.inc"
-};
-#define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
 /* ---- statements ---------------------------------------------------------------- */
 
@@ -44,28 +40,27 @@ static const migration migrations[] = {
 
 /* X(id, SQL) */
 #define STORE_STMTS(X) \
-	X(BEGIN,      "BEGIN IMMEDIATE") \
-	X(COMMIT,     "COMMIT") \
-	X(ROLLBACK,   "ROLLBACK") \
-	X(WL_PUT,     "INSERT OR IGNORE INTO workloads(key, op, canonical, flops, created) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5)") \
+	X(WL_PUT,     "INSERT INTO workloads(key, op, canonical, flops, created) " \
+		      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING") \
 	X(WL_GET,     "SELECT canonical, op, flops FROM workloads WHERE key = ?1") \
-	X(TGT_PUT,    "INSERT OR IGNORE INTO targets(key, kind, created) VALUES (?1, ?2, ?3)") \
+	X(TGT_PUT,    "INSERT INTO targets(key, kind, created) VALUES (?1, ?2, ?3) " \
+		      "ON CONFLICT DO NOTHING") \
 	X(JOB_INSERT, "INSERT INTO jobs(workload_key, target, trials, batch, state, cached, " \
 		      "trials_done, errors, best_us, message, created, started, finished, " \
 		      "cost_model, seed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
-		      "?12, ?13, coalesce(?14, 'xgboost'), ?15)") \
+		      "?12, ?13, coalesce(?14, 'xgboost'), ?15) RETURNING id") \
 	X(JOB_STATE,  "SELECT state FROM jobs WHERE id = ?1") \
 	X(JOB_MOVE,   "UPDATE jobs SET state = ?2, message = coalesce(?3, message), " \
 		      "started = coalesce(?4, started), finished = ?5 WHERE id = ?1") \
 	X(JOB_PROG,   "UPDATE jobs SET trials_done = ?2, errors = ?3, best_us = ?4 WHERE id = ?1") \
 	X(JOB_GET,    "SELECT " JOB_COLS " FROM jobs WHERE id = ?1") \
-	X(JOB_LIST,   "SELECT " JOB_COLS " FROM jobs WHERE (?1 IS NULL OR state = ?1) " \
-		      "ORDER BY id DESC LIMIT ?2") \
-	X(REC_INSERT, "INSERT OR IGNORE INTO records(id, workload_key, target, trace, status, " \
+	X(JOB_LIST,   "SELECT " JOB_COLS " FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR " \
+		      "state = ?1) ORDER BY id DESC LIMIT ?2") \
+	X(REC_INSERT, "INSERT INTO records(id, workload_key, target, trace, status, " \
 		      "latency_us, max_rel_error, message, worker, job_id, created, origin, " \
 		      "trusted, source, token, host) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)") \
+		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) " \
+		      "ON CONFLICT DO NOTHING") \
 	X(REC_ORIGIN, "SELECT origin, workload_key, target FROM records WHERE id = ?1") \
 	X(REC_REPLACE, "UPDATE records SET status = ?5, latency_us = ?6, max_rel_error = ?7, " \
 		      "message = ?8, worker = ?9, job_id = ?10, created = ?11, origin = ?12, " \
@@ -73,31 +68,37 @@ static const migration migrations[] = {
 		      "WHERE id = ?1 AND workload_key = ?2 AND target = ?3 AND trace = ?4") \
 	X(REC_DELETE, "DELETE FROM records WHERE id = ?1") \
 	X(REC_EACH,   "SELECT " REC_COLS " FROM records " \
-		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
-		      "ORDER BY created, rowid") \
+		      "WHERE (CAST(?1 AS TEXT) IS NULL OR workload_key = ?1) AND " \
+		      "(CAST(?2 AS TEXT) IS NULL OR target = ?2) ORDER BY created, rowid") \
 	X(REC_PAGE,   "SELECT " REC_COLS ", rowid FROM records " \
-		      "WHERE (?1 IS NULL OR workload_key = ?1) AND (?2 IS NULL OR target = ?2) " \
+		      "WHERE (CAST(?1 AS TEXT) IS NULL OR workload_key = ?1) AND " \
+		      "(CAST(?2 AS TEXT) IS NULL OR target = ?2) " \
 		      "AND rowid > ?3 ORDER BY rowid LIMIT ?4") \
 	X(REC_UNTRUSTED, "SELECT " REC_COLS " FROM records WHERE workload_key = ?1 AND " \
 		      "target = ?2 AND trusted = 0 AND status = 'ok' AND latency_us > 0 " \
 		      "ORDER BY latency_us, rowid LIMIT ?3") \
 	X(REC_COUNT,  "SELECT count(*) FROM records WHERE workload_key = ?1 AND target = ?2 " \
-		      "AND trusted") \
+		      "AND trusted <> 0") \
 	X(BEST_ROW,   "SELECT latency_us, record_id FROM best WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_NEW,   "INSERT INTO best(workload_key, target, op, record_id, latency_us, trials, " \
-		      "updated) SELECT ?1, ?2, op, ?3, ?4, 1, ?5 FROM workloads WHERE key = ?1") \
+		      "updated) SELECT ?1, CAST(?2 AS TEXT), op, CAST(?3 AS TEXT), " \
+		      "CAST(?4 AS DOUBLE PRECISION), 1, CAST(?5 AS DOUBLE PRECISION) " \
+		      "FROM workloads WHERE key = ?1") \
 	X(BEST_TRIAL, "UPDATE best SET trials = trials + 1, updated = ?3 " \
 		      "WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_SET,   "UPDATE best SET record_id = ?3, latency_us = ?4, updated = ?5 " \
 		      "WHERE workload_key = ?1 AND target = ?2") \
-	X(BEST_ENSURE, "INSERT OR IGNORE INTO best(workload_key, target, op, record_id, " \
-		      "latency_us, trials, updated) SELECT ?1, ?2, op, NULL, NULL, 0, ?3 " \
-		      "FROM workloads WHERE key = ?1") \
+	X(BEST_ENSURE, "INSERT INTO best(workload_key, target, op, record_id, " \
+		      "latency_us, trials, updated) SELECT ?1, CAST(?2 AS TEXT), op, " \
+		      "CAST(NULL AS TEXT), CAST(NULL AS DOUBLE PRECISION), 0, " \
+		      "CAST(?3 AS DOUBLE PRECISION) FROM workloads WHERE key = ?1 " \
+		      "ON CONFLICT DO NOTHING") \
 	X(BEST_UNSET, "UPDATE best SET record_id = NULL, latency_us = NULL WHERE record_id = ?1") \
 	X(BEST_RECOMPUTE, "UPDATE best SET trials = (SELECT count(*) FROM records WHERE " \
-		      "workload_key = ?1 AND target = ?2 AND trusted), (record_id, latency_us) = " \
+		      "workload_key = ?1 AND target = ?2 AND trusted <> 0), " \
+		      "(record_id, latency_us) = " \
 		      "(SELECT id, latency_us FROM records WHERE workload_key = ?1 AND target = ?2 " \
-		      "AND trusted AND status = 'ok' AND latency_us > 0 " \
+		      "AND trusted <> 0 AND status = 'ok' AND latency_us > 0 " \
 		      "ORDER BY latency_us, rowid LIMIT 1), updated = ?3 " \
 		      "WHERE workload_key = ?1 AND target = ?2") \
 	X(BEST_GET,   "SELECT b.workload_key, b.target, b.op, w.canonical, w.flops, " \
@@ -109,14 +110,16 @@ static const migration migrations[] = {
 		      "b.record_id, r.trace, b.latency_us, b.trials, b.updated " \
 		      "FROM best b JOIN workloads w ON w.key = b.workload_key " \
 		      "JOIN records r ON r.id = b.record_id " \
-		      "WHERE (?1 IS NULL OR b.op = ?1) AND (?2 IS NULL OR b.target = ?2 OR " \
-		      "(?3 IS NOT NULL AND substr(b.target, 1, length(?3)) = ?3)) " \
+		      "WHERE (CAST(?1 AS TEXT) IS NULL OR b.op = ?1) AND " \
+		      "(CAST(?2 AS TEXT) IS NULL OR b.target = ?2 OR " \
+		      "(CAST(?3 AS TEXT) IS NOT NULL AND substr(b.target, 1, length(?3)) = ?3)) " \
 		      "ORDER BY b.op, b.workload_key, b.target") \
 	X(WRK_PUT,    "INSERT INTO workers(id, target, name, state, registered, last_seen) " \
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET " \
 		      "state = excluded.state, last_seen = excluded.last_seen") \
-	X(MODEL_PUT,  "INSERT OR REPLACE INTO cost_models(target_kind, name, model, updated) " \
-		      "VALUES (?1, ?2, ?3, ?4)") \
+	X(MODEL_PUT,  "INSERT INTO cost_models(target_kind, name, model, updated) " \
+		      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(target_kind) DO UPDATE SET " \
+		      "name = excluded.name, model = excluded.model, updated = excluded.updated") \
 	X(MODEL_GET,  "SELECT model FROM cost_models WHERE target_kind = ?1")
 
 enum {
@@ -132,11 +135,16 @@ static const char *const stmt_sql[ST_COUNT] = {
 #undef STORE_STMT_SQL
 };
 
+/* "no limit" for a LIMIT parameter, on both backends */
+#define NO_LIMIT INT64_MAX
+
 struct store {
-	sqlite3 *db;
+	const store_backend *be;
+	db *c;
 	pthread_mutex_t mu;        /* serialises every call (do_x expects it held) */
-	sqlite3_stmt *st[ST_COUNT];
+	db_stmt *st[ST_COUNT];
 	int version;
+	char location[256];        /* where, its password hidden */
 };
 
 static const char *const job_state_names[] = {
@@ -178,11 +186,6 @@ static int fail(store_error *err, const char *fmt, ...)
 	return -1;
 }
 
-static int db_fail(store *s, store_error *err, const char *what)
-{
-	return fail(err, "%s: %s", what, sqlite3_errmsg(s->db));
-}
-
 void store_record_id(const char *workload_key, const char *target,
 		     const char *trace, char out[65])
 {
@@ -201,106 +204,164 @@ void store_record_id(const char *workload_key, const char *target,
 
 /* ---- small helpers: bind, step, columns (the mutex held) ------------------------ */
 
-static sqlite3_stmt *stmt(store *s, int id)
+static db_stmt *stmt(store *s, int id)
 {
-	sqlite3_stmt *q = s->st[id];
-	sqlite3_reset(q);
-	sqlite3_clear_bindings(q);
+	db_stmt *q = s->st[id];
+	q->be->start(q);
 	return q;
 }
 
-static void bind_text(sqlite3_stmt *q, int i, const char *v)
+static void bind_text(db_stmt *q, int i, const char *v)
 {
-	if (v)
-		sqlite3_bind_text(q, i, v, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(q, i);
+	q->be->bind_text(q, i, v);
+}
+
+static void bind_double(db_stmt *q, int i, double v)
+{
+	q->be->bind_double(q, i, v);
+}
+
+static void bind_int64(db_stmt *q, int i, int64_t v)
+{
+	q->be->bind_int64(q, i, v);
 }
 
 /* A REAL that is NULL when v is not positive (no time / no latency). */
-static void bind_pos(sqlite3_stmt *q, int i, double v)
+static void bind_pos(db_stmt *q, int i, double v)
 {
 	if (v > 0)
-		sqlite3_bind_double(q, i, v);
+		q->be->bind_double(q, i, v);
 	else
-		sqlite3_bind_null(q, i);
+		q->be->bind_null(q, i);
+}
+
+static int step(db_stmt *q, store_error *err)
+{
+	return q->be->step(q, err);
+}
+
+static void finish(db_stmt *q)
+{
+	q->be->finish(q);
 }
 
 /* Steps a statement that returns no rows; 0 or -1. */
-static int exec(store *s, int id_, sqlite3_stmt *q, store_error *err)
+static int exec(db_stmt *q, store_error *err)
 {
-	int rc = sqlite3_step(q);
-	sqlite3_reset(q);
-	if (rc != SQLITE_DONE)
-		return fail(err, "%.40s...: %s", stmt_sql[id_], sqlite3_errmsg(s->db));
-	return 0;
+	int rc = step(q, err);
+	finish(q);
+	return rc == DB_ERROR ? -1 : 0;
+}
+
+static int64_t changes(db_stmt *q)
+{
+	return q->be->changes(q);
+}
+
+static bool col_null(db_stmt *q, int i)
+{
+	return q->be->is_null(q, i);
+}
+
+static const char *col_text(db_stmt *q, int i)
+{
+	return q->be->text(q, i);
+}
+
+static double col_real(db_stmt *q, int i)
+{
+	return q->be->real(q, i);
+}
+
+static int64_t col_int64(db_stmt *q, int i)
+{
+	return q->be->int64(q, i);
+}
+
+static char *col_dup(db_stmt *q, int i)
+{
+	const char *t = col_text(q, i);
+	return t ? strdup(t) : NULL;
+}
+
+static void col_copy(db_stmt *q, int i, char *dst, size_t n)
+{
+	const char *t = col_text(q, i);
+	snprintf(dst, n, "%s", t ? t : "");
 }
 
 static int begin(store *s, store_error *err)
 {
-	return exec(s, ST_BEGIN, stmt(s, ST_BEGIN), err);
+	return s->be->begin(s->c, err);
 }
 
 static int commit(store *s, store_error *err)
 {
-	return exec(s, ST_COMMIT, stmt(s, ST_COMMIT), err);
+	return s->be->commit(s->c, err);
 }
 
 static void rollback(store *s)
 {
-	sqlite3_step(stmt(s, ST_ROLLBACK));
-	sqlite3_reset(s->st[ST_ROLLBACK]);
-}
-
-static char *col_dup(sqlite3_stmt *q, int i)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	return t ? strdup((const char *)t) : NULL;
-}
-
-static void col_copy(sqlite3_stmt *q, int i, char *dst, size_t n)
-{
-	const unsigned char *t = sqlite3_column_text(q, i);
-	snprintf(dst, n, "%s", t ? (const char *)t : "");
+	s->be->rollback(s->c);
 }
 
 /* ---- open and migrate -------------------------------------------------------------- */
 
+/* The schema version stored: 0 or more, -1 on error. */
+static int stored_version(store *s, store_error *err)
+{
+	db_stmt *q = s->be->prepare(s->c, "SELECT coalesce(max(version), 0) FROM schema_version",
+				    err);
+	if (!q)
+		return -1;
+	q->be->start(q);
+	int rc = step(q, err), v = rc == DB_ROW ? (int)col_int64(q, 0) : -1;
+	if (rc == DB_DONE)
+		fail(err, "schema_version: no row");
+	s->be->finalize(q);
+	return v;
+}
+
+/* Applies the backend's migrations the database lacks, each in one write
+ * transaction that reads the version first (so that two processes opening
+ * one database at once apply each migration once). */
 static int migrate(store *s, store_error *err)
 {
-	char *msg = NULL;
-	sqlite3_stmt *q;
+	store_error e = { "" };
+	const migration *ms = s->be->migrations;
 	int have = 0;
-	if (sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS schema_version "
-			 "(version INTEGER NOT NULL, name TEXT NOT NULL, applied REAL NOT NULL)",
-			 NULL, NULL, &msg) != SQLITE_OK)
+	if (begin(s, &e))
 		goto sqlfail;
-	if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(version), 0) FROM schema_version",
-			       -1, &q, NULL) != SQLITE_OK)
-		return db_fail(s, err, "schema_version");
-	if (sqlite3_step(q) == SQLITE_ROW)
-		have = sqlite3_column_int(q, 0);
-	sqlite3_finalize(q);
-	for (size_t i = 0; i < NMIGRATIONS; i++) {
-		const migration *m = &migrations[i];
+	if (s->be->exec(s->c, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER "
+			"NOT NULL, name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)", &e) ||
+	    (have = stored_version(s, &e)) < 0 || commit(s, &e)) {
+		rollback(s);
+		goto sqlfail;
+	}
+	for (size_t i = 0; i < s->be->nmigrations; i++) {
+		const migration *m = &ms[i];
 		if (m->version <= have)
 			continue;
-		/* one migration, one transaction */
-		if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK)
+		if (begin(s, &e))
 			goto sqlfail;
-		if (sqlite3_exec(s->db, m->sql, NULL, NULL, &msg) != SQLITE_OK) {
-			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			fail(err, "migration %s: %s", m->name, msg);
-			sqlite3_free(msg);
-			return -1;
+		if ((have = stored_version(s, &e)) < 0) {
+			rollback(s);
+			goto sqlfail;
+		}
+		if (m->version <= have) {          /* another process applied it */
+			rollback(s);
+			continue;
+		}
+		if (s->be->exec(s->c, m->sql, &e)) {
+			rollback(s);
+			return fail(err, "migration %s: %s", m->name, e.msg);
 		}
 		char ins[200];
 		snprintf(ins, sizeof ins,
 			 "INSERT INTO schema_version VALUES (%d, '%s', %.3f)",
 			 m->version, m->name, store_now());
-		if (sqlite3_exec(s->db, ins, NULL, NULL, &msg) != SQLITE_OK ||
-		    sqlite3_exec(s->db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
-			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		if (s->be->exec(s->c, ins, &e) || commit(s, &e)) {
+			rollback(s);
 			goto sqlfail;
 		}
 		have = m->version;
@@ -308,39 +369,76 @@ static int migrate(store *s, store_error *err)
 	s->version = have;
 	return 0;
 sqlfail:
-	fail(err, "schema: %s", msg ? msg : sqlite3_errmsg(s->db));
-	sqlite3_free(msg);
-	return -1;
+	return fail(err, "schema: %s", e.msg);
 }
 
-store *store_open(const char *path, store_error *err)
+/* where with a password hidden: the userinfo's (postgresql://u:PW@h) and a
+ * password=PW parameter's. */
+static void hide_password(const char *where, char *out, size_t n)
+{
+	snprintf(out, n, "%s", where);
+	const char *scheme = strstr(where, "://");
+	if (scheme) {
+		char *at = strchr(out + (scheme - where) + 3, '@');
+		char *colon = strchr(out + (scheme - where) + 3, ':');
+		if (at && colon && colon < at) {
+			char rest[256];
+			snprintf(rest, sizeof rest, "%s", at);
+			snprintf(colon, n - (size_t)(colon - out), ":***%s", rest);
+		}
+	}
+	char *pw = strstr(out, "password=");
+	if (pw) {
+		char rest[256];
+		const char *end = pw + strcspn(pw, "& ");
+		snprintf(rest, sizeof rest, "%s", end);
+		snprintf(pw, n - (size_t)(pw - out), "password=***%s", rest);
+	}
+}
+
+static bool is_postgres_url(const char *where)
+{
+	return !strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11);
+}
+
+store *store_open(const char *where, store_error *err)
 {
 	store *s = calloc(1, sizeof *s);
 	if (!s)
 		abort();
 	pthread_mutex_init(&s->mu, NULL);
-	const char *what = "open";
-	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_busy_timeout(s->db, 5000);
-	what = "pragmas";
-	if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-			 "PRAGMA foreign_keys=ON;", NULL, NULL, NULL) != SQLITE_OK)
-		goto fail;
-	if (migrate(s, err))
-		goto fail_msg;
-	what = "prepare";
+	hide_password(where, s->location, sizeof s->location);
+	store_error e = { "" };
+	s->be = &store_sqlite;
+	if (is_postgres_url(where)) {
+#ifdef HAVE_LIBPQ
+		s->be = &store_postgres;
+#else
+		fail(err, "%s: this tird was built without PostgreSQL (configure found no libpq)",
+		     s->location);
+		store_close(s);
+		return NULL;
+#endif
+	}
+	if (!(s->c = s->be->open(where, &e))) {
+		if (s->be == &store_sqlite)
+			fail(err, "%s", e.msg);     /* names the path already */
+		else
+			fail(err, "%s: %s", s->location, e.msg);
+		store_close(s);
+		return NULL;
+	}
+	if (migrate(s, err)) {
+		store_close(s);
+		return NULL;
+	}
 	for (int i = 0; i < ST_COUNT; i++)
-		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-				       &s->st[i], NULL) != SQLITE_OK)
-			goto fail;
+		if (!(s->st[i] = s->be->prepare(s->c, stmt_sql[i], &e))) {
+			fail(err, "%s: %s", s->location, e.msg);
+			store_close(s);
+			return NULL;
+		}
 	return s;
-fail:
-	fail(err, "%s: %s: %s", path, what, s->db ? sqlite3_errmsg(s->db) : "out of memory");
-fail_msg:
-	store_close(s);
-	return NULL;
 }
 
 void store_close(store *s)
@@ -348,8 +446,10 @@ void store_close(store *s)
 	if (!s)
 		return;
 	for (int i = 0; i < ST_COUNT; i++)
-		sqlite3_finalize(s->st[i]);
-	sqlite3_close(s->db);
+		if (s->st[i])
+			s->be->finalize(s->st[i]);
+	if (s->c)
+		s->be->close(s->c);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
@@ -359,19 +459,29 @@ int store_schema_version(store *s)
 	return s->version;
 }
 
+const char *store_backend_name(store *s)
+{
+	return s->be->name;
+}
+
+const char *store_location(store *s)
+{
+	return s->location;
+}
+
 /* ---- workloads, targets -------------------------------------------------------------- */
 
 /* The mutex held. */
 static int do_workload_put(store *s, const char *key, const char *op,
 			   const char *canonical, double flops, store_error *err)
 {
-	sqlite3_stmt *q = stmt(s, ST_WL_PUT);
+	db_stmt *q = stmt(s, ST_WL_PUT);
 	bind_text(q, 1, key);
 	bind_text(q, 2, op);
 	bind_text(q, 3, canonical);
-	sqlite3_bind_double(q, 4, flops);
-	sqlite3_bind_double(q, 5, store_now());
-	return exec(s, ST_WL_PUT, q, err);
+	bind_double(q, 4, flops);
+	bind_double(q, 5, store_now());
+	return exec(q, err);
 }
 
 int store_workload_put(store *s, const char *key, const char *op,
@@ -387,21 +497,21 @@ int store_workload_get(store *s, const char *key, char **canonical, char **op,
 		       double *flops, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_WL_GET);
+	db_stmt *q = stmt(s, ST_WL_GET);
 	bind_text(q, 1, key);
-	int rc = sqlite3_step(q), ret;
-	if (rc == SQLITE_ROW) {
+	int rc = step(q, err), ret;
+	if (rc == DB_ROW) {
 		if (canonical)
 			*canonical = col_dup(q, 0);
 		if (op)
 			*op = col_dup(q, 1);
 		if (flops)
-			*flops = sqlite3_column_double(q, 2);
+			*flops = col_real(q, 2);
 		ret = 1;
 	} else {
-		ret = rc == SQLITE_DONE ? 0 : db_fail(s, err, "workload");
+		ret = rc == DB_DONE ? 0 : -1;
 	}
-	sqlite3_reset(q);
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return ret;
 }
@@ -409,11 +519,11 @@ int store_workload_get(store *s, const char *key, char **canonical, char **op,
 /* The mutex held. */
 static int do_target_put(store *s, const char *key, const char *kind, store_error *err)
 {
-	sqlite3_stmt *q = stmt(s, ST_TGT_PUT);
+	db_stmt *q = stmt(s, ST_TGT_PUT);
 	bind_text(q, 1, key);
 	bind_text(q, 2, kind);
-	sqlite3_bind_double(q, 3, store_now());
-	return exec(s, ST_TGT_PUT, q, err);
+	bind_double(q, 3, store_now());
+	return exec(q, err);
 }
 
 int store_target_put(store *s, const char *key, const char *kind, store_error *err)
@@ -437,28 +547,31 @@ int store_job_insert(store *s, store_job *j, store_error *err)
 	pthread_mutex_lock(&s->mu);
 	if (!j->created)
 		j->created = store_now();
-	sqlite3_stmt *q = stmt(s, ST_JOB_INSERT);
+	db_stmt *q = stmt(s, ST_JOB_INSERT);
 	bind_text(q, 1, j->workload_key);
 	bind_text(q, 2, j->target);
-	sqlite3_bind_int(q, 3, j->trials);
-	sqlite3_bind_int(q, 4, j->batch);
+	bind_int64(q, 3, j->trials);
+	bind_int64(q, 4, j->batch);
 	bind_text(q, 5, store_job_state_name(j->state));
-	sqlite3_bind_int(q, 6, j->cached);
-	sqlite3_bind_int(q, 7, j->trials_done);
-	sqlite3_bind_int(q, 8, j->errors);
+	bind_int64(q, 6, j->cached);
+	bind_int64(q, 7, j->trials_done);
+	bind_int64(q, 8, j->errors);
 	bind_pos(q, 9, j->best_us);
 	bind_text(q, 10, j->message);
-	sqlite3_bind_double(q, 11, j->created);
+	bind_double(q, 11, j->created);
 	bind_pos(q, 12, j->started);
 	bind_pos(q, 13, j->finished);
 	bind_text(q, 14, j->cost_model[0] ? j->cost_model : NULL);
 	if (j->has_seed)
-		sqlite3_bind_int64(q, 15, j->seed);
-	int rc = exec(s, ST_JOB_INSERT, q, err);
-	if (rc == 0)
-		j->id = sqlite3_last_insert_rowid(s->db);
+		bind_int64(q, 15, j->seed);
+	int rc = step(q, err);
+	if (rc == DB_ROW)
+		j->id = col_int64(q, 0);
+	else if (rc == DB_DONE)
+		fail(err, "job insert: no id returned");
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
-	return rc;
+	return rc == DB_ROW ? 0 : -1;
 }
 
 int store_job_transition(store *s, int64_t id, store_job_state from,
@@ -468,18 +581,17 @@ int store_job_transition(store *s, int64_t id, store_job_state from,
 	pthread_mutex_lock(&s->mu);
 	if (begin(s, err))
 		goto out;
-	sqlite3_stmt *q = stmt(s, ST_JOB_STATE);
-	sqlite3_bind_int64(q, 1, id);
-	int rc = sqlite3_step(q);
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(q);
+	db_stmt *q = stmt(s, ST_JOB_STATE);
+	bind_int64(q, 1, id);
+	int rc = step(q, err);
+	if (rc != DB_ROW) {
+		finish(q);
 		rollback(s);
-		ret = rc == SQLITE_DONE ? fail(err, "job %lld: no such job", (long long)id)
-					: db_fail(s, err, "job state");
+		ret = rc == DB_DONE ? fail(err, "job %lld: no such job", (long long)id) : -1;
 		goto out;
 	}
-	int cur = store_job_state_parse((const char *)sqlite3_column_text(q, 0));
-	sqlite3_reset(q);
+	int cur = store_job_state_parse(col_text(q, 0));
+	finish(q);
 	if (cur != (int)from) {
 		rollback(s);
 		ret = 1;
@@ -487,12 +599,12 @@ int store_job_transition(store *s, int64_t id, store_job_state from,
 	}
 	double now = store_now();
 	q = stmt(s, ST_JOB_MOVE);
-	sqlite3_bind_int64(q, 1, id);
+	bind_int64(q, 1, id);
 	bind_text(q, 2, store_job_state_name(to));
 	bind_text(q, 3, message);
 	bind_pos(q, 4, to == STORE_JOB_RUNNING ? now : 0);
 	bind_pos(q, 5, to >= STORE_JOB_DONE ? now : 0);
-	if (exec(s, ST_JOB_MOVE, q, err) || commit(s, err)) {
+	if (exec(q, err) || commit(s, err)) {
 		rollback(s);
 		goto out;
 	}
@@ -506,52 +618,52 @@ int store_job_progress(store *s, int64_t id, int trials_done, int errors,
 		       double best_us, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_JOB_PROG);
-	sqlite3_bind_int64(q, 1, id);
-	sqlite3_bind_int(q, 2, trials_done);
-	sqlite3_bind_int(q, 3, errors);
+	db_stmt *q = stmt(s, ST_JOB_PROG);
+	bind_int64(q, 1, id);
+	bind_int64(q, 2, trials_done);
+	bind_int64(q, 3, errors);
 	bind_pos(q, 4, best_us);
-	int rc = exec(s, ST_JOB_PROG, q, err);
+	int rc = exec(q, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
 
-static void job_from_row(sqlite3_stmt *q, store_job *j)
+static void job_from_row(db_stmt *q, store_job *j)
 {
 	memset(j, 0, sizeof *j);
-	j->id = sqlite3_column_int64(q, 0);
+	j->id = col_int64(q, 0);
 	col_copy(q, 1, j->workload_key, sizeof j->workload_key);
 	col_copy(q, 2, j->target, sizeof j->target);
-	j->trials = sqlite3_column_int(q, 3);
-	j->batch = sqlite3_column_int(q, 4);
-	int st = store_job_state_parse((const char *)sqlite3_column_text(q, 5));
+	j->trials = col_int64(q, 3);
+	j->batch = col_int64(q, 4);
+	int st = store_job_state_parse(col_text(q, 5));
 	j->state = st < 0 ? STORE_JOB_FAILED : (store_job_state)st;
-	j->cached = sqlite3_column_int(q, 6) != 0;
-	j->trials_done = sqlite3_column_int(q, 7);
-	j->errors = sqlite3_column_int(q, 8);
-	j->best_us = sqlite3_column_double(q, 9);
+	j->cached = col_int64(q, 6) != 0;
+	j->trials_done = col_int64(q, 7);
+	j->errors = col_int64(q, 8);
+	j->best_us = col_real(q, 9);
 	j->message = col_dup(q, 10);
-	j->created = sqlite3_column_double(q, 11);
-	j->started = sqlite3_column_double(q, 12);
-	j->finished = sqlite3_column_double(q, 13);
+	j->created = col_real(q, 11);
+	j->started = col_real(q, 12);
+	j->finished = col_real(q, 13);
 	col_copy(q, 14, j->cost_model, sizeof j->cost_model);
-	j->has_seed = sqlite3_column_type(q, 15) != SQLITE_NULL;
-	j->seed = j->has_seed ? sqlite3_column_int64(q, 15) : 0;
+	j->has_seed = !col_null(q, 15);
+	j->seed = j->has_seed ? col_int64(q, 15) : 0;
 }
 
 int store_job_get(store *s, int64_t id, store_job *j, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_JOB_GET);
-	sqlite3_bind_int64(q, 1, id);
-	int rc = sqlite3_step(q), ret;
-	if (rc == SQLITE_ROW) {
+	db_stmt *q = stmt(s, ST_JOB_GET);
+	bind_int64(q, 1, id);
+	int rc = step(q, err), ret;
+	if (rc == DB_ROW) {
 		job_from_row(q, j);
 		ret = 1;
 	} else {
-		ret = rc == SQLITE_DONE ? 0 : db_fail(s, err, "job");
+		ret = rc == DB_DONE ? 0 : -1;
 	}
-	sqlite3_reset(q);
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return ret;
 }
@@ -562,19 +674,19 @@ int store_jobs_list(store *s, int state, int limit,
 {
 	int n = 0, rc;
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_JOB_LIST);
+	db_stmt *q = stmt(s, ST_JOB_LIST);
 	bind_text(q, 1, state >= 0 ? store_job_state_name((store_job_state)state) : NULL);
-	sqlite3_bind_int(q, 2, limit > 0 ? limit : -1);
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+	bind_int64(q, 2, limit > 0 ? limit : NO_LIMIT);
+	while ((rc = step(q, err)) == DB_ROW) {
 		store_job j;
 		job_from_row(q, &j);
 		fn(ctx, &j);
 		store_job_clear(&j);
 		n++;
 	}
-	if (rc != SQLITE_DONE)
-		n = db_fail(s, err, "jobs");
-	sqlite3_reset(q);
+	if (rc != DB_DONE)
+		n = -1;
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -582,7 +694,7 @@ int store_jobs_list(store *s, int state, int limit,
 /* ---- records and best --------------------------------------------------------------------- */
 
 /* Binds r's columns ?1..?16 (REC_INSERT's and REC_REPLACE's order). */
-static void bind_record(sqlite3_stmt *q, const store_record *r, bool ok, double now)
+static void bind_record(db_stmt *q, const store_record *r, bool ok, double now)
 {
 	bind_text(q, 1, r->id);
 	bind_text(q, 2, r->workload_key);
@@ -591,14 +703,14 @@ static void bind_record(sqlite3_stmt *q, const store_record *r, bool ok, double 
 	bind_text(q, 5, r->status);
 	bind_pos(q, 6, ok ? r->latency_us : 0);
 	if (r->max_rel_error >= 0)
-		sqlite3_bind_double(q, 7, r->max_rel_error > 1e300 ? 1e300 : r->max_rel_error);
+		bind_double(q, 7, r->max_rel_error > 1e300 ? 1e300 : r->max_rel_error);
 	bind_text(q, 8, r->message);
 	bind_text(q, 9, r->worker);
 	if (r->job_id > 0)
-		sqlite3_bind_int64(q, 10, r->job_id);
-	sqlite3_bind_double(q, 11, r->created > 0 ? r->created : now);
+		bind_int64(q, 10, r->job_id);
+	bind_double(q, 11, r->created > 0 ? r->created : now);
 	bind_text(q, 12, r->imported ? "imported" : "measured");
-	sqlite3_bind_int(q, 13, !r->imported || r->trusted);
+	bind_int64(q, 13, !r->imported || r->trusted);
 	bind_text(q, 14, r->source);
 	bind_text(q, 15, r->token);
 	bind_text(q, 16, r->host);
@@ -609,15 +721,15 @@ static void bind_record(sqlite3_stmt *q, const store_record *r, bool ok, double 
 static int do_best_id(store *s, const char *wk, const char *target, char out[65],
 		      store_error *err)
 {
-	sqlite3_stmt *q = stmt(s, ST_BEST_ROW);
+	db_stmt *q = stmt(s, ST_BEST_ROW);
 	bind_text(q, 1, wk);
 	bind_text(q, 2, target);
-	int rc = sqlite3_step(q);
+	int rc = step(q, err);
 	out[0] = '\0';
-	if (rc == SQLITE_ROW)
+	if (rc == DB_ROW)
 		col_copy(q, 1, out, 65);
-	sqlite3_reset(q);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "best");
+	finish(q);
+	return rc == DB_ROW || rc == DB_DONE ? 0 : -1;
 }
 
 /* Recomputes the best row of (wk, target) from its trusted records (made
@@ -630,17 +742,17 @@ static int do_best_recompute(store *s, const char *wk, const char *target, bool 
 	double now = store_now();
 	if (do_best_id(s, wk, target, before, err))
 		return -1;
-	sqlite3_stmt *q = stmt(s, ST_BEST_ENSURE);
+	db_stmt *q = stmt(s, ST_BEST_ENSURE);
 	bind_text(q, 1, wk);
 	bind_text(q, 2, target);
-	sqlite3_bind_double(q, 3, now);
-	if (exec(s, ST_BEST_ENSURE, q, err))
+	bind_double(q, 3, now);
+	if (exec(q, err))
 		return -1;
 	q = stmt(s, ST_BEST_RECOMPUTE);
 	bind_text(q, 1, wk);
 	bind_text(q, 2, target);
-	sqlite3_bind_double(q, 3, now);
-	if (exec(s, ST_BEST_RECOMPUTE, q, err) || do_best_id(s, wk, target, after, err))
+	bind_double(q, 3, now);
+	if (exec(q, err) || do_best_id(s, wk, target, after, err))
 		return -1;
 	if (changed)
 		*changed = strcmp(before, after) != 0;
@@ -656,29 +768,29 @@ static int do_record_add(store *s, store_record *r, bool *best_changed, store_er
 	bool ok = r->status && !strcmp(r->status, "ok") && r->latency_us > 0 &&
 		  r->latency_us < 1e300;
 	bool trusted = !r->imported || r->trusted;
-	sqlite3_stmt *q = stmt(s, ST_REC_INSERT);
+	db_stmt *q = stmt(s, ST_REC_INSERT);
 	bind_record(q, r, ok, now);
-	if (exec(s, ST_REC_INSERT, q, err))
+	if (exec(q, err))
 		return -1;
-	if (sqlite3_changes(s->db) == 0) {
+	if (changes(q) == 0) {
 		if (r->imported)
 			return 0;
 		/* a measurement here of a stored id: it replaces an import */
 		q = stmt(s, ST_REC_ORIGIN);
 		bind_text(q, 1, r->id);
-		int rc = sqlite3_step(q);
-		bool was_import = rc == SQLITE_ROW && sqlite3_column_text(q, 0) &&
-				  !strcmp((const char *)sqlite3_column_text(q, 0), "imported");
-		sqlite3_reset(q);
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-			return db_fail(s, err, "record origin");
+		int rc = step(q, err);
+		bool was_import = rc == DB_ROW && col_text(q, 0) &&
+				  !strcmp(col_text(q, 0), "imported");
+		finish(q);
+		if (rc != DB_ROW && rc != DB_DONE)
+			return -1;
 		if (!was_import)
 			return 0;
 		q = stmt(s, ST_REC_REPLACE);
 		bind_record(q, r, ok, now);
-		if (exec(s, ST_REC_REPLACE, q, err))
+		if (exec(q, err))
 			return -1;
-		if (sqlite3_changes(s->db) == 0)
+		if (changes(q) == 0)
 			return 0;          /* an id collision of other content: keep it */
 		if (do_best_recompute(s, r->workload_key, r->target, best_changed, err))
 			return -1;
@@ -690,45 +802,45 @@ static int do_record_add(store *s, store_record *r, bool *best_changed, store_er
 	q = stmt(s, ST_BEST_ROW);
 	bind_text(q, 1, r->workload_key);
 	bind_text(q, 2, r->target);
-	int rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE) {
-		sqlite3_reset(q);
+	int rc = step(q, err);
+	if (rc == DB_DONE) {
+		finish(q);
 		q = stmt(s, ST_BEST_NEW);
 		bind_text(q, 1, r->workload_key);
 		bind_text(q, 2, r->target);
 		bind_text(q, 3, ok ? r->id : NULL);
 		bind_pos(q, 4, ok ? r->latency_us : 0);
-		sqlite3_bind_double(q, 5, now);
-		if (exec(s, ST_BEST_NEW, q, err))
+		bind_double(q, 5, now);
+		if (exec(q, err))
 			return -1;
-		if (sqlite3_changes(s->db) == 0)
+		if (changes(q) == 0)
 			return fail(err, "record %s: workload %s is not stored", r->id,
 				    r->workload_key);
 		if (best_changed)
 			*best_changed = ok;
 		return 1;
 	}
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(q);
-		return db_fail(s, err, "best");
+	if (rc != DB_ROW) {
+		finish(q);
+		return -1;
 	}
-	bool none = sqlite3_column_type(q, 1) == SQLITE_NULL;
-	double cur = sqlite3_column_double(q, 0);
-	sqlite3_reset(q);
+	bool none = col_null(q, 1);
+	double cur = col_real(q, 0);
+	finish(q);
 	q = stmt(s, ST_BEST_TRIAL);
 	bind_text(q, 1, r->workload_key);
 	bind_text(q, 2, r->target);
-	sqlite3_bind_double(q, 3, now);
-	if (exec(s, ST_BEST_TRIAL, q, err))
+	bind_double(q, 3, now);
+	if (exec(q, err))
 		return -1;
 	if (ok && (none || r->latency_us < cur)) {
 		q = stmt(s, ST_BEST_SET);
 		bind_text(q, 1, r->workload_key);
 		bind_text(q, 2, r->target);
 		bind_text(q, 3, r->id);
-		sqlite3_bind_double(q, 4, r->latency_us);
-		sqlite3_bind_double(q, 5, now);
-		if (exec(s, ST_BEST_SET, q, err))
+		bind_double(q, 4, r->latency_us);
+		bind_double(q, 5, now);
+		if (exec(q, err))
 			return -1;
 		if (best_changed)
 			*best_changed = true;
@@ -802,46 +914,46 @@ fail:
 }
 
 /* A record of a REC_COLS row; its pointers are the statement's. */
-static void record_from_row(sqlite3_stmt *q, store_record *r)
+static void record_from_row(db_stmt *q, store_record *r)
 {
 	*r = (store_record){ .max_rel_error = -1 };
 	col_copy(q, 0, r->id, sizeof r->id);
-	r->workload_key = (const char *)sqlite3_column_text(q, 1);
-	r->target = (const char *)sqlite3_column_text(q, 2);
-	r->trace = (const char *)sqlite3_column_text(q, 3);
-	r->status = (const char *)sqlite3_column_text(q, 4);
-	r->latency_us = sqlite3_column_double(q, 5);
-	if (sqlite3_column_type(q, 6) != SQLITE_NULL)
-		r->max_rel_error = sqlite3_column_double(q, 6);
-	r->message = (const char *)sqlite3_column_text(q, 7);
-	r->worker = (const char *)sqlite3_column_text(q, 8);
-	r->job_id = sqlite3_column_int64(q, 9);
-	r->created = sqlite3_column_double(q, 10);
-	const unsigned char *origin = sqlite3_column_text(q, 11);
-	r->imported = origin && !strcmp((const char *)origin, "imported");
-	r->trusted = sqlite3_column_int(q, 12) != 0;
-	r->source = (const char *)sqlite3_column_text(q, 13);
-	r->token = (const char *)sqlite3_column_text(q, 14);
-	r->host = (const char *)sqlite3_column_text(q, 15);
+	r->workload_key = col_text(q, 1);
+	r->target = col_text(q, 2);
+	r->trace = col_text(q, 3);
+	r->status = col_text(q, 4);
+	r->latency_us = col_real(q, 5);
+	if (!col_null(q, 6))
+		r->max_rel_error = col_real(q, 6);
+	r->message = col_text(q, 7);
+	r->worker = col_text(q, 8);
+	r->job_id = col_int64(q, 9);
+	r->created = col_real(q, 10);
+	const char *origin = col_text(q, 11);
+	r->imported = origin && !strcmp(origin, "imported");
+	r->trusted = col_int64(q, 12) != 0;
+	r->source = col_text(q, 13);
+	r->token = col_text(q, 14);
+	r->host = col_text(q, 15);
 }
 
 /* Steps q (bound), calling fn for each row; where cursor is not NULL, the
  * row's rowid (the column after REC_COLS) is left there; the mutex held. */
-static int each_record(store *s, sqlite3_stmt *q, void (*fn)(void *ctx, const store_record *r),
+static int each_record(store *s, db_stmt *q, void (*fn)(void *ctx, const store_record *r),
 		       void *ctx, int64_t *cursor, store_error *err)
 {
 	int n = 0, rc;
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+	while ((rc = step(q, err)) == DB_ROW) {
 		store_record r;
 		record_from_row(q, &r);
 		if (cursor)
-			*cursor = sqlite3_column_int64(q, 16);
+			*cursor = col_int64(q, 16);
 		fn(ctx, &r);
 		n++;
 	}
-	if (rc != SQLITE_DONE)
-		n = db_fail(s, err, "records");
-	sqlite3_reset(q);
+	if (rc != DB_DONE)
+		n = -1;
+	finish(q);
 	return n;
 }
 
@@ -850,7 +962,7 @@ int store_records_each(store *s, const char *workload_key, const char *target,
 		       store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_REC_EACH);
+	db_stmt *q = stmt(s, ST_REC_EACH);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
 	int n = each_record(s, q, fn, ctx, NULL, err);
@@ -864,11 +976,11 @@ int store_records_page(store *s, const char *workload_key, const char *target,
 		       store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_REC_PAGE);
+	db_stmt *q = stmt(s, ST_REC_PAGE);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
-	sqlite3_bind_int64(q, 3, *cursor);
-	sqlite3_bind_int(q, 4, limit);
+	bind_int64(q, 3, *cursor);
+	bind_int64(q, 4, limit);
 	int n = each_record(s, q, fn, ctx, cursor, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
@@ -879,10 +991,10 @@ int store_untrusted_each(store *s, const char *workload_key, const char *target,
 			 store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_REC_UNTRUSTED);
+	db_stmt *q = stmt(s, ST_REC_UNTRUSTED);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
-	sqlite3_bind_int(q, 3, limit > 0 ? limit : -1);
+	bind_int64(q, 3, limit > 0 ? limit : NO_LIMIT);
 	int n = each_record(s, q, fn, ctx, NULL, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
@@ -898,34 +1010,34 @@ int store_record_remove(store *s, const char *id, bool *best_changed, store_erro
 		*best_changed = false;
 	pthread_mutex_lock(&s->mu);
 	bool was_best = false, changed = false;
-	sqlite3_stmt *q;
+	db_stmt *q;
 	int rc;
 	if (begin(s, &e))
 		goto fail;
 	q = stmt(s, ST_REC_ORIGIN);
 	bind_text(q, 1, id);
-	rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
+	rc = step(q, err);
+	if (rc == DB_ROW) {
 		col_copy(q, 1, wk, sizeof wk);
 		col_copy(q, 2, target, sizeof target);
 	}
-	sqlite3_reset(q);
-	if (rc != SQLITE_ROW) {
+	finish(q);
+	if (rc != DB_ROW) {
 		rollback(s);
-		ret = rc == SQLITE_DONE ? 0 : db_fail(s, err, "record");
+		ret = rc == DB_DONE ? 0 : -1;
 		goto out;
 	}
 	/* the best row lets go of it first (best.record_id references it) */
 	what = "the best row";
 	q = stmt(s, ST_BEST_UNSET);
 	bind_text(q, 1, id);
-	if (exec(s, ST_BEST_UNSET, q, &e))
+	if (exec(q, &e))
 		goto fail;
-	was_best = sqlite3_changes(s->db) > 0;
+	was_best = changes(q) > 0;
 	what = "the record";
 	q = stmt(s, ST_REC_DELETE);
 	bind_text(q, 1, id);
-	if (exec(s, ST_REC_DELETE, q, &e))
+	if (exec(q, &e))
 		goto fail;
 	what = "the best row";
 	if (do_best_recompute(s, wk, target, &changed, &e))
@@ -949,12 +1061,11 @@ int store_record_count(store *s, const char *workload_key, const char *target,
 		       store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_REC_COUNT);
+	db_stmt *q = stmt(s, ST_REC_COUNT);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
-	int n = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0)
-					      : db_fail(s, err, "record count");
-	sqlite3_reset(q);
+	int n = step(q, err) == DB_ROW ? (int)col_int64(q, 0) : -1;
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -967,36 +1078,36 @@ void store_best_clear(store_best *b)
 	b->op = b->canonical = b->trace = NULL;
 }
 
-static void best_from_row(sqlite3_stmt *q, store_best *b)
+static void best_from_row(db_stmt *q, store_best *b)
 {
 	memset(b, 0, sizeof *b);
 	col_copy(q, 0, b->workload_key, sizeof b->workload_key);
 	col_copy(q, 1, b->target, sizeof b->target);
 	b->op = col_dup(q, 2);
 	b->canonical = col_dup(q, 3);
-	b->flops = sqlite3_column_double(q, 4);
+	b->flops = col_real(q, 4);
 	col_copy(q, 5, b->record_id, sizeof b->record_id);
 	b->trace = col_dup(q, 6);
-	b->latency_us = sqlite3_column_double(q, 7);
-	b->trials = sqlite3_column_int(q, 8);
-	b->updated = sqlite3_column_double(q, 9);
+	b->latency_us = col_real(q, 7);
+	b->trials = col_int64(q, 8);
+	b->updated = col_real(q, 9);
 }
 
 int store_best_get(store *s, const char *workload_key, const char *target,
 		   store_best *b, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_BEST_GET);
+	db_stmt *q = stmt(s, ST_BEST_GET);
 	bind_text(q, 1, workload_key);
 	bind_text(q, 2, target);
-	int rc = sqlite3_step(q), ret;
-	if (rc == SQLITE_ROW) {
+	int rc = step(q, err), ret;
+	if (rc == DB_ROW) {
 		best_from_row(q, b);
 		ret = 1;
 	} else {
-		ret = rc == SQLITE_DONE ? 0 : db_fail(s, err, "best");
+		ret = rc == DB_DONE ? 0 : -1;
 	}
-	sqlite3_reset(q);
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return ret;
 }
@@ -1008,20 +1119,20 @@ int store_best_each(store *s, const char *op, const char *target,
 	int n = 0, rc;
 	bool prefix = target && *target && target[strlen(target) - 1] == ':';
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_BEST_EACH);
+	db_stmt *q = stmt(s, ST_BEST_EACH);
 	bind_text(q, 1, op);
 	bind_text(q, 2, target);
 	bind_text(q, 3, prefix ? target : NULL);
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+	while ((rc = step(q, err)) == DB_ROW) {
 		store_best b;
 		best_from_row(q, &b);
 		fn(ctx, &b);
 		store_best_clear(&b);
 		n++;
 	}
-	if (rc != SQLITE_DONE)
-		n = db_fail(s, err, "best");
-	sqlite3_reset(q);
+	if (rc != DB_DONE)
+		n = -1;
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -1033,14 +1144,14 @@ int store_worker_put(store *s, const char *id, const char *target, const char *n
 		     store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_WRK_PUT);
+	db_stmt *q = stmt(s, ST_WRK_PUT);
 	bind_text(q, 1, id);
 	bind_text(q, 2, target);
 	bind_text(q, 3, name);
 	bind_text(q, 4, state);
-	sqlite3_bind_double(q, 5, registered);
-	sqlite3_bind_double(q, 6, last_seen);
-	int rc = exec(s, ST_WRK_PUT, q, err);
+	bind_double(q, 5, registered);
+	bind_double(q, 6, last_seen);
+	int rc = exec(q, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
@@ -1049,12 +1160,12 @@ int store_model_put(store *s, const char *target_kind, const char *name,
 		    const void *blob, size_t len, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_MODEL_PUT);
+	db_stmt *q = stmt(s, ST_MODEL_PUT);
 	bind_text(q, 1, target_kind);
 	bind_text(q, 2, name);
-	sqlite3_bind_blob64(q, 3, blob, len, SQLITE_STATIC);
-	sqlite3_bind_double(q, 4, store_now());
-	int rc = exec(s, ST_MODEL_PUT, q, err);
+	q->be->bind_blob(q, 3, blob, len);
+	bind_double(q, 4, store_now());
+	int rc = exec(q, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
@@ -1063,21 +1174,16 @@ int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
 		    store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
-	sqlite3_stmt *q = stmt(s, ST_MODEL_GET);
+	db_stmt *q = stmt(s, ST_MODEL_GET);
 	bind_text(q, 1, target_kind);
-	int rc = sqlite3_step(q), ret;
-	if (rc == SQLITE_ROW) {
-		int n = sqlite3_column_bytes(q, 0);
-		*blob = malloc(n > 0 ? (size_t)n : 1);
-		if (!*blob)
-			abort();
-		memcpy(*blob, sqlite3_column_blob(q, 0), (size_t)n);
-		*len = (size_t)n;
+	int rc = step(q, err), ret;
+	if (rc == DB_ROW) {
+		*blob = q->be->blob(q, 0, len);
 		ret = 1;
 	} else {
-		ret = rc == SQLITE_DONE ? 0 : db_fail(s, err, "cost model");
+		ret = rc == DB_DONE ? 0 : -1;
 	}
-	sqlite3_reset(q);
+	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return ret;
 }

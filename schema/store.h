@@ -1,22 +1,28 @@
 /*
- * store.h — the tuning database: the only code in tird that touches SQLite.
+ * store.h — the tuning database: the only code in tird that touches a
+ * database.
  *
- * Design.  One store is one SQLite file in WAL mode with a busy timeout, its
- * schema brought up to date at open by the numbered migrations (NNN_*.sql,
- * embedded at build time) each in one transaction.  Every function below is
- * one prepared statement or one transaction, so a kill -9 at any moment
- * leaves the file consistent and loses only what had not been committed.
+ * Design.  Two backends behind this one interface (backend.h): SQLite, one
+ * file in WAL mode with a busy timeout (the default), and PostgreSQL through
+ * libpq, chosen by a postgresql:// URL (built where configure found libpq).
+ * The schema is brought up to date at open by the numbered migrations
+ * (NNN_*.sql, embedded at build time; schema/postgresql/ holds PostgreSQL's
+ * own text of those whose SQL is not portable), each in one transaction.
+ * Every function below is one prepared statement or one transaction, the same
+ * statements and transactions on both backends, so a kill -9 at any moment
+ * leaves the database consistent and loses only what had not been committed.
  *
  * The store knows nothing of the IR: workloads, traces and targets are opaque
  * text (canonical JSON, trace JSON, full target keys) and numbers.
  *
  * Threads: a store may be used from any thread; calls are serialised by the
- * store's own mutex (SQLite's connection is not shared across statements).
+ * store's own mutex (one connection, not shared across statements).
  *
  * Errors: functions return 0 (or a count / id >= 0) on success and -1 on a
- * database error, with the message in *err when err is not NULL.
- * Strings the caller receives in structs are malloc'd and freed by the
- * matching *_clear function.
+ * database error, with the message in *err when err is not NULL.  That
+ * message may quote SQL and the database's own words: it is for the log, not
+ * for a client.  Strings the caller receives in structs are malloc'd and
+ * freed by the matching *_clear function.
  */
 #ifndef TIRD_STORE_H
 #define TIRD_STORE_H
@@ -32,10 +38,17 @@ typedef struct store_error {
 
 /* ---- store.c: opening, schema, time --------------------------------------- */
 
-/* Opens (creating) the database at path and applies the migrations it lacks.
- * Returns NULL with a message on failure. */
-store *store_open(const char *path, store_error *err);
+/* Opens the database `where` names and applies the migrations it lacks: a
+ * postgresql:// (or postgres://) URL is a PostgreSQL database, which must
+ * exist (libpq's URL: postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?...]);
+ * anything else is the path of an SQLite file, created when missing.
+ * Returns NULL with a message on failure (the password hidden). */
+store *store_open(const char *where, store_error *err);
 void store_close(store *s);
+/* "sqlite" or "postgresql". */
+const char *store_backend_name(store *s);
+/* The location store_open was given, its password hidden: for logs. */
+const char *store_location(store *s);
 /* The schema version (the number of the last migration applied). */
 int store_schema_version(store *s);
 /* Seconds since the epoch, as the store records them. */

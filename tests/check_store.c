@@ -1,5 +1,9 @@
 /*
- * check_store.c — the SQLite store (schema/): migrations (a 001 database
+ * check_store.c — the store (schema/), on either backend: SQLite (a file in
+ * /tmp), or PostgreSQL when TIRD_TEST_PG names a scratch database
+ * (postgresql://USER@HOST:PORT/DBNAME; every test empties its public schema
+ * first: tests/postgres.sh starts a throwaway server and runs this so).  The
+ * same tests, the same expectations, on both: migrations (a 001 database
  * brought up to date with its jobs intact), the job state transitions and
  * search options, records and the best row per (workload, FULL target), record
  * ids and idempotent inserts, an import all or nothing, persistence across
@@ -11,24 +15,76 @@
 #include <string.h>
 #include <unistd.h>
 #include <sqlite3.h>
+#ifdef HAVE_LIBPQ
+#include <libpq-fe.h>
+#endif
 #include "store.h"
 #include "testutil.h"
 
 static char dbpath[256];
 static store *db;
+static const char *pg_url;     /* TIRD_TEST_PG, or NULL: SQLite */
+
+#ifdef HAVE_LIBPQ
+static void quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+#endif
+
+/* Runs SQL (statements, no parameters) on the test's database as a client
+ * of its own, not through the store. */
+static void sql(const char *text)
+{
+	if (!pg_url) {
+		sqlite3 *h;
+		char *msg = NULL;
+		ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+		int rc = sqlite3_exec(h, text, NULL, NULL, &msg);
+		ck_assert_msg(rc == SQLITE_OK, "%s: %s", text, msg ? msg : "");
+		sqlite3_free(msg);
+		sqlite3_close(h);
+		return;
+	}
+#ifdef HAVE_LIBPQ
+	PGconn *c = PQconnectdb(pg_url);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s: %s", pg_url, PQerrorMessage(c));
+	PQsetNoticeProcessor(c, quiet, NULL);
+	PGresult *r = PQexec(c, text);
+	ExecStatusType st = PQresultStatus(r);
+	ck_assert_msg(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", text,
+		      PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+#else
+	ck_abort_msg("TIRD_TEST_PG is set but this build has no libpq");
+#endif
+}
 
 static void setup(void)
 {
-	snprintf(dbpath, sizeof dbpath, "/tmp/check_store.%d.db", (int)getpid());
-	unlink(dbpath);
+	pg_url = getenv("TIRD_TEST_PG");
+	if (pg_url && !*pg_url)
+		pg_url = NULL;
+	if (pg_url) {
+		snprintf(dbpath, sizeof dbpath, "%s", pg_url);
+		sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+	} else {
+		snprintf(dbpath, sizeof dbpath, "/tmp/check_store.%d.db", (int)getpid());
+		unlink(dbpath);
+	}
 	store_error err;
 	db = store_open(dbpath, &err);
 	ck_assert_msg(db != NULL, "%s", err.msg);
+	ck_assert_str_eq(store_backend_name(db), pg_url ? "postgresql" : "sqlite");
 }
 
 static void teardown(void)
 {
 	store_close(db);
+	if (pg_url)
+		return;
 	char p[300];
 	unlink(dbpath);
 	snprintf(p, sizeof p, "%s-wal", dbpath);
@@ -307,18 +363,17 @@ START_TEST(records_survive_reopen)
 }
 END_TEST
 
-/* The embedded migrations, as store.c has them (schema/migrations.inc). */
-static const struct { int version; const char *name, *sql; } migs[] = {
+/* The embedded migrations, as the backends have them (schema/migrations.inc,
+ * schema/migrations_pg.inc). */
+typedef struct mig { int version; const char *name, *sql; } mig;
+static const mig lite_migs[] = {
 #include "migrations.inc"
 };
-
-static void sql(sqlite3 *h, const char *text)
-{
-	char *msg = NULL;
-	int rc = sqlite3_exec(h, text, NULL, NULL, &msg);
-	ck_assert_msg(rc == SQLITE_OK, "%s: %s", text, msg ? msg : "");
-	sqlite3_free(msg);
-}
+#ifdef HAVE_LIBPQ
+static const mig pg_migs[] = {
+#include "migrations_pg.inc"
+};
+#endif
 
 typedef struct seen {
 	int n;
@@ -380,15 +435,23 @@ START_TEST(migration_002_keeps_old_jobs)
 {
 	store_close(db);
 	db = NULL;
-	unlink(dbpath);
-	ck_assert_int_ge((int)(sizeof migs / sizeof migs[0]), 2);
+	const mig *migs = lite_migs;
+	size_t nmigs = sizeof lite_migs / sizeof lite_migs[0];
+	if (pg_url) {
+#ifdef HAVE_LIBPQ
+		migs = pg_migs;
+		nmigs = sizeof pg_migs / sizeof pg_migs[0];
+#endif
+		sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+	} else {
+		unlink(dbpath);
+	}
+	ck_assert_int_ge((int)nmigs, 2);
 	ck_assert_int_eq(migs[0].version, 1);
-	sqlite3 *h;
-	ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
-	sql(h, "CREATE TABLE schema_version (version INTEGER NOT NULL, name TEXT NOT NULL, "
-	       "applied REAL NOT NULL)");
-	sql(h, migs[0].sql);
-	sql(h, "INSERT INTO schema_version VALUES (1, '001_init', 1.0)");
+	sql("CREATE TABLE schema_version (version INTEGER NOT NULL, name TEXT NOT NULL, "
+	    "applied REAL NOT NULL)");
+	sql(migs[0].sql);
+	sql("INSERT INTO schema_version VALUES (1, '001_init', 1.0)");
 	char ins[2048];
 	snprintf(ins, sizeof ins,
 		 "INSERT INTO workloads VALUES ('%s', 'matmul', '{}', 1024, 1.0);"
@@ -401,13 +464,16 @@ START_TEST(migration_002_keeps_old_jobs)
 		 "job_id, created) VALUES ('r1', '%s', '%s', 'a', 'ok', 3, 7, 1.0), "
 		 "('r2', '%s', '%s', 'b', 'ok', 2, NULL, 1.0)",
 		 WK, CPU1, WK, CPU1, WK, CPU1, WK, CPU1, WK, CPU1);
-	sql(h, ins);
-	sqlite3_close(h);
+	sql(ins);
+	/* rows of explicit ids (as a restore writes them) move PostgreSQL's
+	 * identity on, as pg_dump's setval does; SQLite takes max(id) + 1 */
+	if (pg_url)
+		sql("SELECT setval(pg_get_serial_sequence('jobs', 'id'), 8)");
 
 	store_error err;
 	db = store_open(dbpath, &err);
 	ck_assert_msg(db != NULL, "%s", err.msg);
-	ck_assert_int_eq(store_schema_version(db), migs[sizeof migs / sizeof migs[0] - 1].version);
+	ck_assert_int_eq(store_schema_version(db), migs[nmigs - 1].version);
 	ck_assert_int_ge(store_schema_version(db), 2);
 	store_job g;
 	ck_assert_int_eq(store_job_get(db, 7, &g, &err), 1);
@@ -611,7 +677,8 @@ END_TEST
 
 static Suite *make_store_suite(void)
 {
-	Suite *s = suite_create("store");
+	const char *pg = getenv("TIRD_TEST_PG");
+	Suite *s = suite_create(pg && *pg ? "store (postgresql)" : "store (sqlite)");
 	TCase *tc = tcase_create("store");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, migrations_apply_once);

@@ -52,6 +52,12 @@
 #   and RSS around 16 concurrent exports of 100k valid imported schedules
 #   (streamed, with each record's provenance).
 # Workloads are tiny and trial counts small: the test shares two cores.
+#
+# The databases are SQLite files in a temporary folder, or, where
+# TIRD_TEST_PG_SERVER names a PostgreSQL server (postgresql://USER@HOST:PORT,
+# tests/postgres.sh sets it), databases svc_NAME on that server: the same
+# checks on the PostgreSQL store (the SQLite WAL probe of the killed import
+# becomes a probe of the import's open transaction).
 set -u
 top=$(pwd)
 src=${srcdir:-.}
@@ -79,6 +85,27 @@ cleanup() {
 	[ -n "${TIRD_TEST_KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
+pgsrv=${TIRD_TEST_PG_SERVER:-}
+if [ -n "$pgsrv" ]; then
+	command -v psql >/dev/null 2>&1 || { echo "SKIP: psql not installed"; exit 77; }
+	for d in $(psql -qtAX -d "$pgsrv/postgres" -c "SELECT datname FROM pg_database WHERE datname LIKE 'svc\_%'"); do
+		psql -qX -d "$pgsrv/postgres" -c "DROP DATABASE $d WITH (FORCE)" >/dev/null
+	done
+	echo "# the store: PostgreSQL at $pgsrv"
+fi
+db() {   # NAME: the --db of the test's database NAME (a PostgreSQL one made when first named)
+	if [ -z "$pgsrv" ]; then echo "$tmp/$1.db"; return; fi
+	[ "$(psql -qtAX -d "$pgsrv/postgres" -c "SELECT count(*) FROM pg_database WHERE datname = 'svc_$1'")" = 1 ] ||
+		psql -qX -d "$pgsrv/postgres" -c "CREATE DATABASE svc_$1" >/dev/null
+	echo "$pgsrv/svc_$1"
+}
+sq() {   # NAME SQL: runs SQL on database NAME, printing rows as sqlite3 does
+	if [ -z "$pgsrv" ]; then sqlite3 "$tmp/$1.db" "$2"; else psql -qtAX -d "$(db "$1")" -c "$2"; fi
+}
+db_rm() {   # NAME: removes database NAME
+	if [ -z "$pgsrv" ]; then rm -f "$tmp/$1.db"*
+	else psql -qX -d "$pgsrv/postgres" -c "DROP DATABASE IF EXISTS svc_$1 WITH (FORCE)" >/dev/null; fi
+}
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 wait_up() {   # URL
 	# a new tird makes its cost models from the seeds first (seconds under ASan)
@@ -107,13 +134,13 @@ start_tird() {   # DB LOG [flags...]
 	tird_pid=$!
 	pids="$pids $tird_pid"
 }
-start_tird "$tmp/a.db" "$tmp/tird.log"
+start_tird "$(db a)" "$tmp/tird.log"
 wait_up "$url" && pass "tird starts and answers /healthz" || { fail "tird did not start"; exit 1; }
 export TIRD_URL=$url TIRD_TOKEN=test-token-0123456789
 ctl() { "$TIRCTL" "$@"; }
 
 # a second tird on the port in use fails, naming it, instead of sharing it
-timeout 10 "$TIRD" --listen 127.0.0.1:$port --db "$tmp/dup.db" --local-workers none \
+timeout 10 "$TIRD" --listen 127.0.0.1:$port --db "$(db dup)" --local-workers none \
 	>"$tmp/dup.log" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "cannot listen on 127.0.0.1:$port" "$tmp/dup.log" \
@@ -312,7 +339,7 @@ code=$(cpost worker-token-0123456789 POST /v1/jobs "{\"workload\":$(cat "$tmp/mm
 code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "Authorization: Bearer worker-token-0123456789" "$url/v1/jobs")
 [ "$code" = 200 ] && pass "every token may read" || fail "worker token reads: HTTP $code"
 printf 'good-token-0123456789 read,sudo x\n' > "$tmp/badtoken"
-timeout 20 "$TIRD" --listen 127.0.0.1:$(free_port) --db "$tmp/tok.db" --local-workers none \
+timeout 20 "$TIRD" --listen 127.0.0.1:$(free_port) --db "$(db tok)" --local-workers none \
 	--token-file "$tmp/badtoken" >"$tmp/tok.log" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q 'badtoken:1: "sudo" is not a scope' "$tmp/tok.log" \
 	&& pass "a token file with an unknown scope: exit 1 naming line and word" || fail "bad scope: exit $rc $(cat "$tmp/tok.log")"
@@ -493,7 +520,7 @@ n=0
 ctl export "$tmp/export.json" && n=$(jq '.records|length' "$tmp/export.json") && [ "$n" -ge 4 ] \
 	&& pass "export: $n records" || fail "export"
 port2=$(free_port); url2=http://127.0.0.1:$port2
-"$TIRD" --listen 127.0.0.1:$port2 --db "$tmp/b.db" --local-workers none >"$tmp/tird2.log" 2>&1 &
+"$TIRD" --listen 127.0.0.1:$port2 --db "$(db b)" --local-workers none >"$tmp/tird2.log" 2>&1 &
 t2=$!; pids="$pids $t2"
 wait_up "$url2" || fail "second tird did not start"
 jq '.records[-1].target = "cpu"' "$tmp/export.json" >"$tmp/badimport.json"
@@ -513,8 +540,8 @@ printf '%s' "$i0" | jq -e ".imported==$n and .trusted==false" >/dev/null &&
 	|| fail "untrusted import: $i0, best $("$TIRCTL" --server "$url2" --json best matmul)"
 "$TIRCTL" --server "$url2" --json import "$tmp/export.json" | jq -e ".imported==0 and .skipped==$n" >/dev/null \
 	|| fail "the untrusted import again: not all skipped"
-kill $t2; wait $t2 2>/dev/null; rm -f "$tmp/b.db"*
-"$TIRD" --listen 127.0.0.1:$port2 --db "$tmp/b.db" --local-workers none >>"$tmp/tird2.log" 2>&1 &
+kill $t2; wait $t2 2>/dev/null; db_rm b
+"$TIRD" --listen 127.0.0.1:$port2 --db "$(db b)" --local-workers none >>"$tmp/tird2.log" 2>&1 &
 t2=$!; pids="$pids $t2"
 wait_up "$url2" || fail "second tird did not start again"
 i1=$("$TIRCTL" --server "$url2" --json import --trust "$tmp/export.json")
@@ -610,7 +637,7 @@ got=$(curl -s "$url/v1/records?workload=$kr" | jq -c --arg id "$fid" '.records[]
 jq '.records[1].status = "fine"' "$tmp/export.json" >"$tmp/badmid.json"
 port5=$(free_port); url5=http://127.0.0.1:$port5
 start5() {
-	"$TIRD" --listen 127.0.0.1:$port5 --db "$tmp/d.db" --local-workers none --model-seed none \
+	"$TIRD" --listen 127.0.0.1:$port5 --db "$(db d)" --local-workers none --model-seed none \
 		>>"$tmp/tird5.log" 2>&1 &
 	t5=$!; pids="$pids $t5"
 	wait_up "$url5" || fail "the tird of the import tests did not start"
@@ -618,9 +645,9 @@ start5() {
 start5
 "$TIRCTL" --server "$url5" import "$tmp/badmid.json" 2>"$tmp/err"; rc=$?
 [ $rc -eq 1 ] && grep -q 'records\[1\]: status "fine" is not a measurement status' "$tmp/err" &&
-	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = 0 ] \
+	[ "$(sq d 'SELECT count(*) FROM records')" = 0 ] \
 	&& pass "import with a bad record midway: exit 1, records[1] named, nothing stored" \
-	|| fail "bad record midway: exit $rc $(cat "$tmp/err"), $(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records') stored"
+	|| fail "bad record midway: exit $rc $(cat "$tmp/err"), $(sq d 'SELECT count(*) FROM records') stored"
 nbig=40000
 # (40,000 distinct schedules of the 16x16x16 matmul: each loop split into four factors; an import
 # replays and validates every trace, and a trace made canonical is one record)
@@ -646,32 +673,40 @@ PYEOF
 wal0=$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)
 curl -s -o "$tmp/bigr" -H "$auth" -X POST --data-binary @"$tmp/big.json" "$url5/v1/records?trust=1" &
 cpid=$!
-for i in $(seq 1 1000); do   # until the import has written 1 MB to the WAL, or has answered
-	[ "$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)" -gt $((wal0 + 1000000)) ] && break
+writing() {   # the import's transaction has written: 1 MB to SQLite's WAL, or a PostgreSQL xid
+	if [ -z "$pgsrv" ]; then
+		[ "$(stat -c %s "$tmp/d.db-wal" 2>/dev/null || echo 0)" -gt $((wal0 + 1000000)) ]
+	else
+		[ "$(sq d "SELECT count(*) FROM pg_stat_activity WHERE datname = 'svc_d' AND
+			backend_xid IS NOT NULL")" != 0 ] && sleep 0.3
+	fi
+}
+for i in $(seq 1 1000); do   # until the import is writing, or has answered
+	writing && break
 	kill -0 $cpid 2>/dev/null || break
 	sleep 0.01
 done
 kill -9 $t5; wait $t5 2>/dev/null; wait $cpid 2>/dev/null
 when=$([ -s "$tmp/bigr" ] && echo "after it answered" || echo "mid-import")
-kept=$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')
+kept=$(sq d 'SELECT count(*) FROM records')
 { [ "$kept" = 0 ] || [ "$kept" = $nbig ]; } \
 	&& pass "SIGKILL $when of a $nbig-record import: $kept stored (0 or all)" \
 	|| fail "SIGKILL $when of a $nbig-record import: $kept of $nbig stored"
 start5
 again=$("$TIRCTL" --server "$url5" --json import --trust "$tmp/big.json")
 printf '%s' "$again" | jq -e ".imported + .skipped == $nbig and .imported == $nbig - $kept" >/dev/null &&
-	[ "$(sqlite3 "$tmp/d.db" 'SELECT count(*) FROM records')" = $nbig ] &&
-	[ "$(sqlite3 "$tmp/d.db" "SELECT trials FROM best WHERE workload_key = '$k16'")" = $nbig ] \
+	[ "$(sq d 'SELECT count(*) FROM records')" = $nbig ] &&
+	[ "$(sq d "SELECT trials FROM best WHERE workload_key = '$k16'")" = $nbig ] \
 	&& pass "the import again: all $nbig stored, the best counts them" || fail "import after the kill: $again"
 kill $t5
 
 # ---- a database error: a generic message naming the operation, the SQL only in the log -------
 port4=$(free_port); url4=http://127.0.0.1:$port4
-"$TIRD" --listen 127.0.0.1:$port4 --db "$tmp/c.db" --local-workers none --model-seed none \
+"$TIRD" --listen 127.0.0.1:$port4 --db "$(db c)" --local-workers none --model-seed none \
 	>"$tmp/tird4.log" 2>&1 &
 t4=$!; pids="$pids $t4"
 wait_up "$url4" || fail "the tird of the database error test did not start"
-sqlite3 "$tmp/c.db" "ALTER TABLE best RENAME TO best_gone; ALTER TABLE jobs RENAME TO jobs_gone"
+sq c "ALTER TABLE best RENAME TO best_gone; ALTER TABLE jobs RENAME TO jobs_gone"
 for route in "/v1/best?op=matmul|reading the best" "/v1/jobs|listing jobs"; do
 	path=${route%|*}; what=${route#*|}
 	code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url4$path")
@@ -680,8 +715,9 @@ for route in "/v1/best?op=matmul|reading the best" "/v1/jobs|listing jobs"; do
 		&& pass "GET $path, a database error: 500 \"$(jq -r .error.message "$tmp/r")\"" \
 		|| fail "GET $path, a database error: HTTP $code $(cat "$tmp/r")"
 done
-grep -q "no such table" "$tmp/tird4.log" && pass "the database's own message is in tird's log" \
-	|| fail "no SQLite message in the log: $(tail -3 "$tmp/tird4.log")"
+grep -Eq 'no such table|relation "[a-z_]+" does not exist' "$tmp/tird4.log" \
+	&& pass "the database's own message is in tird's log" \
+	|| fail "no message of the database in the log: $(tail -3 "$tmp/tird4.log")"
 kill $t4
 
 # ---- the seed a new CPU cost model starts from ------------------------------------------------
@@ -697,7 +733,7 @@ grep -q "cost model for $cpukey: new, from 0 stored records (0 skipped), and [1-
 seeded() {   # NAME [flags...]: starts a tird on a new database, then stops it
 	name=$1; shift
 	port3=$(free_port)
-	"$TIRD" --listen 127.0.0.1:$port3 --db "$tmp/$name.db" --local-workers none "$@" \
+	"$TIRD" --listen 127.0.0.1:$port3 --db "$(db "$name")" --local-workers none "$@" \
 		>"$tmp/$name.log" 2>&1 &
 	t3=$!; pids="$pids $t3"
 	wait_up "http://127.0.0.1:$port3" || fail "tird with $* did not start"
@@ -714,7 +750,7 @@ grep 'cost model for cpu' "$tmp/seed2.log" | grep -q "new, from 0 stored records
 echo '{"format":"tird-records/1","workloads":' > "$tmp/cut.json"
 for bad in "$tmp/missing.json|No such file" "$tmp/cut.json|not JSON" "$tmp/mm8.json|not records"; do
 	f=${bad%%|*}; why=${bad#*|}
-	timeout 20 "$TIRD" --listen 127.0.0.1:$(free_port) --db "$tmp/seed3.db" --local-workers none \
+	timeout 20 "$TIRD" --listen 127.0.0.1:$(free_port) --db "$(db seed3)" --local-workers none \
 		--model-seed "$f" >"$tmp/seed3.log" 2>&1
 	rc=$?
 	[ $rc -eq 1 ] && grep -q "cost model seed: $f: $why" "$tmp/seed3.log" \
@@ -729,7 +765,7 @@ until_ok 1800 stored || fail "job $id2 stored nothing"
 ctl export "$tmp/before.json" 2>/dev/null
 kill -9 $tird_pid
 wait $tird_pid 2>/dev/null
-start_tird "$tmp/a.db" "$tmp/tird.log"
+start_tird "$(db a)" "$tmp/tird.log"
 wait_up "$url" || fail "tird did not restart"
 grep -q "job $id2: running -> queued: resumed after a restart" "$tmp/tird.log" \
 	&& pass "restarted tird resumed job $id2" || fail "no resume in the log"
@@ -756,15 +792,16 @@ if kill -0 $tird_pid 2>/dev/null; then fail "SIGTERM: tird still running"; else
 fi
 
 # ---- a cost model saved by another build: rebuilt from the stored records ---------------------
-nrec=$(sqlite3 "$tmp/a.db" "SELECT count(*) FROM records WHERE target = '$cpukey'")
-sqlite3 "$tmp/a.db" "UPDATE cost_models SET model = x'0001020304' WHERE target_kind = '$cpukey'"
-start_tird "$tmp/a.db" "$tmp/tird2.log"
+nrec=$(sq a "SELECT count(*) FROM records WHERE target = '$cpukey'")
+junk=$([ -n "$pgsrv" ] && echo "decode('0001020304', 'hex')" || echo "x'0001020304'")
+sq a "UPDATE cost_models SET model = $junk WHERE target_kind = '$cpukey'"
+start_tird "$(db a)" "$tmp/tird2.log"
 wait_up "$url" || fail "tird did not restart"
 rebuilt=$(grep -F "cost model for $cpukey not loaded" "$tmp/tird2.log" | sed -n 's/.*: rebuilt from \([0-9]*\) stored records.*/\1/p')
 [ -n "$rebuilt" ] && [ "$rebuilt" -gt 0 ] && [ "$rebuilt" -le "$nrec" ] \
 	&& pass "unloadable cost model rebuilt from $rebuilt of $nrec records" \
 	|| fail "cost model not rebuilt: $(grep 'cost model' "$tmp/tird2.log")"
-[ "$(sqlite3 "$tmp/a.db" "SELECT length(model) > 5 FROM cost_models WHERE target_kind = '$cpukey'")" = 1 ] \
+[ "$(sq a "SELECT count(*) FROM cost_models WHERE target_kind = '$cpukey' AND length(model) > 5")" = 1 ] \
 	&& pass "rebuilt model saved" || fail "rebuilt model not saved"
 kill -TERM $tird_pid; wait $tird_pid 2>/dev/null
 
@@ -781,7 +818,7 @@ for n in 8 16 24 32; do echo "{\"op\":\"matmul\",\"M\":$n,\"N\":$n,\"K\":$n}" > 
 port6=$(free_port); url6=http://127.0.0.1:$port6
 NEWFLAGS6=${NEWFLAGS6---max-queued-jobs 3 --model-save-rows 100000 --model-save-s 3600}
 start6() {
-	"$TIRD" --listen 127.0.0.1:$port6 --db "$tmp/e.db" --local-workers none --lease-s 2 \
+	"$TIRD" --listen 127.0.0.1:$port6 --db "$(db e)" --local-workers none --lease-s 2 \
 		--token-file "$tmp/token" --model-seed none --tuning-threads 1 --worker-wait-s 600 \
 		$NEWFLAGS6 >>"$tmp/tird6.log" 2>&1 &
 	t6=$!; pids="$pids $t6"
@@ -815,9 +852,9 @@ jget6 "$j1" | jq -e '.message|test("waiting in the queue for a worker of cpu:aar
 	&& pass "the waiting job says what it waits for" || fail "waiting message: $(jget6 "$j1")"
 kill $w6 2>/dev/null
 saves=$(curl -s "$url6/metrics" | sed -n 's/^tird_model_saves_total{kind="cpu"} //p')
-[ "$(sqlite3 "$tmp/e.db" 'SELECT count(*) FROM cost_models')" = 0 ] && [ "$saves" = 0 ] \
+[ "$(sq e 'SELECT count(*) FROM cost_models')" = 0 ] && [ "$saves" = 0 ] \
 	&& pass "a job that taught the CPU model 4 rows did not write its blob" \
-	|| fail "cost model written after a job: $saves saves, $(sqlite3 "$tmp/e.db" 'SELECT target_kind, length(model) FROM cost_models')"
+	|| fail "cost model written after a job: $saves saves, $(sq e 'SELECT target_kind, length(model) FROM cost_models')"
 # records of a matmul's distinct valid schedules (an import replays and validates every trace,
 # and a trace made canonical is one record): each loop split into four power-of-two factors
 cat > "$tmp/splits.py" <<'PYEOF'
@@ -847,7 +884,7 @@ post6 POST /v1/workers "{\"target\":\"$dot\",\"name\":\"probe-dot\"}" >/dev/null
 done2() { [ "$(jstate6 "$j2")" = done ]; }
 until_ok 100 done2
 k2=$(jget6 "$j2" | jq -r .workload_key)
-nrec2=$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM records WHERE workload_key='$k2' AND target='$dot'")
+nrec2=$(sq e "SELECT count(*) FROM records WHERE workload_key='$k2' AND target='$dot'")
 td2=$(jget6 "$j2" | jq -r .trials_done)
 [ "$(jstate6 "$j2")" = done ] && [ "$td2" = "$nrec2" ] && [ "$nrec2" = 4 ] \
 	&& pass "job $j2 starts when a worker of $dot registers, finds its 4 trials stored: trials_done $td2" \
@@ -857,7 +894,7 @@ code=$(post6 POST /v1/workers "{\"target\":\"$neon\",\"name\":\"probe-neon\"}");
 code=$(post6 POST "/v1/workers/$wn/lease?wait=20")
 if [ "$code" = 200 ] && [ "$(jq -r .job_id "$tmp/r")" = "$j1" ]; then
 	pass "job $j1 starts when a worker of $neon registers: its batch leased"
-	sqlite3 "$tmp/e.db" "ALTER TABLE jobs RENAME TO jobs_gone"
+	sq e "ALTER TABLE jobs RENAME TO jobs_gone"
 	while [ "$code" = 200 ]; do
 		b=$(jq -c '{batch_id, results: [.traces[] | {status: "ok", latency_us: 50, max_rel_error: 0}]}' "$tmp/r")
 		post6 POST "/v1/workers/$wn/results" "$b" >/dev/null
@@ -867,17 +904,17 @@ if [ "$code" = 200 ] && [ "$(jq -r .job_id "$tmp/r")" = "$j1" ]; then
 	m1=$(jget6 "$j1")
 	printf '%s' "$m1" | jq -e '.state=="running" and (.message|test("ended done.*the database failed storing it"))' >/dev/null \
 		&& pass "a store error at job $j1's end: still in memory, its message says so" || fail "store error at the end: $m1"
-	sqlite3 "$tmp/e.db" "ALTER TABLE jobs_gone RENAME TO jobs"
+	sq e "ALTER TABLE jobs_gone RENAME TO jobs"
 	done1() { [ "$(jstate6 "$j1")" = done ]; }
-	until_ok 100 done1 && [ "$(sqlite3 "$tmp/e.db" "SELECT state FROM jobs WHERE id=$j1")" = done ] \
+	until_ok 100 done1 && [ "$(sq e "SELECT state FROM jobs WHERE id=$j1")" = done ] \
 		&& pass "once the store works again job $j1 ends done, in memory and in its row" \
-		|| fail "job $j1 after the store came back: $(jget6 "$j1") row $(sqlite3 "$tmp/e.db" "SELECT state FROM jobs WHERE id=$j1")"
+		|| fail "job $j1 after the store came back: $(jget6 "$j1") row $(sq e "SELECT state FROM jobs WHERE id=$j1")"
 else
 	fail "job $j1: no batch for the worker of $neon: HTTP $code $(cat "$tmp/r")"
 fi
 # a row that says running with no job behind it: tirctl wait polls it slowly
-orph=$(sqlite3 "$tmp/e.db" "INSERT INTO jobs (workload_key, target, trials, batch, state, created)
-	SELECT workload_key, target, trials, batch, 'running', created FROM jobs WHERE id=$j3; SELECT last_insert_rowid()")
+orph=$(sq e "INSERT INTO jobs (workload_key, target, trials, batch, state, created)
+	SELECT workload_key, target, trials, batch, 'running', created FROM jobs WHERE id=$j3 RETURNING id")
 nreq() { curl -s "$url6/metrics" | sed -n 's|^tird_http_requests_total{route="GET /v1/jobs/\*",code="2xx"} ||p'; }
 r0=$(nreq); timeout 4 "$TIRCTL" --server "$url6" wait "$orph" >/dev/null 2>&1; r1=$(nreq)
 [ $((r1 - r0)) -le 5 ] && pass "tirctl wait on a job row nothing updates: $((r1 - r0)) requests in 4 s" \
@@ -888,14 +925,14 @@ kill -TERM $t6; wait $t6 2>/dev/null
 saved() { grep -F "cost model for $1 saved: " "$tmp/tird6.log"; }
 [ "$(saved "$cpukey" | wc -l)" = 1 ] && saved "$cpukey" | grep -q ": 4 rows, .* 4 learnt since the last write" &&
 	[ "$(saved "$neon" | wc -l)" = 1 ] && saved "$neon" | grep -q ": 4 rows, .* 4 learnt since the last write" &&
-	[ "$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM cost_models WHERE target_kind IN ('$cpukey', '$neon')")" = 2 ] \
+	[ "$(sq e "SELECT count(*) FROM cost_models WHERE target_kind IN ('$cpukey', '$neon')")" = 2 ] \
 	&& pass "each key's model is written once, at shutdown, with the 4 rows its job taught" \
 	|| fail "model at shutdown: $(grep 'cost model' "$tmp/tird6.log")"
 
 # the wait limit, connections, exports: a tird with a short wait and a small per-address limit
 port7=$(free_port); url7=http://127.0.0.1:$port7
 NEWFLAGS7=${NEWFLAGS7---max-connections-per-ip 4 --idle-timeout-s 2}
-"$TIRD" --listen 127.0.0.1:$port7 --db "$tmp/f.db" --local-workers none --lease-s 2 \
+"$TIRD" --listen 127.0.0.1:$port7 --db "$(db f)" --local-workers none --lease-s 2 \
 	--token-file "$tmp/token" --model-seed none --worker-wait-s 3 $NEWFLAGS7 >"$tmp/tird7.log" 2>&1 &
 t7=$!; pids="$pids $t7"
 wait_up "$url7" || fail "the tird of the connection tests did not start"
