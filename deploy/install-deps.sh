@@ -23,7 +23,10 @@ arm=0
 pkgs=(build-essential autoconf automake libtool pkg-config
       libmicrohttpd-dev libsqlite3-dev libcjson-dev libxgboost-dev check
       libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3
-      clang libclang-rt-dev)      # the libFuzzer build of tests/fuzz/ (.ci/run)
+      clang libclang-rt-dev       # the libFuzzer build of tests/fuzz/ (.ci/run)
+      python3-jsonschema          # tests/openapi.sh (Debian 12 has no openapi-spec-validator)
+      groff-base man-db           # tests/manpages.sh formats the man pages
+      bash-completion)            # configure: where tirctl's completion is installed
 for arg in "$@"; do
 	case $arg in
 	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;
