@@ -213,6 +213,7 @@ for _ in range(600):                   # tird makes its cost models first (secon
         pass
     time.sleep(0.1)
 print("  tird answered /healthz after %.1f s" % (time.time() - t0), flush=True)
+t0 = time.time()
 status, ctype, data = request("GET", "/v1/openapi.json")
 if status == 200 and data == doc_bytes:
     ok("GET /v1/openapi.json answers daemon/openapi.json byte for byte")
