@@ -9,6 +9,7 @@
 #   tirctl(1)      the global options of `tirctl --help` under OPTIONS; its
 #                  commands, one .SS each under COMMANDS, and each command's
 #                  options (the .TP tags under its .SS) those of its row
+#   ENVIRONMENT    every variable the sources getenv() is named in some page
 #
 # Each difference is named ("tirctl(1): tune --batch is in --help, not in
 # the page").  Then every page must format without a warning under both
@@ -159,6 +160,24 @@ for i, line in enumerate(lines):
 compare("tirctl(1) commands", set(cmds), set(pagecmds))
 for c in sorted(set(cmds) & set(pagecmds)):
     compare(f"tirctl(1) {c}", cmds[c], pagecmds[c])
+
+# ---- the environment: every getenv() of the programs' sources is in the
+# ENVIRONMENT section of some page
+import glob
+used = set()
+for d in ("client", "daemon", "tuner", "costmodel", "schema"):
+    for f in glob.glob(f"{src}/{d}/**/*.c", recursive=True):
+        used |= set(re.findall(r'getenv\("([A-Z_][A-Z0-9_]*)"\)', read(f)))
+described = set()
+for pg in ("tirctl.1", "tird.8", "tird-worker.8", "tird.conf.5"):
+    env = sections(f"{src}/man/{pg}").get("ENVIRONMENT", [])
+    described |= set(re.findall(r"\b[A-Z_][A-Z0-9_]+\b", " ".join(roff_plain(l) for l in env)))
+if len(used) < 3:
+    fail(f"found {len(used)} getenv() calls in the sources")
+for v in sorted(used - described):
+    fail(f"${v} is read by the programs (getenv) but no page's ENVIRONMENT names it")
+if used <= described:
+    print(f"PASS the {len(used)} environment variables the programs read are in the pages")
 sys.exit(1 if fails else 0)
 PY
 rc=0
