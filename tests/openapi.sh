@@ -11,7 +11,8 @@
 # tests/service.sh drives it (a worker by hand: register, lease, heartbeat,
 # results, leave; jobs submitted, joined, cancelled queued and running, a
 # full queue; bests, a workload, export, import, record removal, lower,
-# fuse, a graph submitted), each route with its success and error answers,
+# fuse, a graph submitted; last a database error, tables renamed under
+# tird), each route with its success and error answers,
 # and every answer's status and body checked against the document's schema
 # for that route and status.  With openapi-spec-validator installed the
 # document itself is validated as OpenAPI 3.1 too.
@@ -57,6 +58,6 @@ EOF2
 	--protect-reads true --max-body 4096 --max-queued-jobs 1 --lease-s 60 --model-seed none >"$tmp/tird.log" 2>&1 &
 tird_pid=$!
 python3 "$src/tests/openapi_check.py" "http://127.0.0.1:$port" "$src/daemon/openapi.json" \
-	"$src/daemon/tird.h" "$src/examples/graphs/seed10.json"
+	"$src/daemon/tird.h" "$src/examples/graphs/seed10.json" "$tmp/t.db"
 rc=$?
 exit $rc

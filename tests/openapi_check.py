@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""openapi_check.py URL OPENAPI.json TIRD.H GRAPH.json — tests/openapi.sh's checks.
+"""openapi_check.py URL OPENAPI.json TIRD.H GRAPH.json DB — tests/openapi.sh's checks.
 
 Against the tird at URL (started by openapi.sh with its token file and
 protect_reads):
@@ -11,6 +11,7 @@ protect_reads):
      against that status's schema (jsonschema, Draft 2020-12, the schema's
      $refs resolved in the document); an unknown path (404) and a method a
      path does not take (405) against the Error schema;
+     last, tables of the database DB renamed under tird: 500 store;
   4. coverage: every operation answered at least one 2xx and one error.
 Each failure prints FAIL and a line naming it; exit 1 if any.
 """
@@ -24,7 +25,7 @@ import warnings
 
 import jsonschema
 
-URL, DOC_PATH, TIRD_H, GRAPH = sys.argv[1:5]
+URL, DOC_PATH, TIRD_H, GRAPH, DB = sys.argv[1:6]
 ADMIN = "oa-admin-token-0123456789"
 CI = "oa-ci-token-0123456789"          # read, submit
 WORKER = "oa-worker-token-0123456789"  # worker
@@ -388,6 +389,18 @@ check("DELETE", W, 403, token=CI)
 check("DELETE", W, 200, token=WORKER)
 check("DELETE", W, 404, token=WORKER, what=W + " again")
 check("POST", W + "/lease?wait=1", 404, token=WORKER, what="lease after leaving")
+
+# a database error (tables renamed under tird, as tests/service.sh does): 500 store
+import sqlite3
+db = sqlite3.connect(DB, timeout=30)
+db.executescript("ALTER TABLE best RENAME TO best_gone; ALTER TABLE jobs RENAME TO jobs_gone; "
+                 "ALTER TABLE records RENAME TO records_gone; "
+                 "ALTER TABLE workloads RENAME TO workloads_gone;")
+db.close()
+for path in ("/v1/best?op=conv2d", "/v1/jobs", "/v1/workloads/" + key, "/v1/records"):
+    e = check("GET", path, 500, token=CI, what=path + " (tables gone)")
+    if e and e["error"]["code"] != "store":
+        fail("GET %s with the tables gone: %s, expected the code store" % (path, e["error"]))
 
 # ---- 4. coverage ----------------------------------------------------------------------------
 for tpl, item in doc["paths"].items():
