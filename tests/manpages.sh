@@ -192,7 +192,7 @@ for p in tirctl.1 tird.conf.5 tird.8 tird-worker.8; do
 		echo "PASS $p: groff -man -ww -z, no warning"
 	fi
 	if command -v man >/dev/null 2>&1; then
-		MANWIDTH=80 man -l --warnings "$page" 2>"$tmp/man.err" >"$tmp/man.out"
+		LC_ALL=C MANWIDTH=80 man -l --warnings "$page" 2>"$tmp/man.err" >"$tmp/man.out"
 		if [ -s "$tmp/man.err" ] || ! grep -q . "$tmp/man.out"; then
 			echo "FAIL $p: man -l --warnings:"; cat "$tmp/man.err"; rc=1
 		else
