@@ -30,14 +30,14 @@
 	  "           each fusion kept only where it measures faster than its parts)") \
 	X(jobs,    tirctl_jobs, "[--state S] [--limit N]", "list jobs") \
 	X(status,  tirctl_status, "JOB", "show one job") \
-	X(wait,    tirctl_wait, "JOB", "wait for a job to end") \
+	X(wait,    tirctl_wait, "JOB [--timeout S]", "wait for a job to end") \
 	X(cancel,  tirctl_cancel, "JOB", "cancel a job") \
 	X(best,    tirctl_best, "OP [--target T] [--where KEY=VALUE ...]", \
 	  "the best schedule of every stored workload of an operator") \
 	X(show,    tirctl_show, "KEY [--target T] [--tir|--trace|--source]", \
 	  "a workload's best program, trace or kernel source") \
 	X(lower,   tirctl_lower, "FILE|- --target T [--trace TRACE.json] [--run] " \
-	  "[--seed S] [--sample N]", "offline: print the program and generated code") \
+	  "[--seed S] [--timeout S] [--sample N]", "offline: print the program and generated code") \
 	X(pack,    tirctl_pack, "--target T [--op OP ...] --out DIR", \
 	  "a kernel library (sources, header, Makefile) of the stored bests") \
 	X(workers, tirctl_workers, "", "list measurement workers") \

@@ -274,6 +274,7 @@ typedef void (*http_handler)(http_req *r, http_resp *out);
 	X(GET,    "/v1/jobs/*",               api_job_get,        READ,  SMALL) \
 	X(DELETE, "/v1/jobs/*",               api_job_cancel,     SUBMIT, SMALL) \
 	X(GET,    "/v1/best",                 api_best,           READ,  SMALL) \
+	X(GET,    "/v1/openapi.json",         api_openapi,        OPEN,  SMALL) \
 	X(GET,    "/v1/workloads/*",          api_workload,       READ,  SMALL) \
 	X(GET,    "/v1/records",              api_records_export, READ,  SMALL) \
 	X(POST,   "/v1/records",              api_records_import, ADMIN, LARGE) \

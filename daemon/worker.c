@@ -249,6 +249,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: tird-worker --server URL --target TARGET [--token TOKEN] "
 		   "[--name NAME] [--cc CC]\n"
 		   "       tird-worker --target TARGET --print-target\n"
+		   "       tird-worker --help | --version\n"
 		   "  --server   the tird to measure for (default $TIRD_URL, else "
 		   "http://127.0.0.1:8642)\n"
 		   "  --target   cpu (this machine's, detected: cpu:aarch64+neon+dotprod..., "
@@ -258,7 +259,9 @@ static void usage(FILE *f)
 		   "  --name     shown by `tirctl workers` (default host:pid)\n"
 		   "  --cc       the C compiler that builds CPU candidates (default $CC, "
 		   "else %s)\n"
-		   "  --print-target  print the full key TARGET resolves to, and exit\n",
+		   "  --print-target  print the full key TARGET resolves to, and exit\n"
+		   "  --help     print this and exit\n"
+		   "  --version  print the version and exit\n",
 		TIR_SYSTEM_CC);
 }
 

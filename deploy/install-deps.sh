@@ -25,7 +25,10 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3
       libpq-dev postgresql        # the PostgreSQL store backend and tests/postgres.sh
       clang libclang-rt-dev       # the libFuzzer build of tests/fuzz/ (.ci/run)
-      chromium)                   # tests/dashboard.sh loads the dashboard in it, headless
+      chromium                    # tests/dashboard.sh loads the dashboard in it, headless
+      python3-jsonschema          # tests/openapi.sh (Debian 12 has no openapi-spec-validator)
+      groff-base man-db           # tests/manpages.sh formats the man pages
+      bash-completion)            # configure: where tirctl's completion is installed
 for arg in "$@"; do
 	case $arg in
 	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;
