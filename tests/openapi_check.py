@@ -379,6 +379,20 @@ check("POST", "/v1/fuse", 400, {"workload": graph, "mode": "measured"}, token=CI
 check("POST", "/v1/fuse", 400, {"workload": mm16}, token=CI, what="/v1/fuse of a matmul")
 check("POST", "/v1/fuse", 401, {"workload": graph})
 
+# the dashboard and its data routes
+roof = check("GET", "/v1/roofline", 200, token=CI)
+if roof is not None and not any(t["points"] for t in roof["targets"]):
+    fail("GET /v1/roofline: no best on any roofline, after a tuned job")
+check("GET", "/v1/roofline?target=cpu", 200, token=CI)
+check("GET", "/v1/roofline", 401)
+check("GET", "/v1/models", 200, token=CI)
+check("GET", "/v1/models", 401)
+check("GET", "/", 200)
+check("GET", "/" + many, 414, what="/?65 parameters")
+for page in ("jobs", "cache", "dash.js", "dash.css"):
+    check("GET", "/ui/" + page, 200)
+check("GET", "/ui/nonexistent", 404)
+
 # workers
 check("GET", "/v1/workers", 200, token=CI)
 check("GET", "/v1/workers", 401)
@@ -397,7 +411,8 @@ db.executescript("ALTER TABLE best RENAME TO best_gone; ALTER TABLE jobs RENAME 
                  "ALTER TABLE records RENAME TO records_gone; "
                  "ALTER TABLE workloads RENAME TO workloads_gone;")
 db.close()
-for path in ("/v1/best?op=conv2d", "/v1/jobs", "/v1/workloads/" + key, "/v1/records"):
+for path in ("/v1/best?op=conv2d", "/v1/jobs", "/v1/workloads/" + key, "/v1/records",
+             "/v1/roofline"):
     e = check("GET", path, 500, token=CI, what=path + " (tables gone)")
     if e and e["error"]["code"] != "store":
         fail("GET %s with the tables gone: %s, expected the code store" % (path, e["error"]))
