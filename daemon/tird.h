@@ -509,11 +509,17 @@ typedef struct measure_ctx {
 				    * since when none was live */
 	trust_bounds bounds;       /* what its results keep to (workers_measure) */
 	int bounds_state;          /* 0 not yet made, 1 made, -1 not to be made */
+	/* stores a batch's re-checked results before the worker that posted
+	 * them is answered; returns how many it could not store (NULL: none
+	 * stored here) */
+	int (*store)(void *store_ctx, int n, const tir_candidate *out);
+	void *store_ctx;
 } measure_ctx;
 
 /* A tir_measure_batch_fn: queues the batch for a worker of t and waits for
  * its results, which are re-checked (trust_check_result: an "ok" beyond the
- * bounds of w on t is stored as the error it is).  ctx is a measure_ctx.
+ * bounds of w on t is stored as the error it is) and stored (ctx->store)
+ * before the worker is answered.  ctx is a measure_ctx.
  * out[i].msg are malloc'd (tir_tune frees them).  -1 with ctx->why when the
  * job is cancelled, the daemon stops, or no worker of t is live for 2
  * lease_s (at most worker_wait_s): then ctx->no_worker_since is set and the
