@@ -8,7 +8,8 @@
 # temporary database and CHAOS_WORKERS (2) real tird-worker processes of this
 # CPU.  CHAOS_JOBS small matmul jobs (distinct workloads, 4 trials in
 # batches of 2, ranked by the random model: XGBoost's training of its seeded
-# model would take most of the time) are submitted while CHAOS_KILLS kill
+# model would take most of the time; and no seed: replaying it makes each
+# first start slow, under ThreadSanitizer minutes) are submitted while CHAOS_KILLS kill
 # points go by, each after
 # a random pause of 0.2 to CHAOS_MAX_GAP_S seconds: tird (3 in 5) or one
 # worker gets SIGKILL and is started again at once, so kills land during
@@ -41,7 +42,7 @@ TIRCTL=$top/client/tirctl
 kills=${CHAOS_KILLS:-6}
 njobs=${CHAOS_JOBS:-6}
 nworkers=${CHAOS_WORKERS:-2}
-max_gap=${CHAOS_MAX_GAP_S:-2}
+max_gap=${CHAOS_MAX_GAP_S:-2}   # whole seconds
 tmpfs_mb=${CHAOS_TMPFS_MB:-256}
 finish_s=${CHAOS_FINISH_S:-600}
 for t in curl jq python3 sqlite3; do
@@ -89,7 +90,8 @@ db=$dbdir/chaos.db
 starts=0
 start_tird() {
 	"$TIRD" --listen 127.0.0.1:$port --db "$db" --local-workers none --lease-s 2 \
-		--worker-wait-s 3600 --tuning-threads 2 --token-file "$tmp/token" >>"$tmp/tird.log" 2>&1 &
+		--worker-wait-s 3600 --tuning-threads 2 --model-seed none --token-file "$tmp/token" \
+		>>"$tmp/tird.log" 2>&1 &
 	tird_pid=$!
 	starts=$((starts + 1))
 }
@@ -107,11 +109,13 @@ submit() {   # the next job, when tird answers
 	[ $submitted -lt $njobs ] || return 0
 	n=$((8 + submitted))
 	body="{\"workload\":{\"op\":\"matmul\",\"M\":8,\"N\":$n,\"K\":8},\"target\":\"cpu\",\"trials\":4,\"batch\":2,\"search\":{\"cost_model\":\"random\"}}"
-	code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TIRD_TOKEN" \
+	code=$(curl -s -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TIRD_TOKEN" \
 		-X POST --data-binary "$body" "$url/v1/jobs")
 	case $code in 200|201|202) submitted=$((submitted + 1)) ;; esac
 }
-rand() { python3 -c "import random; print($1)"; }
+# a pause of 0.2 to max_gap seconds; a number in 1..N
+pause() { ms=$((200 + RANDOM % (max_gap * 1000 - 199))); sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"; }
+pick() { echo $((1 + RANDOM % $1)); }
 
 start_tird
 wait_up 1200 || { fail "tird did not start"; exit 1; }
@@ -123,7 +127,7 @@ submit; submit
 tird_kills=0 worker_kills=0 full_at=$(( (kills + 1) / 2 )) full_done=0 full_hit=0 full_start=
 t0=$(date +%s)
 for k in $(seq 1 "$kills"); do
-	sleep "$(rand "random.uniform(0.2, $max_gap)")"
+	pause
 	submit
 	if [ $mounted = 1 ] && [ $k = $full_at ]; then
 		# fill the disk, let tird meet SQLITE_FULL, kill it while full and
@@ -148,12 +152,12 @@ for k in $(seq 1 "$kills"); do
 		kill -0 "$tird_pid" 2>/dev/null || start_tird
 		continue
 	fi
-	if [ "$(rand 'random.random() < 0.6')" = True ] || [ "$nworkers" = 0 ]; then
+	if [ "$(pick 5)" -le 3 ] || [ "$nworkers" = 0 ]; then
 		kill -9 "$tird_pid"; wait "$tird_pid" 2>/dev/null
 		tird_kills=$((tird_kills + 1))
 		start_tird
 	else
-		s=$(rand "random.randint(1, $nworkers)")
+		s=$(pick "$nworkers")
 		kill -9 "${wpid[$s]}"; wait "${wpid[$s]}" 2>/dev/null
 		worker_kills=$((worker_kills + 1))
 		start_worker "$s"
