@@ -568,7 +568,9 @@ int workers_lease(workers *ws, const char *id, const tird_token *tok, double wai
 		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e);
 /* The results of batch batch_id from worker id: res[0..n) (status,
  * latency_us, max_rel_error, msg) are copied into the batch, which wakes its
- * job (workers_measure re-checks them).  Accepted only from the live worker
+ * job (workers_measure re-checks and stores them); it returns once they are
+ * stored, STORE when some could not be (they count as not measured), so a 0
+ * means every result is in the database.  Accepted only from the live worker
  * that holds the batch's lease, for the batch's target, with the token it
  * registered with: a worker id not registered (or gone) is FORBIDDEN, as is
  * another token; a registered worker that does not hold the lease (it was
