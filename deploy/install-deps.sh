@@ -23,7 +23,8 @@ arm=0
 pkgs=(build-essential autoconf automake libtool pkg-config
       libmicrohttpd-dev libsqlite3-dev libcjson-dev libxgboost-dev check
       libcurl4-openssl-dev nettle-dev jq curl python3 sqlite3
-      clang libclang-rt-dev)      # the libFuzzer build of tests/fuzz/ (.ci/run)
+      clang libclang-rt-dev       # the libFuzzer build of tests/fuzz/ (.ci/run)
+      libtsan2)                   # gcc's ThreadSanitizer, --enable-tsan (.ci/run; gcc pulls it too)
 for arg in "$@"; do
 	case $arg in
 	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;
