@@ -588,12 +588,17 @@ typedef struct run_ctx {
 	measure_ctx mc;
 	double flops;
 	int measured;              /* candidates measured in this run */
+	/* the last batch workers_measure stored (store_batch): its results and
+	 * what store_record_add said of each (1 new, 0 held, -1 not stored) */
+	const tir_candidate *batch;
+	int batch_n, batch_cap;
+	signed char *batch_ins;
 } run_ctx;
 
-/* tir_tune's on_result: every measured candidate is stored at once. */
-static void on_result(void *ctx, const tir_candidate *c)
+/* Stores one measured candidate: 1 a new record, 0 one already held, -1 not
+ * stored (logged). */
+static int store_one(run_ctx *rc, const tir_candidate *c)
 {
-	run_ctx *rc = ctx;
 	job *j = rc->j;
 	tird *d = rc->js->d;
 	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
@@ -612,6 +617,42 @@ static void on_result(void *ctx, const tir_candidate *c)
 		log_error("job %lld: record not stored: %s", (long long)j->id, err.msg);
 	if (changed)
 		atomic_fetch_add(&d->best_gen, 1);
+	return ins;
+}
+
+/* measure_ctx.store: a batch's results stored before its worker is told they
+ * were taken (workers_measure); on_result then counts them. */
+static int store_batch(void *ctx, int n, const tir_candidate *out)
+{
+	run_ctx *rc = ctx;
+	if (n > rc->batch_cap) {
+		rc->batch_ins = tird_xrealloc(rc->batch_ins, (size_t)n);
+		rc->batch_cap = n;
+	}
+	int failed = 0;
+	for (int i = 0; i < n; i++) {
+		rc->batch_ins[i] = (signed char)store_one(rc, &out[i]);
+		failed += rc->batch_ins[i] < 0;
+	}
+	rc->batch = out;
+	rc->batch_n = n;
+	return failed;
+}
+
+/* tir_tune's on_result: every measured candidate is stored at once (by
+ * store_batch, before its worker was answered; else here) and counted. */
+static void on_result(void *ctx, const tir_candidate *c)
+{
+	run_ctx *rc = ctx;
+	job *j = rc->j;
+	tird *d = rc->js->d;
+	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
+	int ins = 2;
+	for (int i = 0; i < rc->batch_n && ins == 2; i++)
+		if (&rc->batch[i] == c)
+			ins = rc->batch_ins[i];
+	if (ins == 2)
+		ins = store_one(rc, c);
 	atomic_fetch_add(&d->metrics.trials, 1);
 	rc->measured++;
 	if (!ok && (unsigned)c->status < 8)
@@ -764,7 +805,11 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
 				.workload_key = j->key, .cancel = &j->cancel },
 		       tir_workload_flops(j->w), 0 };
-	if (remeasure_imports(&rm) < 0) {
+	rm.mc.store = store_batch;
+	rm.mc.store_ctx = &rm;
+	int rmrc = remeasure_imports(&rm);
+	free(rm.batch_ins);
+	if (rmrc < 0) {
 		int st = interrupted(js, j, &rm.mc, true, msg, n);
 		if (st >= 0)
 			return (store_job_state)st;
@@ -806,6 +851,8 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 	run_ctx rc = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
 				.workload_key = j->key, .cancel = &j->cancel },
 		       tir_workload_flops(j->w), 0 };
+	rc.mc.store = store_batch;
+	rc.mc.store_ctx = &rc;
 	tir_tune_opts o = { 0 };
 	o.trials = want;
 	o.batch = j->batch;
@@ -844,6 +891,7 @@ static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
 		 j->has_seed ? "" : " (derived)");
 	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
 	tir_tune_result_clear(&res);
+	free(rc.batch_ins);
 	prior_free(&prior);
 	on_progress(&rc, &(tir_tune_progress){ 0 });
 	if (xgb)               /* written when it learnt enough (models_cron) */

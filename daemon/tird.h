@@ -528,11 +528,17 @@ typedef struct measure_ctx {
 				    * since when none was live */
 	trust_bounds bounds;       /* what its results keep to (workers_measure) */
 	int bounds_state;          /* 0 not yet made, 1 made, -1 not to be made */
+	/* stores a batch's re-checked results before the worker that posted
+	 * them is answered; returns how many it could not store (NULL: none
+	 * stored here) */
+	int (*store)(void *store_ctx, int n, const tir_candidate *out);
+	void *store_ctx;
 } measure_ctx;
 
 /* A tir_measure_batch_fn: queues the batch for a worker of t and waits for
  * its results, which are re-checked (trust_check_result: an "ok" beyond the
- * bounds of w on t is stored as the error it is).  ctx is a measure_ctx.
+ * bounds of w on t is stored as the error it is) and stored (ctx->store)
+ * before the worker is answered.  ctx is a measure_ctx.
  * out[i].msg are malloc'd (tir_tune frees them).  -1 with ctx->why when the
  * job is cancelled, the daemon stops, or no worker of t is live for 2
  * lease_s (at most worker_wait_s): then ctx->no_worker_since is set and the
@@ -582,7 +588,9 @@ int workers_lease(workers *ws, const char *id, const tird_token *tok, double wai
 		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e);
 /* The results of batch batch_id from worker id: res[0..n) (status,
  * latency_us, max_rel_error, msg) are copied into the batch, which wakes its
- * job (workers_measure re-checks them).  Accepted only from the live worker
+ * job (workers_measure re-checks and stores them); it returns once they are
+ * stored, STORE when some could not be (they count as not measured), so a 0
+ * means every result is in the database.  Accepted only from the live worker
  * that holds the batch's lease, for the batch's target, with the token it
  * registered with: a worker id not registered (or gone) is FORBIDDEN, as is
  * another token; a registered worker that does not hold the lease (it was

@@ -391,7 +391,9 @@ int main(int argc, char **argv)
 					char rpath[160];
 					snprintf(rpath, sizeof rpath, "/v1/workers/%s/results", w.id);
 					long pst = request(&w, "POST", rpath, body, 30, false, NULL);
-					if (pst != 200)
+					if (pst == 200)
+						wlog("batch %.0f: %d results taken", bid->valuedouble, n);
+					else
 						wlog("batch %.0f: results not taken (HTTP %ld)",
 						     bid->valuedouble, pst);
 					free(body);

@@ -8,7 +8,7 @@
  * (a long poll), measures it and posts the results, which wake the tuning
  * thread.  A batch's lifecycle:
  *
- *   pending ──lease──▶ leased ──results──▶ measured
+ *   pending ──lease──▶ leased ──results──▶ measured ──stored──▶ stored
  *      ▲                  │
  *      └──── lease lost ──┘   (the worker went silent past lease_s, or left)
  *   pending / leased ──▶ error   (job cancelled, tird stopping, or no live
@@ -18,6 +18,10 @@
  *
  * Results are taken from the worker that holds the lease only (with the token
  * it registered with), and re-checked (trust.c) before the job sees them.
+ * The worker is answered only once the tuning thread stored them
+ * (measure_ctx.store): a 200 means the records are in the database, so a
+ * tird killed or a disk full between the post and the store never loses a
+ * result the worker was told was taken (it is told it was not, instead).
  * A worker is alive while it polls, heartbeats or posts; silent for lease_s
  * it is marked gone by the cron duty (workers_cron) and its batch goes back
  * to the queue to be finished by another worker.
@@ -36,8 +40,9 @@
 #include <unistd.h>
 #include "tird.h"
 
-typedef enum { B_PENDING, B_LEASED, B_MEASURED, B_ERROR } batch_state;
-static const char *const batch_state_names[] = { "pending", "leased", "measured", "error" };
+typedef enum { B_PENDING, B_LEASED, B_MEASURED, B_STORED, B_ERROR } batch_state;
+static const char *const batch_state_names[] = { "pending", "leased", "measured", "stored",
+						 "error" };
 
 typedef struct batch {
 	int64_t id, job_id;
@@ -49,6 +54,8 @@ typedef struct batch {
 	batch_state state;
 	char worker[48];
 	char token[64], host[200];     /* of the worker that posted the results */
+	int not_stored;            /* B_STORED: results the store refused */
+	bool answered;             /* the worker that posted them was answered */
 	double deadline;
 	struct batch *next;
 } batch;
@@ -359,16 +366,27 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 				wk->batch_id = 0;
 		}
 		set_batch_state(ws, &b, B_ERROR, mc->why);
-	} else {
-		snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
-		snprintf(mc->token, sizeof mc->token, "%s", b.token);
-		snprintf(mc->host, sizeof mc->host, "%s", b.host);
+		do_unlink(ws, &b);
+		pthread_mutex_unlock(&ws->mu);
+		return rc;
 	}
+	snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
+	snprintf(mc->token, sizeof mc->token, "%s", b.token);
+	snprintf(mc->host, sizeof mc->host, "%s", b.host);
+	/* re-checked and stored before the worker that posted them is answered
+	 * (workers_results waits for B_STORED; b stays queued, and on this
+	 * stack, until it was answered) */
+	pthread_mutex_unlock(&ws->mu);
+	recheck(mc, w, t, n, out);
+	int not_stored = mc->store ? mc->store(mc->store_ctx, n, out) : 0;
+	pthread_mutex_lock(&ws->mu);
+	b.not_stored = not_stored;
+	set_batch_state(ws, &b, B_STORED, not_stored ? "some not stored" : NULL);
+	while (!b.answered)
+		pthread_cond_wait(&ws->changed, &ws->mu);
 	do_unlink(ws, &b);
 	pthread_mutex_unlock(&ws->mu);
-	if (rc == 0)
-		recheck(mc, w, t, n, out);
-	return rc;
+	return 0;
 }
 
 /* ---- what workers ask (api.c's worker routes) ------------------------------------------ */
@@ -569,7 +587,19 @@ int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t 
 	snprintf(b->host, sizeof b->host, "%s (%s)", w->name, w->peer);
 	w->batch_id = 0;
 	set_batch_state(ws, b, B_MEASURED, id);
-	rc = 0;
+	/* answered once they are stored: the tuning thread re-checks and
+	 * stores them (workers_measure), and keeps b until b->answered */
+	while (b->state == B_MEASURED)
+		pthread_cond_wait(&ws->changed, &ws->mu);
+	if (b->not_stored) {
+		tird_fail(e, TIRD_E_STORE, "batch %lld: %d of its %d results could not be stored "
+			  "(see tird's log); they count as not measured", (long long)b->id,
+			  b->not_stored, n);
+	} else {
+		rc = 0;
+	}
+	b->answered = true;
+	pthread_cond_broadcast(&ws->changed);
 out:
 	pthread_mutex_unlock(&ws->mu);
 	return rc;

@@ -28,7 +28,8 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       chromium                    # tests/dashboard.sh loads the dashboard in it, headless
       python3-jsonschema          # tests/openapi.sh (Debian 12 has no openapi-spec-validator)
       groff-base man-db           # tests/manpages.sh formats the man pages
-      bash-completion)            # configure: where tirctl's completion is installed
+      bash-completion             # configure: where tirctl's completion is installed
+      libtsan2)                   # gcc's ThreadSanitizer, --enable-tsan (.ci/run; gcc pulls it too)
 for arg in "$@"; do
 	case $arg in
 	--bench) pkgs+=(libopenblas-dev libdnnl-dev wrk python3-torch) ;;
