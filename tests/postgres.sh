@@ -115,12 +115,13 @@ printf '%s' "$imp" | jq -e ".imported==$n" >/dev/null && pass "import --trust in
 "$TIRCTL" --server "$up" export "$tmp/p.json" || fail "export from PostgreSQL"
 
 # same FILE1 FILE2: the same format and workloads, and the same records in the same order, every
-# field but the provenance an import gives (origin, trusted, source, token, host) equal
+# field but the provenance an import gives (origin, trusted, source, token, host) and
+# job_id (the exporting tird's job, which an import does not carry) equal
 same() {
 	python3 - "$1" "$2" <<'PYEOF'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
-prov = ("origin", "trusted", "source", "token", "host")
+prov = ("origin", "trusted", "source", "token", "host", "job_id")
 strip = lambda e: [{k: v for k, v in r.items() if k not in prov} for r in e["records"]]
 if a.get("format") != b.get("format") or a["workloads"] != b["workloads"]:
     sys.exit("format or workloads differ")
