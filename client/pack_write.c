@@ -25,6 +25,11 @@
 
 /* ---- what every pack has ------------------------------------------------------------- */
 
+/* The ABI of tird_pack.h: the number of libtirdpack.so's soname, raised when
+ * a type or a function of the header changes incompatibly (a program built
+ * against one pack then refuses to load a pack of another ABI). */
+#define PACK_ABI "1"
+
 static const char header_text[] =
 "/* tird_pack.h — a kernel library packed by `tirctl pack` from tird's tuned bests.\n"
 " *\n"
@@ -38,6 +43,8 @@ static const char header_text[] =
 " * says why (per thread). */\n"
 "#ifndef TIRD_PACK_H\n#define TIRD_PACK_H\n\n"
 "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+"/* the ABI of this header: libtirdpack.so's soname is libtirdpack.so.<ABI> */\n"
+"#define TIRD_PACK_ABI " PACK_ABI "\n\n"
 "enum {\n"
 "\tTIRD_OK = 0,\n"
 "\tTIRD_NOT_PACKED = 1,      /* no kernel of this pack has that workload */\n"
@@ -717,9 +724,12 @@ static int write_build(const pack_write_opts *wo, const pack_kernel *ks, int n, 
 		kernel_name(&ks[i], name, sizeof name);
 		put(&o, " \\\n\tkernels/%s%s.o", name, cuda ? "_cubin" : "");
 	}
-	put(&o, "\n\nall: libtirdpack.a libtirdpack.so\n\n"
+	put(&o, "\n\n# the soname's number is tird_pack.h's TIRD_PACK_ABI; libtirdpack.so links to it\n"
+	    "SONAME = libtirdpack.so." PACK_ABI "\n\n"
+	    "all: libtirdpack.a libtirdpack.so\n\n"
 	    "libtirdpack.a: tird_pack.o $(KERNELS)\n\trm -f $@\n\tar rcs $@ $^\n\n"
-	    "libtirdpack.so: tird_pack.o $(KERNELS)\n\t$(CC) -shared -o $@ $^ $(LDLIBS)\n\n"
+	    "$(SONAME): tird_pack.o $(KERNELS)\n\t$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)\n\n"
+	    "libtirdpack.so: $(SONAME)\n\tln -sf $(SONAME) $@\n\n"
 	    "tird_pack.o: tird_pack.c tird_pack.h\n\t$(CC) $(TIRD_CFLAGS) $(CFLAGS) $(PACK_CFLAGS) -c -o $@ $<\n\n");
 	if (cuda)
 		put(&o, "kernels/%%_cubin.o: kernels/%%_cubin.c\n"
@@ -731,9 +741,10 @@ static int write_build(const pack_write_opts *wo, const pack_kernel *ks, int n, 
 	put(&o, "install: all\n"
 	    "\tinstall -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig\n"
 	    "\tinstall -m 644 tird_pack.h $(DESTDIR)$(PREFIX)/include/\n"
-	    "\tinstall -m 644 libtirdpack.a libtirdpack.so $(DESTDIR)$(PREFIX)/lib/\n"
+	    "\tinstall -m 644 libtirdpack.a $(SONAME) $(DESTDIR)$(PREFIX)/lib/\n"
+	    "\tln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtirdpack.so\n"
 	    "\tsed 's|@PREFIX@|$(PREFIX)|' tirdpack.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tirdpack.pc\n\n"
-	    "clean:\n\trm -f tird_pack.o $(KERNELS) libtirdpack.a libtirdpack.so\n\n"
+	    "clean:\n\trm -f tird_pack.o $(KERNELS) libtirdpack.a libtirdpack.so $(SONAME)\n\n"
 	    ".PHONY: all install clean\n");
 	if (close_out(&o))
 		return -1;

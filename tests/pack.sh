@@ -13,7 +13,8 @@
 #   1, DIR untouched, no DIR.part-* left); --target cuda with no CUDA best
 #   (exit 3, saying so, nothing written); bad command lines (exit 2); --json
 #   and --op conv2d (one kernel); an --op given twice packs each kernel once;
-#   make -C DIR (the pack's own flags, CC the build's): libtirdpack.a and .so;
+#   make -C DIR (the pack's own flags, CC the build's): libtirdpack.a and
+#   libtirdpack.so.ABI (soname: the ABI of tird_pack.h) with its .so link;
 #   tests/pack_check.c compiled here against tird_pack.h, libtirdpack.a and
 #   libtir (flags from Makefile.am, PACK_TEST_*): every kernel against libtir's
 #   reference within tird's tolerance, its own function, tird_find, the
@@ -191,9 +192,12 @@ ctl pack --target cpu --op matmul --op matmul --out "$tmp/mm2" >/dev/null 2>"$tm
 
 # ---- build the pack, check every kernel ------------------------------------------------------
 pack_make -C "$pk" -j2 >"$tmp/make.log" 2>&1; rc=$?
-[ $rc = 0 ] && [ -s "$pk/libtirdpack.a" ] && [ -s "$pk/libtirdpack.so" ] \
-	&& pass "make -C pack (CC=$CC, the pack's flags): libtirdpack.a, libtirdpack.so" \
-	|| fail "make -C pack: exit $rc $(tail -20 "$tmp/make.log")"
+abi=$(sed -n 's/^#define TIRD_PACK_ABI \([0-9][0-9]*\)$/\1/p' "$pk/tird_pack.h")
+[ $rc = 0 ] && [ -s "$pk/libtirdpack.a" ] && [ -n "$abi" ] && [ -s "$pk/libtirdpack.so.$abi" ] &&
+	[ "$(readlink "$pk/libtirdpack.so")" = "libtirdpack.so.$abi" ] &&
+	LC_ALL=C readelf -d "$pk/libtirdpack.so.$abi" | grep -q "SONAME.*\[libtirdpack.so.$abi\]" \
+	&& pass "make -C pack (CC=$CC, the pack's flags): libtirdpack.a, libtirdpack.so.$abi (its soname, the header's ABI) and the libtirdpack.so link" \
+	|| fail "make -C pack: exit $rc, ABI '$abi' $(ls -l "$pk" | grep libtirdpack) $(tail -20 "$tmp/make.log")"
 # each kernel's own function, by the names manifest.json gives (declared by tird_pack.h)
 jq -r '"/* from manifest.json: the function of each kernel (tests/pack.sh) */",
 	"#include <stddef.h>", "#include \"tird_pack.h\"",
@@ -262,7 +266,7 @@ EOF
 	# shellcheck disable=SC2046
 	$CC -o "$tmp/tiny" "$tmp/tiny.c" $(pkg-config --cflags --libs tirdpack) >"$tmp/tiny.log" 2>&1 &&
 		out=$(LD_LIBRARY_PATH=$prefix/lib "$tmp/tiny" 2>&1) &&
-		LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/tiny" | grep -q "libtirdpack.so => $prefix/lib/" \
+		LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/tiny" | grep -q "libtirdpack.so.$abi => $prefix/lib/libtirdpack.so.$abi" \
 		&& pass "a plain program by pkg-config, the installed libtirdpack.so: $out" \
 		|| fail "pkg-config, shared: $(cat "$tmp/tiny.log") ${out:-}"
 	static_libs=$(pkg-config --static --libs tirdpack | sed 's/-ltirdpack/-l:libtirdpack.a/')
