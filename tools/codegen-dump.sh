@@ -6,7 +6,7 @@
 #   tools/codegen-dump.sh TIRCTL SUITE OUTDIR [SAMPLES]
 #   diff -r OUTDIR_BEFORE OUTDIR_AFTER && echo identical
 #
-# For every suite workload, in float32 and float16: the program and code of
+# For every suite workload, in float32, float16 and int8: the program and code of
 # the unscheduled workload (NAME.DTYPE.TARGET.plain) and of its hand-written
 # trace (.trace: examples/traces/NAME.cpu.json on three CPU targets,
 # NAME.cuda.json on two CUDA targets), and SAMPLES (default 4) sampled
@@ -36,7 +36,7 @@ sample() {   # WORKLOAD TARGET N S OUT
 }
 
 for name in $(jq -r '.[].name' "$suite"); do
-	for dt in float32 float16; do
+	for dt in float32 float16 int8; do
 		w=$tmp/$name.$dt.json
 		jq --arg n "$name" --arg d "$dt" '.[] | select(.name==$n) | .workload + {dtype: $d}' "$suite" > "$w"
 		for t in $cpus $gpus; do

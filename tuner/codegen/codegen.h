@@ -208,6 +208,18 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth);
 void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
 		    int depth);
 
+/* ---- c_neon.c: AArch64's tensor intrinsics in the C backend ------------------ */
+
+/* The prelude's functions of the CPU intrinsics (sdot, smmla) that loops
+ * under root are tensorized with, each guarded by its ACLE feature macro
+ * (#error naming the missing extension otherwise); nothing for a program
+ * without them. */
+void c_neon_prelude(tir_buf *o, const tir_stmt *root);
+/* Prints the call that replaces CPU-tensorized loop `loop` and its nest, at
+ * depth.  Returns 0, or -1 with a message (the nest does not match its
+ * intrinsic, an access's stride along the tile is not a constant). */
+int c_neon_call(cg_ctx *c, const tir_stmt *loop, int depth, tir_error *err);
+
 /* ---- nvrtc.c --------------------------------------------------------------- */
 
 /* tir_nvrtc_compile, the compile itself, is public (tir.h). */
