@@ -19,7 +19,8 @@
 #      whose output matched the reference); among the int8 candidates
 #      measured, cpu-sdot's (sdot_4x4x4_i8_i32) match the reference exactly,
 #      the source the worker kept (TIRD_KEEP_BUILD) calls vdotq and the
-#      cross objdump of its .so has sdot instructions; the two keys keep
+#      cross objdump of its .so has sdot instructions, and the float32
+#      candidates' vector loops are NEON (vfmaq_f32); the two keys keep
 #      their own records and bests, the ARM ones marked emulated and none
 #      under the real board's key; the emulated key trains no cost model,
 #      while two real keys (this CPU's, and cpu:x86_64+avx2+fma measured here
@@ -204,6 +205,9 @@ if [ -n "$kept" ] && grep -q vdotq_laneq_s32 "$kept"; then
 else
 	fail "no kept candidate source with sdot under $tmp/keep ($(ls "$tmp/keep" | wc -l) kept)"
 fi
+nf=$(grep -l 'vst1q_f32(tir_dst, vfmaq_f32(' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | wc -l)
+[ "$nf" -ge 1 ] && pass "$nf kept float32 candidates vectorized as NEON float32x4_t (vfmaq_f32)" \
+	|| fail "no kept candidate with a NEON float32 loop"
 
 # ---- 5. bad input changes nothing ------------------------------------------------------------------
 snap() { curl -s "$url/v1/records" | jq -S '[.records[] | {id, status, latency_us}] | sort_by(.id)'; curl -s "$url/v1/best?op=matmul" | jq -S .; }

@@ -13,8 +13,9 @@
  * the key has the feature and the block is an int8 product (matmul,
  * conv2d); their candidates verify, call the intrinsic and replay to the
  * same code; with the annotation dropped (the program below it is the
- * scalar computation) the code runs right on this CPU.  x86 keys see none
- * of it.  Whether the NEON code computes the right result on AArch64 is
+ * scalar computation) the code runs right on this CPU.  Vectorized float32
+ * loops on AArch64 are NEON intrinsics (vfmaq_f32).  x86 keys see none of
+ * it.  Whether the NEON code computes the right result on AArch64 is
  * tests/arm.sh's part (cross-compiled, run under qemu).
  */
 #include <stdio.h>
@@ -288,6 +289,35 @@ START_TEST(x86_untouched)
 }
 END_TEST
 
+/* Vectorized float32 loops on AArch64: NEON intrinsics in every sampled
+ * candidate of a float32 matmul (its vector tiles are multiples of 4), the
+ * same program's x86 code without them. */
+START_TEST(neon_float32)
+{
+	tir_workload *w = parse("{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64}");
+	tir_target arm = target("cpu:aarch64+neon"), x86 = target("cpu:x86_64+avx2+fma");
+	tir_error err = { "" };
+	tir_sched *c[4];
+	int n = tir_sample_candidates(w, &arm, 4, 1, c, &err);
+	ck_assert_msg(n == 4, "%s", err.msg);
+	for (int i = 0; i < n; i++) {
+		tir_code *a = tir_codegen(tir_sched_program(c[i]), &arm, &err);
+		ck_assert_msg(a, "%s", err.msg);
+		ck_assert_msg(strstr(a->source, "#include <arm_neon.h>") &&
+			      strstr(a->source, "vst1q_f32(tir_dst, vfmaq_f32(vld1q_f32(tir_dst), ") &&
+			      strstr(a->source, "NEON float32x4_t"), "candidate %d:\n%s", i, a->source);
+		tir_code *x = tir_codegen(tir_sched_program(c[i]), &x86, &err);
+		ck_assert_msg(x, "%s", err.msg);
+		ck_assert(!strstr(x->source, "arm_neon") && !strstr(x->source, "vfmaq_f32") &&
+			  strstr(x->source, "#pragma omp simd"));
+		tir_code_free(a);
+		tir_code_free(x);
+		tir_sched_free(c[i]);
+	}
+	tir_workload_free(w);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("arm");
@@ -299,6 +329,7 @@ int main(void)
 	tcase_add_test(tc, sketches_offered);
 	tcase_add_loop_test(tc, sketch_candidates, 0, 4);
 	tcase_add_test(tc, x86_untouched);
+	tcase_add_test(tc, neon_float32);
 	suite_add_tcase(su, tc);
 	return tu_run_suite(su);
 }

@@ -11,7 +11,8 @@
  * that mallocs the global temps, runs the statement tree and frees them.  The
  * tree is printed as it stands: a loop is a C for loop (parallel → `omp
  * parallel for` unless already inside one, vectorized → `omp simd` when that
- * is safe, unroll → `GCC unroll`, thread-bound → serial); a block instance is
+ * is safe — NEON intrinsics on AArch64 where c_neon.c can —, unroll → `GCC
+ * unroll`, thread-bound → serial); a block instance is
  * printed exactly as docs/ir-semantics.md defines it; a loop tensorized with
  * a CPU intrinsic (AArch64's sdot, smmla) is one call of the intrinsic's
  * NEON function (c_neon.c).  Compacted buffers are
@@ -751,6 +752,8 @@ static const char *const loop_kind_names[] = {
 static void c_loop(c_gen *g, const tir_stmt *l, int depth)
 {
 	tir_buf *o = g->c.out;
+	if (!g->in_simd && c_neon_vector_loop(&g->c, l, depth))
+		return;          /* AArch64: NEON float32x4_t (c_neon.c) */
 	bool par = false, simd = false;
 	int64_t unroll = lower_ann(l, "unroll", 0);
 	switch (l->loop_kind) {
@@ -833,7 +836,7 @@ static tir_code *c_generate(const tir_program *p, const tir_target *t,
 	snprintf(code->entry, sizeof code->entry, "tir_entry");
 
 	buf_puts(&o, c_prelude);
-	c_neon_prelude(&o, p->root);
+	c_neon_prelude(&o, p->root, t);
 	buf_puts(&o, "int tir_entry(void *const *args)\n{\n");
 	for (int i = 0; i < p->nparams; i++) {
 		const tir_buffer *b = p->bufs[i];

@@ -2,7 +2,16 @@
  * c_neon.c — AArch64 code of the C backend (c.c): the CPU tensor
  * intrinsics of ir/intrins.def, with <arm_neon.h>.
  *
- * Design.  A loop tensorized with a CPU intrinsic (sdot_4x4x4_i8_i32,
+ * Design.  A vectorized loop over one float32 block whose accesses are
+ * contiguous along the loop or do not move with it is printed with NEON
+ * intrinsics, four lanes a step (c_neon_vector_loop): loads vld1q_f32 or
+ * vdupq_n_f32, arithmetic vaddq / vsubq / vmulq / vdivq, x + y * z and a
+ * sum's acc += y * z as vfmaq_f32, max and min as a compare and select;
+ * anything else (a predicate, another dtype, a strided or gathered access,
+ * an extent not a multiple of 4, a math function) keeps the C backend's
+ * `omp simd` loop.  Only AArch64 keys are affected.
+ *
+ * A loop tensorized with a CPU intrinsic (sdot_4x4x4_i8_i32,
  * smmla_2x2x8_i8_i32) is printed as one call of a static inline function of
  * the prelude, which c_neon_prelude emits only for the intrinsics the
  * program uses — a program without them (every x86 one) is printed as
@@ -30,6 +39,11 @@
  */
 #include <string.h>
 #include "codegen.h"
+
+static bool aarch64(const tir_target *t)
+{
+	return t && t->kind == TIR_TARGET_CPU && !strncmp(t->key, "cpu:aarch64", 11);
+}
 
 /* ---- the prelude ----------------------------------------------------------------- */
 
@@ -114,9 +128,22 @@ static void mark_used(const tir_stmt *s, bool *used)
 		mark_used(s->kids[i], used);
 }
 
-void c_neon_prelude(tir_buf *o, const tir_stmt *root)
+static bool has_vectorized(const tir_stmt *s)
+{
+	if (s->kind == STMT_FOR && s->loop_kind == LOOP_VECTORIZED)
+		return true;
+	for (int i = 0; i < s->nkids; i++)
+		if (has_vectorized(s->kids[i]))
+			return true;
+	return false;
+}
+
+void c_neon_prelude(tir_buf *o, const tir_stmt *root, const tir_target *t)
 {
 	bool used[64] = { false };
+	if (aarch64(t) && has_vectorized(root))
+		buf_puts(o, "/* AArch64: vectorized float32 loops as NEON float32x4_t */\n"
+			    "#include <arm_neon.h>\n\n");
 	if (tir_nintrins > 64)
 		return;
 	mark_used(root, used);
@@ -200,4 +227,193 @@ int c_neon_call(cg_ctx *c, const tir_stmt *loop, int depth, tir_error *err)
 	address(c, m.src[1].buf, o[2]);
 	buf_printf(out, ", %lld, %lld);\n", (long long)s[2][2], (long long)s[2][1]);
 	return 0;
+}
+
+/* ---- vectorized float32 loops ---------------------------------------------------- */
+
+#define NEON_LANES 4
+
+/* The change of offset `off` (in loop variables) when v steps by one: 0 or
+ * 1 for a broadcast or a contiguous access, anything else (-1: not a
+ * constant) for one NEON cannot load in one instruction. */
+static int64_t step_of(tir_lowered *L, tir_expr *off, const tir_var *v)
+{
+	const tir_program *p = L->p;
+	tir_subst sub = { p->nvars, arena_alloc(&L->arena, sizeof(tir_expr *) *
+						(size_t)(p->nvars + 1)) };
+	sub.map[v->id] = mk_add(&L->arena, mk_var(&L->arena, (tir_var *)v),
+				 mk_int(&L->arena, 1));
+	tir_expr *d = lower_simplify(L, mk_sub(&L->arena, expr_subst(&L->arena, off, &sub), off));
+	return d->kind == E_INT ? d->ival : -1;
+}
+
+/* The offset of an access of block b, its indices bound to loop variables. */
+static tir_expr *bound_offset(tir_lowered *L, const tir_block *b, const tir_buffer *buf,
+			      int n, tir_expr *const *idx)
+{
+	tir_expr *bi[TIR_MAX_DIMS];
+	for (int d = 0; d < n; d++)
+		bi[d] = lower_bind(L, b, idx[d]);
+	return lower_simplify(L, lower_offset(L, buf, n, bi));
+}
+
+/* Whether value e of block b has a NEON form along v: float32 arithmetic
+ * (+ - * /, min, max, float32 casts of float32), constants, and loads of
+ * float32 buffers that are contiguous along v or do not move with it. */
+static bool vectorizable(tir_lowered *L, const tir_block *b, const tir_expr *e,
+			 const tir_var *v)
+{
+	if (!e || e->dtype != TIR_F32)
+		return false;
+	switch (e->kind) {
+	case E_INT:
+	case E_FLOAT:
+		return true;
+	case E_ADD:
+	case E_SUB:
+	case E_MUL:
+	case E_DIV:
+	case E_MIN:
+	case E_MAX:
+		return vectorizable(L, b, e->a, v) && vectorizable(L, b, e->b, v);
+	case E_CAST:
+		return vectorizable(L, b, e->a, v);
+	case E_LOAD: {
+		if (e->buf->dtype != TIR_F32)
+			return false;
+		int64_t st = step_of(L, bound_offset(L, b, e->buf, e->nidx, e->idx), v);
+		return st == 0 || st == 1;
+	}
+	default:
+		return false;
+	}
+}
+
+static void vexpr(cg_ctx *c, const tir_block *b, const tir_expr *e, const tir_var *v);
+
+static void vcall2(cg_ctx *c, const tir_block *b, const char *fn, const tir_expr *x,
+		   const tir_expr *y, const tir_var *v)
+{
+	buf_printf(c->out, "%s(", fn);
+	vexpr(c, b, x, v);
+	buf_puts(c->out, ", ");
+	vexpr(c, b, y, v);
+	buf_puts(c->out, ")");
+}
+
+/* e as a float32x4_t expression, lane l the value at v + l (vectorizable
+ * holds).  x + y * z is one fused multiply-add (vfmaq_f32), as gcc
+ * contracts the scalar code; max / min keep the C backend's a > b ? a : b
+ * (a < b ? a : b) under NaNs, not vmaxq's. */
+static void vexpr(cg_ctx *c, const tir_block *b, const tir_expr *e, const tir_var *v)
+{
+	tir_buf *o = c->out;
+	switch (e->kind) {
+	case E_INT:
+	case E_FLOAT:
+		buf_puts(o, "vdupq_n_f32(");
+		cg_expr(c, e);
+		buf_puts(o, ")");
+		return;
+	case E_ADD:
+		if (e->b->kind == E_MUL || e->a->kind == E_MUL) {
+			const tir_expr *m = e->b->kind == E_MUL ? e->b : e->a,
+				       *x = m == e->b ? e->a : e->b;
+			buf_puts(o, "vfmaq_f32(");
+			vexpr(c, b, x, v);
+			buf_puts(o, ", ");
+			vexpr(c, b, m->a, v);
+			buf_puts(o, ", ");
+			vexpr(c, b, m->b, v);
+			buf_puts(o, ")");
+			return;
+		}
+		vcall2(c, b, "vaddq_f32", e->a, e->b, v);
+		return;
+	case E_SUB:
+		vcall2(c, b, "vsubq_f32", e->a, e->b, v);
+		return;
+	case E_MUL:
+		vcall2(c, b, "vmulq_f32", e->a, e->b, v);
+		return;
+	case E_DIV:
+		vcall2(c, b, "vdivq_f32", e->a, e->b, v);
+		return;
+	case E_MIN:
+	case E_MAX:
+		buf_puts(o, "vbslq_f32(");
+		vcall2(c, b, e->kind == E_MAX ? "vcgtq_f32" : "vcltq_f32", e->a, e->b, v);
+		buf_puts(o, ", ");
+		vexpr(c, b, e->a, v);
+		buf_puts(o, ", ");
+		vexpr(c, b, e->b, v);
+		buf_puts(o, ")");
+		return;
+	case E_CAST:
+		vexpr(c, b, e->a, v);
+		return;
+	default: {          /* E_LOAD */
+		tir_expr *off = bound_offset(c->L, b, e->buf, e->nidx, e->idx);
+		bool bcast = step_of(c->L, off, v) == 0;
+		buf_printf(o, bcast ? "vdupq_n_f32(%s[" : "vld1q_f32(&%s[", c->bufname[e->buf->id]);
+		cg_index(c, e->buf, off);
+		buf_puts(o, "])");
+		return;
+	}
+	}
+}
+
+int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth)
+{
+	if (!aarch64(c->L->t) || l->loop_kind != LOOP_VECTORIZED || l->nkids != 1 ||
+	    l->kids[0]->kind != STMT_BLOCK || l->extent % NEON_LANES)
+		return 0;
+	const tir_block *b = l->kids[0]->block;
+	const tir_var *v = l->var;
+	if (b->predicate || b->store->dtype != TIR_F32 ||
+	    (b->reduce != REDUCE_NONE && (b->reduce != REDUCE_SUM || b->init)))
+		return 0;
+	for (int i = 0; i < b->niters; i++)     /* lanes would race on an accumulator */
+		if (b->iters[i].kind == ITER_REDUCE && expr_uses_var(b->iters[i].binding, v))
+			return 0;
+	tir_expr *off = bound_offset(c->L, b, b->store, b->store->ndim, b->store_idx);
+	if (step_of(c->L, off, v) != 1 || !vectorizable(c->L, b, b->value, v))
+		return 0;
+	tir_buf *o = c->out;
+	buf_indent(o, depth);
+	buf_printf(o, "/* %s: vectorized, NEON float32x4_t */\n", v->name);
+	buf_indent(o, depth);
+	buf_printf(o, "for (int64_t ");
+	cg_var(o, v);
+	buf_puts(o, " = 0; ");
+	cg_var(o, v);
+	buf_printf(o, " < %lld; ", (long long)l->extent);
+	cg_var(o, v);
+	buf_printf(o, " += %d) { /* block %s */\n", NEON_LANES, b->name);
+	buf_indent(o, depth + 1);
+	buf_printf(o, "float32_t *tir_dst = &%s[", c->bufname[b->store->id]);
+	cg_index(c, b->store, off);
+	buf_puts(o, "];\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "vst1q_f32(tir_dst, ");
+	if (b->reduce == REDUCE_SUM) {
+		/* acc + value, the value's product fused into it */
+		const tir_expr *x = b->value;
+		if (x->kind == E_MUL) {
+			buf_puts(o, "vfmaq_f32(vld1q_f32(tir_dst), ");
+			vexpr(c, b, x->a, v);
+			buf_puts(o, ", ");
+			vexpr(c, b, x->b, v);
+		} else {
+			buf_puts(o, "vaddq_f32(vld1q_f32(tir_dst), ");
+			vexpr(c, b, x, v);
+		}
+		buf_puts(o, ")");
+	} else {
+		vexpr(c, b, b->value, v);
+	}
+	buf_puts(o, ");\n");
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	return 1;
 }

@@ -210,11 +210,17 @@ void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
 
 /* ---- c_neon.c: AArch64's tensor intrinsics in the C backend ------------------ */
 
-/* The prelude's functions of the CPU intrinsics (sdot, smmla) that loops
- * under root are tensorized with, each guarded by its ACLE feature macro
+/* The prelude's part for AArch64 target t: <arm_neon.h> where a loop under
+ * root is vectorized, and the functions of the CPU intrinsics (sdot, smmla)
+ * that loops are tensorized with, each guarded by its ACLE feature macro
  * (#error naming the missing extension otherwise); nothing for a program
- * without them. */
-void c_neon_prelude(tir_buf *o, const tir_stmt *root);
+ * without either, nor for another target. */
+void c_neon_prelude(tir_buf *o, const tir_stmt *root, const tir_target *t);
+/* Prints vectorized loop l (at depth) as NEON float32x4_t code when t is an
+ * AArch64 key and l is one float32 block of contiguous or invariant
+ * accesses whose extent is a multiple of 4 (c_neon.c's top comment);
+ * returns 1 if it did, 0 if l is the C backend's to print. */
+int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth);
 /* Prints the call that replaces CPU-tensorized loop `loop` and its nest, at
  * depth.  Returns 0, or -1 with a message (the nest does not match its
  * intrinsic, an access's stride along the tile is not a constant). */
