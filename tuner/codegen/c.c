@@ -836,7 +836,7 @@ static tir_code *c_generate(const tir_program *p, const tir_target *t,
 	snprintf(code->entry, sizeof code->entry, "tir_entry");
 
 	buf_puts(&o, c_prelude);
-	c_neon_prelude(&o, p->root, t);
+	c_neon_prelude(&g.c, p->root);
 	buf_puts(&o, "int tir_entry(void *const *args)\n{\n");
 	for (int i = 0; i < p->nparams; i++) {
 		const tir_buffer *b = p->bufs[i];

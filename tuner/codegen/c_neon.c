@@ -128,20 +128,23 @@ static void mark_used(const tir_stmt *s, bool *used)
 		mark_used(s->kids[i], used);
 }
 
-static bool has_vectorized(const tir_stmt *s)
+static bool neon_loop(tir_lowered *L, const tir_stmt *l);
+
+static bool has_neon_loop(tir_lowered *L, const tir_stmt *s)
 {
-	if (s->kind == STMT_FOR && s->loop_kind == LOOP_VECTORIZED)
+	if (neon_loop(L, s))
 		return true;
 	for (int i = 0; i < s->nkids; i++)
-		if (has_vectorized(s->kids[i]))
+		if (has_neon_loop(L, s->kids[i]))
 			return true;
 	return false;
 }
 
-void c_neon_prelude(tir_buf *o, const tir_stmt *root, const tir_target *t)
+void c_neon_prelude(cg_ctx *c, const tir_stmt *root)
 {
 	bool used[64] = { false };
-	if (aarch64(t) && has_vectorized(root))
+	tir_buf *o = c->out;
+	if (has_neon_loop(c->L, root))
 		buf_puts(o, "/* AArch64: vectorized float32 loops as NEON float32x4_t */\n"
 			    "#include <arm_neon.h>\n\n");
 	if (tir_nintrins > 64)
@@ -363,22 +366,31 @@ static void vexpr(cg_ctx *c, const tir_block *b, const tir_expr *e, const tir_va
 	}
 }
 
-int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth)
+/* Whether loop l has a NEON form (c_neon_vector_loop). */
+static bool neon_loop(tir_lowered *L, const tir_stmt *l)
 {
-	if (!aarch64(c->L->t) || l->loop_kind != LOOP_VECTORIZED || l->nkids != 1 ||
-	    l->kids[0]->kind != STMT_BLOCK || l->extent % NEON_LANES)
-		return 0;
+	if (!aarch64(L->t) || l->kind != STMT_FOR || l->loop_kind != LOOP_VECTORIZED ||
+	    l->nkids != 1 || l->kids[0]->kind != STMT_BLOCK || l->extent % NEON_LANES)
+		return false;
 	const tir_block *b = l->kids[0]->block;
 	const tir_var *v = l->var;
 	if (b->predicate || b->store->dtype != TIR_F32 ||
 	    (b->reduce != REDUCE_NONE && (b->reduce != REDUCE_SUM || b->init)))
-		return 0;
+		return false;
 	for (int i = 0; i < b->niters; i++)     /* lanes would race on an accumulator */
 		if (b->iters[i].kind == ITER_REDUCE && expr_uses_var(b->iters[i].binding, v))
-			return 0;
-	tir_expr *off = bound_offset(c->L, b, b->store, b->store->ndim, b->store_idx);
-	if (step_of(c->L, off, v) != 1 || !vectorizable(c->L, b, b->value, v))
+			return false;
+	tir_expr *off = bound_offset(L, b, b->store, b->store->ndim, b->store_idx);
+	return step_of(L, off, v) == 1 && vectorizable(L, b, b->value, v);
+}
+
+int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth)
+{
+	if (!neon_loop(c->L, l))
 		return 0;
+	const tir_block *b = l->kids[0]->block;
+	const tir_var *v = l->var;
+	tir_expr *off = bound_offset(c->L, b, b->store, b->store->ndim, b->store_idx);
 	tir_buf *o = c->out;
 	buf_indent(o, depth);
 	buf_printf(o, "/* %s: vectorized, NEON float32x4_t */\n", v->name);

@@ -210,12 +210,13 @@ void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
 
 /* ---- c_neon.c: AArch64's tensor intrinsics in the C backend ------------------ */
 
-/* The prelude's part for AArch64 target t: <arm_neon.h> where a loop under
- * root is vectorized, and the functions of the CPU intrinsics (sdot, smmla)
- * that loops are tensorized with, each guarded by its ACLE feature macro
- * (#error naming the missing extension otherwise); nothing for a program
- * without either, nor for another target. */
-void c_neon_prelude(tir_buf *o, const tir_stmt *root, const tir_target *t);
+/* The prelude's part for AArch64 (c->L->t, printed to c->out):
+ * <arm_neon.h> where a vectorized loop under root has a NEON form
+ * (c_neon_vector_loop), and the functions of the CPU intrinsics (sdot,
+ * smmla) that loops are tensorized with, each guarded by its ACLE feature
+ * macro (#error naming the missing extension otherwise); nothing for a
+ * program without either, nor for another target. */
+void c_neon_prelude(cg_ctx *c, const tir_stmt *root);
 /* Prints vectorized loop l (at depth) as NEON float32x4_t code when t is an
  * AArch64 key and l is one float32 block of contiguous or invariant
  * accesses whose extent is a multiple of 4 (c_neon.c's top comment);
