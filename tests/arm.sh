@@ -14,16 +14,22 @@
 #      (cpu:aarch64+neon+dotprod+...+emulated) and says at registration that
 #      it is emulated;
 #   4. a float32 matmul tuned on the ARM key and on this CPU's key at the same
-#      time, and an int8 conv2d on the ARM key, end with verified bests (every
-#      best a record whose output matched the reference); the two keys keep
+#      time, and an int8 conv2d and an int8 matmul (the suite's GMM shrunk to
+#      64^3) on the ARM key, end with verified bests (every best a record
+#      whose output matched the reference); among the int8 candidates
+#      measured, cpu-sdot's (sdot_4x4x4_i8_i32) match the reference exactly,
+#      the source the worker kept (TIRD_KEEP_BUILD) calls vdotq and the
+#      cross objdump of its .so has sdot instructions, and the float32
+#      candidates' vector loops are NEON (vfmaq_f32); the two keys keep
 #      their own records and bests, the ARM ones marked emulated and none
 #      under the real board's key; the emulated key trains no cost model,
 #      while two real keys (this CPU's, and cpu:x86_64+avx2+fma measured here
 #      too) each train their own, with their own rows only;
 #   5. bad input changes nothing: a worker whose key does not parse, one that
-#      says it is emulated under a real board's key, and results for a batch
-#      the worker does not hold are refused (4xx, a message naming the fault),
-#      and the records and bests are the same after.
+#      says it is emulated under a real board's key, results for a batch
+#      the worker does not hold, and an sdot record imported under an x86 key
+#      are refused (4xx, a message naming the fault), and the records and
+#      bests are the same after.
 # Trials are few and shapes small: the whole test is bounded to a few minutes.
 set -u
 top=$(pwd)
@@ -87,7 +93,7 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
 "$TIRD" --listen 127.0.0.1:$port --db "$tmp/t.db" --local-workers none --model-seed none \
-	--lease-s 30 >"$tmp/tird.log" 2>&1 &
+	--lease-s 30 --tuning-threads 5 >"$tmp/tird.log" 2>&1 &
 tird_pid=$!; pids="$pids $tird_pid"
 up() { curl -sf "$url/healthz" >/dev/null 2>&1; }
 until_ok() {   # TENTHS COMMAND...
@@ -113,7 +119,9 @@ done
 real=${akey%+emulated}
 "$QEMU" -cpu cortex-a53 "$AWORKER" --target cpu --print-target 2>/dev/null | grep -qx 'cpu:aarch64+neon+emulated' \
 	&& pass "a Cortex-A53 (no dot product) detects cpu:aarch64+neon" || fail "cortex-a53 key"
-"$QEMU" -cpu max "$AWORKER" --server "$url" --target cpu --cc $CROSS_CC --name arm >"$tmp/arm.log" 2>&1 &
+mkdir -p "$tmp/keep"    # the ARM worker's candidate builds, kept for objdump
+TIRD_KEEP_BUILD=1 TMPDIR=$tmp/keep "$QEMU" -cpu max "$AWORKER" --server "$url" --target cpu \
+	--cc $CROSS_CC --name arm >"$tmp/arm.log" 2>&1 &
 apid=$!; pids="$pids $apid"
 "$WORKER" --server "$url" --target cpu --name x86 >"$tmp/x86.log" 2>&1 &
 xpid=$!; pids="$pids $xpid"
@@ -132,19 +140,24 @@ jq -e --arg k "$cpukey" '[.workers[] | select(.target==$k and .emulated==false)]
 # ---- 4. tuning: separate records, bests and models ----------------------------------------------
 echo '{"op":"matmul","M":32,"N":32,"K":32}' >"$tmp/mm.json"
 echo '{"op":"conv2d","N":1,"C":16,"H":8,"W":8,"K":16,"R":3,"S":3,"pad":1,"dtype":"int8","layout":"NHWC"}' >"$tmp/c2d.json"
+echo '{"op":"matmul","M":64,"N":64,"K":64,"dtype":"int8"}' >"$tmp/mm8.json"
 ctl() { "$TIRCTL" --server "$url" "$@"; }
-tune() {   # FILE TARGET OUT
-	ctl --json tune "$1" --target "$2" --trials 16 --batch 8 --wait >"$3" 2>"$3.err"
+tune() {   # FILE TARGET OUT [TRIALS [SEED]]
+	ctl --json tune "$1" --target "$2" --trials "${4:-16}" --batch 8 ${5:+--seed $5} --wait >"$3" 2>"$3.err"
 }
-tune "$tmp/mm.json" "$akey" "$tmp/mm-arm.json" & j1=$!
+# the ARM jobs: one round each (its draws follow from the seed alone, later
+# rounds from what was measured); the int8 jobs' seeds draw cpu-sdot candidates
+# among the 8 they measure (the emulated key ranks at random)
+tune "$tmp/mm.json" "$akey" "$tmp/mm-arm.json" 8 & j1=$!
 tune "$tmp/mm.json" "$cpukey" "$tmp/mm-x86.json" & j2=$!
 tune "$tmp/mm.json" "$subkey" "$tmp/mm-avx2.json" & j3=$!
-wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?
-tune "$tmp/c2d.json" "$akey" "$tmp/c2d-arm.json"; r4=$?
-[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] \
-	&& pass "float32 matmul on three keys at once, int8 conv2d on the ARM key: done ($(elapsed))" \
-	|| fail "tune exits $r1 $r2 $r3 $r4: $(cat "$tmp"/*.json.err)"
-for f in mm-arm mm-x86 mm-avx2 c2d-arm; do
+tune "$tmp/c2d.json" "$akey" "$tmp/c2d-arm.json" 8 1 & j4=$!
+tune "$tmp/mm8.json" "$akey" "$tmp/mm8-arm.json" 8 1 & j5=$!
+wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?; wait $j4; r4=$?; wait $j5; r5=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] && [ $r5 -eq 0 ] \
+	&& pass "float32 matmul on three keys at once, int8 conv2d and matmul on the ARM key: done ($(elapsed))" \
+	|| fail "tune exits $r1 $r2 $r3 $r4 $r5: $(cat "$tmp"/*.json.err)"
+for f in mm-arm mm-x86 mm-avx2 c2d-arm mm8-arm; do
 	rid=$(jq -r .record_id "$tmp/$f.json"); key=$(jq -r .target "$tmp/$f.json")
 	rec=$(curl -s "$url/v1/records?target=$(printf '%s' "$key" | sed 's/+/%2B/g')" | jq --arg id "$rid" '.records[] | select(.id==$id)')
 	printf '%s' "$rec" | jq -e '.status=="ok" and .max_rel_error >= 0 and .latency_us > 0' >/dev/null \
@@ -155,7 +168,7 @@ q() { printf '%s' "$1" | sed 's/+/%2B/g'; }
 curl -s "$url/v1/records?target=$(q "$akey")" >"$tmp/rec-arm.json"
 curl -s "$url/v1/records?target=$(q "$cpukey")" >"$tmp/rec-x86.json"
 na=$(jq '.records|length' "$tmp/rec-arm.json"); nx=$(jq '.records|length' "$tmp/rec-x86.json")
-[ "$na" -ge 32 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
+[ "$na" -ge 24 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
 	jq -e 'all(.records[]; .emulated != true)' "$tmp/rec-x86.json" >/dev/null &&
 	jq -e -n --slurpfile a "$tmp/rec-arm.json" --slurpfile x "$tmp/rec-x86.json" \
 		'([$a[0].records[].id] - [$x[0].records[].id] | length) == ($a[0].records | length)' >/dev/null \
@@ -163,14 +176,38 @@ na=$(jq '.records|length' "$tmp/rec-arm.json"); nx=$(jq '.records|length' "$tmp/
 	|| fail "records: $na ARM, $nx x86 $(head -c 400 "$tmp/rec-arm.json")"
 ba=$(jq -r .record_id "$tmp/mm-arm.json"); bx=$(jq -r .record_id "$tmp/mm-x86.json")
 jq -e '.emulated==true' "$tmp/mm-arm.json" >/dev/null && [ "$ba" != "$bx" ] &&
-	[ "$(curl -s "$url/v1/best?op=matmul&target=$(q "$cpukey")" | jq -r '.best[0].record_id')" = "$bx" ] &&
-	[ "$(curl -s "$url/v1/best?op=matmul&target=$(q "$akey")" | jq -r '.best[0].record_id')" = "$ba" ] \
+	wk=$(jq -r .workload_key "$tmp/mm-arm.json") &&
+	[ "$(curl -s "$url/v1/best?op=matmul&target=$(q "$cpukey")" | jq -r --arg w "$wk" '.best[] | select(.workload_key==$w) | .record_id')" = "$bx" ] &&
+	[ "$(curl -s "$url/v1/best?op=matmul&target=$(q "$akey")" | jq -r --arg w "$wk" '.best[] | select(.workload_key==$w) | .record_id')" = "$ba" ] \
 	&& pass "bests kept apart: the ARM key's best is its own, marked emulated" || fail "bests: $ba $bx $(cat "$tmp/mm-arm.json")"
 code=$(curl -s -o "$tmp/r" -w '%{http_code}' "$url/v1/best?op=matmul&target=$(q "$real")")
 [ "$code" = 200 ] && jq -e '.best|length == 0' "$tmp/r" >/dev/null \
 	&& pass "the real board's key $real has no best from the emulator" || fail "best under $real: HTTP $code $(cat "$tmp/r")"
 grep -q "job [0-9]*: $akey is emulated: no cost model learns" "$tmp/tird.log" \
 	&& pass "the emulated key's jobs rank at random and teach no model" || fail "emulated key's model: $(grep "$akey" "$tmp/tird.log" | tail -3)"
+
+# the int8 jobs' sdot (and smmla) candidates: measured, exactly right
+for f in c2d mm8; do
+	wk=$(jq -r .workload_key "$tmp/$f-arm.json")
+	jq --arg w "$wk" '[.records[] | select(.workload_key==$w)]' "$tmp/rec-arm.json" >"$tmp/$f-recs.json"
+	ns=$(jq '[.[] | select(.trace|tostring|test("sdot_4x4x4_i8_i32"))] | length' "$tmp/$f-recs.json")
+	nm=$(jq '[.[] | select(.trace|tostring|test("smmla_2x2x8_i8_i32"))] | length' "$tmp/$f-recs.json")
+	[ "$ns" -ge 1 ] && jq -e '[.[] | select(.trace|tostring|test("sdot_4x4x4_i8_i32|smmla_2x2x8_i8_i32"))] |
+		all(.status=="ok" and .max_rel_error==0)' "$tmp/$f-recs.json" >/dev/null \
+		&& pass "$f: $ns sdot and $nm smmla candidates measured on the ARM key, each output the reference's exactly" \
+		|| fail "$f: $ns sdot, $nm smmla candidates: $(jq -c '[.[] | {status, max_rel_error, message}]' "$tmp/$f-recs.json" | head -c 600)"
+done
+kept=$(grep -l 'tir_sdot_4x4x4_i8_i32(&' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
+if [ -n "$kept" ] && grep -q vdotq_laneq_s32 "$kept"; then
+	nsd=$(aarch64-linux-gnu-objdump -d "${kept%k.c}k.so" | grep -cw sdot)
+	[ "$nsd" -ge 1 ] && pass "the kept sdot candidate calls vdotq_laneq_s32; its .so holds $nsd sdot instructions" \
+		|| fail "no sdot instruction in ${kept%k.c}k.so"
+else
+	fail "no kept candidate source with sdot under $tmp/keep ($(ls "$tmp/keep" | wc -l) kept)"
+fi
+nf=$(grep -l 'vst1q_f32(tir_dst, vfmaq_f32(' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | wc -l)
+[ "$nf" -ge 1 ] && pass "$nf kept float32 candidates vectorized as NEON float32x4_t (vfmaq_f32)" \
+	|| fail "no kept candidate with a NEON float32 loop"
 
 # ---- 5. bad input changes nothing ------------------------------------------------------------------
 snap() { curl -s "$url/v1/records" | jq -S '[.records[] | {id, status, latency_us}] | sort_by(.id)'; curl -s "$url/v1/best?op=matmul" | jq -S .; }
@@ -187,6 +224,12 @@ code=$(post "/v1/workers/$sid/results" '{"batch_id":1,"results":[{"status":"ok",
 [ "$code" = 409 ] && jq -e '.error.code=="lease_lost" and (.error.message|test("not leased to"))' "$tmp/r" >/dev/null \
 	&& pass "results for a batch the worker does not hold: 409 $(jq -r .error.message "$tmp/r")" || fail "stray results: HTTP $code $(cat "$tmp/r")"
 curl -s -X DELETE "$url/v1/workers/$sid" >/dev/null
+ctl export "$tmp/arm-export.json" --target "$akey" >/dev/null 2>&1
+jq --arg k "$cpukey" '.records = [.records[] | select(.trace|tostring|test("sdot_4x4x4_i8_i32"))][0:1] |
+	.records[0].target = $k | .records[0].emulated = false' "$tmp/arm-export.json" >"$tmp/sdot-x86.json"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary @"$tmp/sdot-x86.json" "$url/v1/records")
+[ "$code" = 400 ] && jq -e '.error.code=="invalid_record" and (.error.message|test("sdot_4x4x4_i8_i32 needs \\+dotprod; target cpu:x86_64"))' "$tmp/r" >/dev/null \
+	&& pass "an sdot record imported under $cpukey: 400 $(jq -r .error.message "$tmp/r")" || fail "sdot import under x86: HTTP $code $(cat "$tmp/r")"
 snap >"$tmp/after"
 cmp -s "$tmp/before" "$tmp/after" && pass "records and bests unchanged by the bad requests" \
 	|| fail "bad input changed something: $(diff "$tmp/before" "$tmp/after" | head -5)"

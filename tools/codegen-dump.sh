@@ -6,18 +6,19 @@
 #   tools/codegen-dump.sh TIRCTL SUITE OUTDIR [SAMPLES]
 #   diff -r OUTDIR_BEFORE OUTDIR_AFTER && echo identical
 #
-# For every suite workload, in float32 and float16: the program and code of
-# the unscheduled workload (NAME.DTYPE.TARGET.plain) and of its hand-written
-# trace (.trace: examples/traces/NAME.cpu.json on three CPU targets,
-# NAME.cuda.json on two CUDA targets), and SAMPLES (default 4) sampled
-# sketch candidates per target and dtype (.sample: `tirctl lower --sample`,
-# seed 1, each candidate's trace and source, or the error that stopped the
-# sampling: AArch64 candidates do not compile on an x86 machine).  Then
-# float16 and bfloat16 matmuls whose wgmma candidates fetch by TMA (sm_90,
-# 3 x 2*SAMPLES samples).  Each output is what tirctl printed, so a
-# difference in an error message shows too.  About 5 minutes on 2 cores.
+# For every suite workload, in float32, float16 and int8 (the int8 GMMs are
+# what AArch64's sdot sketches and x86's and CUDA's int8 paths take), the
+# program and code of the unscheduled workload (NAME.DTYPE.TARGET.plain) and
+# of its hand-written trace (.trace: examples/traces/NAME.cpu.json on three
+# CPU targets, NAME.cuda.json on two CUDA targets), and SAMPLES (default 4)
+# sampled sketch candidates per target and dtype (.sample: `tirctl lower
+# --sample`, seed 1, each candidate's trace and source, or the error that
+# stopped the sampling: AArch64 candidates do not compile on an x86 machine).
+# Then float16 and bfloat16 matmuls whose wgmma candidates fetch by TMA
+# (sm_90, 3 x 2*SAMPLES samples).  Each output is what tirctl printed, so a
+# difference in an error message shows too.  About 8 minutes on 2 cores.
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,19p' "$0"; exit 2; }
 tirctl=$1 suite=$2 out=$3 samples=${4:-4}
 here=$(cd "$(dirname "$0")/.." && pwd)
 traces=$here/examples/traces
@@ -36,7 +37,7 @@ sample() {   # WORKLOAD TARGET N S OUT
 }
 
 for name in $(jq -r '.[].name' "$suite"); do
-	for dt in float32 float16; do
+	for dt in float32 float16 int8; do
 		w=$tmp/$name.$dt.json
 		jq --arg n "$name" --arg d "$dt" '.[] | select(.name==$n) | .workload + {dtype: $d}' "$suite" > "$w"
 		for t in $cpus $gpus; do

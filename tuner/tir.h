@@ -363,8 +363,10 @@ int tir_annotate(tir_sched *s, int rv, const char *key, int64_t value,
 		 tir_error *err);
 /* annotate with the value of an integer RV (a sampled decision). */
 /* Replaces the loop nest under `loop` by a tensor intrinsic of
- * ir/intrins.def (e.g. "wmma_mma_16x16x16_f16_f32") after checking that the
- * nest computes exactly what the intrinsic computes.  CUDA targets only. */
+ * ir/intrins.def (e.g. "wmma_mma_16x16x16_f16_f32", "sdot_4x4x4_i8_i32")
+ * after checking that the nest computes exactly what the intrinsic
+ * computes.  The warp and warpgroup ones are for CUDA targets, the CPU ones
+ * for AArch64 keys with their feature (validation refuses the rest). */
 int tir_tensorize(tir_sched *s, int loop, const char *intrin, tir_error *err);
 int tir_annotate_rv(tir_sched *s, int rv, const char *key, int value_rv,
 		    tir_error *err);

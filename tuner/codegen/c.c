@@ -11,8 +11,11 @@
  * that mallocs the global temps, runs the statement tree and frees them.  The
  * tree is printed as it stands: a loop is a C for loop (parallel → `omp
  * parallel for` unless already inside one, vectorized → `omp simd` when that
- * is safe, unroll → `GCC unroll`, thread-bound → serial); a block instance is
- * printed exactly as docs/ir-semantics.md defines it.  Compacted buffers are
+ * is safe — NEON intrinsics on AArch64 where c_neon.c can —, unroll → `GCC
+ * unroll`, thread-bound → serial); a block instance is
+ * printed exactly as docs/ir-semantics.md defines it; a loop tensorized with
+ * a CPU intrinsic (AArch64's sdot, smmla) is one call of the intrinsic's
+ * NEON function (c_neon.c).  Compacted buffers are
  * local arrays declared in the body of their allocation loop (lower.c).
  *
  * Values of float16 / bfloat16 are computed in float and rounded where the
@@ -696,6 +699,8 @@ typedef struct c_gen {
 	cg_ctx c;
 	int in_parallel;            /* inside an `omp parallel for` */
 	int in_simd;
+	tir_error *err;
+	int rc;                     /* -1 once a tensorized loop failed (err says why) */
 } c_gen;
 
 /* Whether `omp simd` on loop l is safe: its body is one block, and the loop
@@ -747,6 +752,8 @@ static const char *const loop_kind_names[] = {
 static void c_loop(c_gen *g, const tir_stmt *l, int depth)
 {
 	tir_buf *o = g->c.out;
+	if (!g->in_simd && c_neon_vector_loop(&g->c, l, depth))
+		return;          /* AArch64: NEON float32x4_t (c_neon.c) */
 	bool par = false, simd = false;
 	int64_t unroll = lower_ann(l, "unroll", 0);
 	switch (l->loop_kind) {
@@ -796,6 +803,11 @@ static void c_stmt(c_gen *g, const tir_stmt *s, int depth)
 		return;
 	switch (s->kind) {
 	case STMT_FOR:
+		if (intrin_of_loop(s)) {        /* a CPU intrinsic: c_neon.c */
+			if (!g->rc && c_neon_call(&g->c, s, depth, g->err))
+				g->rc = -1;
+			break;
+		}
 		c_loop(g, s, depth);
 		break;
 	case STMT_BLOCK:
@@ -815,7 +827,7 @@ static tir_code *c_generate(const tir_program *p, const tir_target *t,
 	if (lower_program(p, t, &L, err))
 		return NULL;
 	tir_buf o = { 0 };
-	c_gen g = { { &L, &c_dialect, &o, NULL }, 0, 0 };
+	c_gen g = { { &L, &c_dialect, &o, NULL }, 0, 0, err, 0 };
 	cg_name_buffers(&g.c);
 
 	tir_code *code = xcalloc(1, sizeof *code);
@@ -824,6 +836,7 @@ static tir_code *c_generate(const tir_program *p, const tir_target *t,
 	snprintf(code->entry, sizeof code->entry, "tir_entry");
 
 	buf_puts(&o, c_prelude);
+	c_neon_prelude(&g.c, p->root);
 	buf_puts(&o, "int tir_entry(void *const *args)\n{\n");
 	for (int i = 0; i < p->nparams; i++) {
 		const tir_buffer *b = p->bufs[i];
@@ -881,6 +894,10 @@ static tir_code *c_generate(const tir_program *p, const tir_target *t,
 	code->source = buf_take(&o);
 	free(g.c.bufname);
 	lower_free(&L);
+	if (g.rc) {
+		tir_code_free(code);
+		return NULL;
+	}
 	return code;
 }
 

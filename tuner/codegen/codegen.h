@@ -208,6 +208,25 @@ void cg_block(cg_ctx *c, const tir_block *b, int depth);
 void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
 		    int depth);
 
+/* ---- c_neon.c: AArch64's tensor intrinsics in the C backend ------------------ */
+
+/* The prelude's part for AArch64 (c->L->t, printed to c->out):
+ * <arm_neon.h> where a vectorized loop under root has a NEON form
+ * (c_neon_vector_loop), and the functions of the CPU intrinsics (sdot,
+ * smmla) that loops are tensorized with, each guarded by its ACLE feature
+ * macro (#error naming the missing extension otherwise); nothing for a
+ * program without either, nor for another target. */
+void c_neon_prelude(cg_ctx *c, const tir_stmt *root);
+/* Prints vectorized loop l (at depth) as NEON float32x4_t code when t is an
+ * AArch64 key and l is one float32 block of contiguous or invariant
+ * accesses whose extent is a multiple of 4 (c_neon.c's top comment);
+ * returns 1 if it did, 0 if l is the C backend's to print. */
+int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth);
+/* Prints the call that replaces CPU-tensorized loop `loop` and its nest, at
+ * depth.  Returns 0, or -1 with a message (the nest does not match its
+ * intrinsic, an access's stride along the tile is not a constant). */
+int c_neon_call(cg_ctx *c, const tir_stmt *loop, int depth, tir_error *err);
+
 /* ---- nvrtc.c --------------------------------------------------------------- */
 
 /* tir_nvrtc_compile, the compile itself, is public (tir.h). */

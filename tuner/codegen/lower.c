@@ -688,16 +688,18 @@ static const tir_codegen_backend *const backends[] = {
 	[TIR_TARGET_CUDA] = &tir_codegen_cuda,
 };
 
-static const tir_stmt *tensorized_loop(const tir_stmt *s)
+/* -1 with a message where a tensorized loop under s names an intrinsic
+ * target t cannot run (intrin_check_target): a CUDA one on a CPU, sdot on
+ * a key without +dotprod. */
+static int refuse_intrinsics(const tir_stmt *s, const tir_target *t, tir_error *err)
 {
-	if (intrin_of_loop(s))
-		return s;
-	for (int i = 0; i < s->nkids; i++) {
-		const tir_stmt *k = tensorized_loop(s->kids[i]);
-		if (k)
-			return k;
-	}
-	return NULL;
+	const tir_intrin *in = intrin_of_loop(s);
+	if (in && intrin_check_target(in, t, "codegen", s->var->name, err))
+		return -1;
+	for (int i = 0; i < s->nkids; i++)
+		if (refuse_intrinsics(s->kids[i], t, err))
+			return -1;
+	return 0;
 }
 
 tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err)
@@ -710,12 +712,8 @@ tir_code *tir_codegen(const tir_program *p, const tir_target *t, tir_error *err)
 		tir_fail(err, "codegen: no code generator for target \"%s\"", t->key);
 		return NULL;
 	}
-	const tir_stmt *tz = t->kind == TIR_TARGET_CUDA ? NULL : tensorized_loop(p->root);
-	if (tz) {
-		tir_fail(err, "codegen: loop %s is tensorized (%s); tensor intrinsics need a "
-			 "CUDA target, not %s", tz->var->name, intrin_of_loop(tz)->name, t->key);
+	if (refuse_intrinsics(p->root, t, err))
 		return NULL;
-	}
 	return backends[t->kind]->generate(p, t, err);
 }
 

@@ -14,7 +14,7 @@
  * its loops have the shape.  A warpgroup STORE also matches an epilogue
  * inlined into it (match_epilogue): the pointwise work after a matmul done
  * on the accumulator registers before they are stored.  The implementation
- * is in codegen/cuda.c.
+ * is in codegen/cuda.c (a CPU intrinsic's in codegen/c_neon.c).
  *
  * The fragments (scopes wmma.matrix_a, wmma.matrix_b, wmma.accumulator) are
  * opaque per-warp registers: a fragment buffer is an array of m x n (or m x
@@ -22,14 +22,16 @@
  * warpgroup intrinsic's accumulator (wgmma.accumulator) is the same for a
  * warpgroup, and its MMA reads both operands from shared memory, each
  * tile in the buffer's last two dimensions either way round (K-major or
- * MN-major: codegen's descriptors and trans flags follow).
+ * MN-major: codegen's descriptors and trans flags follow).  A CPU
+ * intrinsic (AArch64's sdot, smmla) has no fragments: its operands and
+ * accumulator are memory of any layout (match_cpu_mma).
  */
 #include <string.h>
 #include "ir.h"
 
 const tir_intrin tir_intrins[] = {
-#define TIR_INTRIN(id, name, kind, m, n, k, in, acc, unit) \
-	{ name, INTRIN_##kind, m, n, k, TIR_##in, TIR_##acc, INTRIN_##unit },
+#define TIR_INTRIN(id, name, kind, m, n, k, in, acc, unit, feature) \
+	{ name, INTRIN_##kind, m, n, k, TIR_##in, TIR_##acc, INTRIN_##unit, feature },
 #include "intrins.def"
 #undef TIR_INTRIN
 };
@@ -45,7 +47,25 @@ const tir_intrin *intrin_find(const char *name)
 
 int64_t intrin_lanes(const tir_intrin *in)
 {
-	return in->unit == INTRIN_WARPGROUP ? 128 : 32;
+	return in->unit == INTRIN_WARPGROUP ? 128 : in->unit == INTRIN_CPU ? 1 : 32;
+}
+
+int intrin_check_target(const tir_intrin *in, const tir_target *t, const char *who,
+			const char *loop, tir_error *err)
+{
+	if (in->unit == INTRIN_CPU) {
+		if (t->kind != TIR_TARGET_CPU)
+			return tir_fail(err, "%s: loop %s is tensorized with %s, a CPU intrinsic; "
+					"target %s is not a CPU", who, loop, in->name, t->key);
+		if (!tir_target_has(t, in->feature))
+			return tir_fail(err, "%s: loop %s: %s needs +%s; target %s has not", who,
+					loop, in->name, in->feature, t->key);
+		return 0;
+	}
+	if (t->kind != TIR_TARGET_CUDA)
+		return tir_fail(err, "%s: loop %s is tensorized with %s, which needs a CUDA "
+				"target (not %s)", who, loop, in->name, t->key);
+	return 0;
 }
 
 const tir_intrin *intrin_of_loop(const tir_stmt *l)
@@ -292,8 +312,65 @@ static int match_store(mctx *c, tir_intrin_match *m)
 	return match_copy(c, m, acc_scope(c->in), c->in->acc, false);
 }
 
+/* A CPU intrinsic's operand or accumulator: memory a thread reads and
+ * writes (global, shared or local; never a GPU fragment), of the row's dtype. */
+static int check_cpu_operand(mctx *c, const tir_buffer *buf, tir_dtype want)
+{
+	if (scope_is_fragment(buf->scope))
+		return tir_fail(c->err, "tensorize: block \"%s\" does not match %s: buffer \"%s\" "
+				"is in scope %s; a CPU intrinsic reads and writes memory",
+				c->b->name, c->in->name, buf->name, scope_name(buf->scope));
+	if (buf->dtype != want)
+		return mismatch(c, "the dtype of ", buf->name);
+	return 0;
+}
+
+/* A CPU MMA over loops (i, j, k): acc[i, j] += cast(a[i, k]) * cast(b[k,
+ * j]), the operands either way round in the product; any dimensions of
+ * each buffer may hold the tile (codegen/c_neon.c packs the operands from
+ * their strides), but a is indexed by i and k only, b by k and j only, the
+ * accumulator by i and j only.  row / col: the dimension of the first and
+ * second tile loop of each access (a: i, k; b: k, j; acc: i, j). */
+static int match_cpu_mma(mctx *c, tir_intrin_match *m, const tir_expr *x, const tir_expr *y)
+{
+	const tir_block *b = c->b;
+	int d[3], a[3], e[3];
+	if (check_cpu_operand(c, b->store, c->in->acc) ||
+	    check_cpu_operand(c, x->buf, c->in->in) || check_cpu_operand(c, y->buf, c->in->in) ||
+	    access_of(c, b->store, b->store_idx, &m->dst, d) ||
+	    access_of(c, x->buf, x->idx, &m->src[0], a))
+		return -1;
+	if (a[1] >= 0) {            /* x is b: the product the other way round */
+		const tir_expr *t = x;
+		x = y;
+		y = t;
+		if (access_of(c, x->buf, x->idx, &m->src[0], a))
+			return -1;
+	}
+	if (access_of(c, y->buf, y->idx, &m->src[1], e))
+		return -1;
+	if (d[0] < 0 || d[1] < 0 || d[2] >= 0)
+		return mismatch(c, "the accumulator is not indexed by the tile's i and j loops "
+				"alone: ", b->store->name);
+	if (a[0] < 0 || a[2] < 0 || a[1] >= 0)
+		return mismatch(c, "an operand is not indexed by the tile's i and k loops alone: ",
+				x->buf->name);
+	if (e[2] < 0 || e[1] < 0 || e[0] >= 0)
+		return mismatch(c, "an operand is not indexed by the tile's k and j loops alone: ",
+				y->buf->name);
+	m->dst.row = d[0];
+	m->dst.col = d[1];
+	m->src[0].row = a[0];
+	m->src[0].col = a[2];
+	m->src[1].row = e[2];
+	m->src[1].col = e[1];
+	m->nsrc = 2;
+	return 0;
+}
+
 /* MMA over loops (i, j, k): acc[i, j] += cast(a[i, k]) * cast(b[k, j]); the
- * operands either way round, a and b fragments possibly transposed. */
+ * operands either way round, a and b fragments possibly transposed (a CPU
+ * intrinsic: match_cpu_mma). */
 static int match_mma(mctx *c, tir_intrin_match *m)
 {
 	const tir_block *b = c->b;
@@ -311,6 +388,8 @@ static int match_mma(mctx *c, tir_intrin_match *m)
 	const tir_expr *x = expr_uncast(v->a, c->in->acc), *y = expr_uncast(v->b, c->in->acc);
 	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD)
 		return mismatch(c, "its product is not of two loads", NULL);
+	if (c->in->unit == INTRIN_CPU)
+		return match_cpu_mma(c, m, x, y);
 	bool wg = c->in->unit == INTRIN_WARPGROUP;
 	if (!wg && y->buf->scope == TIR_SCOPE_FRAG_A) {
 		const tir_expr *t = x;

@@ -514,9 +514,10 @@ tir_stmt *program_nest(tir_program *p, tir_block *b, const char *const *loop_nam
 
 typedef enum { INTRIN_FILL, INTRIN_LOAD_A, INTRIN_LOAD_B, INTRIN_MMA, INTRIN_STORE } tir_intrin_kind;
 
-/* Who calls an intrinsic together: a warp (32 threads, WMMA) or a
- * warpgroup (4 consecutive warps, 128 threads: Hopper's wgmma). */
-typedef enum { INTRIN_WARP, INTRIN_WARPGROUP } tir_intrin_unit;
+/* Who calls an intrinsic together: a warp (32 threads, WMMA), a
+ * warpgroup (4 consecutive warps, 128 threads: Hopper's wgmma), or one CPU
+ * thread (AArch64's sdot / smmla, operands in memory). */
+typedef enum { INTRIN_WARP, INTRIN_WARPGROUP, INTRIN_CPU } tir_intrin_unit;
 
 typedef struct tir_intrin {
 	const char *name;
@@ -524,6 +525,7 @@ typedef struct tir_intrin {
 	int m, n, k;                /* the tile: acc m x n, a m x k, b k x n */
 	tir_dtype in, acc;          /* operand and accumulator dtypes */
 	tir_intrin_unit unit;
+	const char *feature;        /* CPU: the key feature it needs ("dotprod") */
 } tir_intrin;
 
 extern const tir_intrin tir_intrins[];
@@ -535,9 +537,16 @@ const tir_intrin *intrin_find(const char *name);        /* NULL if unknown */
 #define TIR_TENSORIZE_ANN "tensorize"
 const tir_intrin *intrin_of_loop(const tir_stmt *l);
 /* The threads that call intrinsic `in` together, its lanes along
- * threadIdx.x: 32 (a warp) or 128 (a warpgroup).  A kernel launches at
- * least that many along threadIdx.x, bound loops or not. */
+ * threadIdx.x: 32 (a warp) or 128 (a warpgroup); 1 for a CPU intrinsic.  A
+ * kernel launches at least that many along threadIdx.x, bound loops or not. */
 int64_t intrin_lanes(const tir_intrin *in);
+/* Whether target t can run intrinsic `in`: a CPU intrinsic needs a CPU
+ * target whose key has its feature ("sdot_4x4x4_i8_i32 needs +dotprod;
+ * target cpu:aarch64+neon has not"), a warp or warpgroup one a CUDA target
+ * (its compute capability is verify/tensor.c's).  Returns 0, or -1 with
+ * that message, prefixed by `who` ("tensorize", "codegen"). */
+int intrin_check_target(const tir_intrin *in, const tir_target *t, const char *who,
+			const char *loop, tir_error *err);
 
 /* One access of a matched block: its buffer, its indices in loop variables
  * (block iterators replaced by their bindings), and the dimensions that hold

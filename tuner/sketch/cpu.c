@@ -39,6 +39,12 @@
  *                    accumulates in its output, each consumer is moved to a
  *                    sampled location (reverse_compute_at) and vectorized.
  *
+ *   cpu-sdot,        on an AArch64 key with dotprod (i8mm): each int8 matmul
+ *   cpu-smmla        or convolution (a product form, tensorcore.c) normalized
+ *                    to a matmul, tiled around a 4 x 4 x 4 (2 x 2 x 8) nest
+ *                    tensorized with sdot_4x4x4_i8_i32 (smmla_2x2x8_i8_i32,
+ *                    ir/intrins.def, codegen/c_neon.c); see cpu_dot_block.
+ *
  * Tile sizes are sample_perfect_tile instructions whose decisions are drawn
  * here jointly over the loops (sketch_tile_decided), preferring tilings that
  * a CPU runs well: a register tile of at most CPU_MAX_ACC vector accumulators,
@@ -425,6 +431,144 @@ static int cpu_tile_reg(tir_sched *s, const tir_target *t, tir_error *err)
 	return cpu_tile(s, t, WB_REGISTER, err);
 }
 
+/* ---- cpu-sdot, cpu-smmla: AArch64's int8 tensor intrinsics ---------------------------- */
+
+/* The CPU intrinsic of a sketch by its target-key feature (intrins.def). */
+static const tir_intrin *dot_intrin(const char *feature)
+{
+	for (int i = 0; i < tir_nintrins; i++)
+		if (tir_intrins[i].unit == INTRIN_CPU && !strcmp(tir_intrins[i].feature, feature))
+			return &tir_intrins[i];
+	return NULL;
+}
+
+static bool dot_fits(const tir_block *b, const tir_intrin *in)
+{
+	return sketch_product_form(b, in->in, in->acc);
+}
+
+static bool dot_applies(const tir_program *p, const tir_target *t, const char *feature)
+{
+	const tir_intrin *in = dot_intrin(feature);
+	if (!in || t->kind != TIR_TARGET_CPU || !tir_target_has(t, feature))
+		return false;
+	tir_block *hv[SKETCH_MAX_BLOCKS];
+	int n = sketch_heavy_blocks(p, hv, SKETCH_MAX_BLOCKS);
+	for (int i = 0; i < n; i++)
+		if (dot_fits(hv[i], in))
+			return true;
+	return false;
+}
+
+static bool sdot_applies(const tir_program *p, const tir_target *t)
+{
+	return dot_applies(p, t, "dotprod");
+}
+
+static bool smmla_applies(const tir_program *p, const tir_target *t)
+{
+	return dot_applies(p, t, "i8mm");
+}
+
+/* One heavy block of product form on intrinsic `in` (m x n x k): normalized
+ * (sketch_mm_normalize: a convolution's im2col operand a reindexed copy of
+ * its own, extents padded to whole tiles), I, J and K split by the tile and
+ * the rest tiled in two sampled levels, ordered
+ *   batch I0 J0 | K0 | I1 J1 K1 | m n k
+ * with (batch, I0, J0) fused and parallel, the init decomposed at K0 and the
+ * m x n x k nest tensorized; a sampled unroll of K1.  The copy stages the
+ * normalization leaves (the im2col matrix, a crop, the output's reindex) are
+ * the rest's (rows.c), which never inlines one into the tensorized block. */
+static int cpu_dot_block(tir_sched *s, const tir_intrin *in, const tir_block *heavy,
+			 tir_error *err)
+{
+	int tile[3] = { in->m, in->n, in->k };
+	sketch_mm mm;
+	SKETCH_TRY(sketch_mm_normalize(s, heavy, tile, &mm, err), "normalize");
+	int b, l[TIR_MAX_IO], n;
+	SKETCH_TRY(b = tir_get_block(s, mm.b->name, err), "get the product");
+	SKETCH_TRY(n = tir_get_loops(s, b, l, TIR_MAX_IO, err), "its loops");
+	/* the loop of each iterator: the normalized nest binds them one to one */
+	int li = -1, lj = -1, lk = -1, lb[TIR_MAX_IO], nb = 0;
+	for (int x = 0; x < n; x++) {
+		const tir_var *v = s->rv[l[x]].loop->var;
+		int it = -1;
+		for (int k = 0; k < mm.b->niters; k++)
+			if (expr_uses_var(mm.b->iters[k].binding, v))
+				it = k;
+		if (it == mm.i)
+			li = l[x];
+		else if (it == mm.j)
+			lj = l[x];
+		else if (it == mm.k)
+			lk = l[x];
+		else
+			lb[nb++] = l[x];
+	}
+	if (li < 0 || lj < 0 || lk < 0)
+		return tir_fail(err, "the I, J and K loops of \"%s\" not found", mm.b->name);
+	int si[2], sj[2], sk[2], I[2], J[2], K[2];
+	tir_int fm[2] = { TIR_LIT(0), TIR_LIT(in->m) }, fn[2] = { TIR_LIT(0), TIR_LIT(in->n) },
+		fk[2] = { TIR_LIT(0), TIR_LIT(in->k) };
+	SKETCH_TRY(tir_split(s, li, 2, fm, si, err), "split I by the tile");
+	SKETCH_TRY(tir_split(s, lj, 2, fn, sj, err), "split J by the tile");
+	SKETCH_TRY(tir_split(s, lk, 2, fk, sk, err), "split K by the tile");
+	SKETCH_TRY(sketch_tile(s, si[0], 2, 0, I, err), "tile I");
+	SKETCH_TRY(sketch_tile(s, sj[0], 2, 0, J, err), "tile J");
+	SKETCH_TRY(sketch_tile(s, sk[0], 2, 0, K, err), "tile K");
+	int ord[TIR_MAX_IO + 9], k = 0;
+	for (int q = 0; q < nb; q++)
+		ord[k++] = lb[q];
+	int rest[] = { I[0], J[0], K[0], I[1], J[1], K[1], si[1], sj[1], sk[1] };
+	for (size_t q = 0; q < sizeof rest / sizeof *rest; q++)
+		ord[k++] = rest[q];
+	SKETCH_TRY(tir_reorder(s, k, ord, err), "reorder");
+	int outer[TIR_MAX_IO + 2], no = 0, par;
+	for (int q = 0; q < nb; q++)
+		outer[no++] = lb[q];
+	outer[no++] = I[0];
+	outer[no++] = J[0];
+	SKETCH_TRY(par = tir_fuse(s, no, outer, err), "fuse the outer tiles");
+	SKETCH_TRY(tir_parallel(s, par, err), "parallel");
+	static const int64_t runroll[] = { 0, 2, 4, 8 };
+	int ru;
+	SKETCH_TRY(ru = tir_sample_categorical(s, 4, runroll, NULL, err), "reduction unroll");
+	SKETCH_TRY(sketch_annotate_rv(s, K[1], "unroll", ru, err), "unroll K1");
+	SKETCH_TRY(tir_decompose_reduction(s, b, K[0], err), "decompose_reduction");
+	SKETCH_TRY(tir_tensorize(s, si[1], in->name, err), "tensorize");
+	return 0;
+}
+
+/* Every heavy block in post-order: those of int8 product form on the
+ * intrinsic of `feature`, the others as cpu-tile-cache; then the rest. */
+static int cpu_dot(tir_sched *s, const tir_target *t, const char *feature, tir_error *err)
+{
+	const tir_intrin *in = dot_intrin(feature);
+	tir_block *hv[SKETCH_MAX_BLOCKS];
+	int n = sketch_heavy_blocks(s->p, hv, SKETCH_MAX_BLOCKS);
+	if (!in || n == 0)
+		return tir_fail(err, "the program has no reduction block with data reuse");
+	for (int i = 0; i < n; i++) {
+		if (!hv[i]->stmt)
+			continue;
+		if (dot_fits(hv[i], in))
+			SKETCH_TRY(cpu_dot_block(s, in, hv[i], err), hv[i]->name);
+		else
+			SKETCH_TRY(cpu_tile_block(s, t, WB_CACHE, hv[i], err), hv[i]->name);
+	}
+	return sketch_schedule_rest(s, t, &sketch_cpu_rest, err);
+}
+
+static int cpu_sdot(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_dot(s, t, "dotprod", err);
+}
+
+static int cpu_smmla(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_dot(s, t, "i8mm", err);
+}
+
 /* ---- programs without heavy blocks (rows.c, cpu_rows.c) ------------------------------- */
 
 static bool rows_apply(const tir_program *p, const tir_target *t)
@@ -448,6 +592,8 @@ const sketch_def sketch_cpu_defs[] = {
 	{ "cpu-tile-reg", cpu_applies, cpu_tile_reg },
 	{ "cpu-tile-cache", cpu_applies, cpu_tile_cache },
 	{ "cpu-tile", cpu_applies, cpu_tile_plain },
+	{ "cpu-sdot", sdot_applies, cpu_sdot },
+	{ "cpu-smmla", smmla_applies, cpu_smmla },
 	{ "cpu-rows", rows_apply, cpu_rest },
 	{ "cpu-pointwise", pointwise_applies, cpu_rest },
 };

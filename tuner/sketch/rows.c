@@ -12,7 +12,7 @@
  *
  *   1. is inlined into its consumers where that recomputes nothing
  *      (cheap_to_inline: a copy, a cast, a constant, or a value read once by
- *      one block);
+ *      one block) and none is tensorized (an inlined operand is no load);
  *   2. else anchors a group when it is a reduction (its spatial loops are the
  *      row) or reads a reduction that the walk has yet to reach (its loops
  *      along the dims of that reduction's output are the row: softmax's
@@ -53,10 +53,27 @@ static int count_loads(const tir_expr *e, const tir_buffer *buf)
  * its value is a copy (a load, maybe converted) or a constant, or a single
  * block reads it, once, and is not heavy (a heavy block reads each input
  * many times). */
+static bool tensorized(const tir_block *b)
+{
+	for (const tir_stmt *q = b->stmt ? b->stmt->parent : NULL; q; q = q->parent)
+		if (q->kind == STMT_FOR && intrin_of_loop(q))
+			return true;
+	return false;
+}
+
 static bool cheap_to_inline(const tir_program *p, const tir_block *b)
 {
 	if (block_is_reduction(b) || b->store->role != BUF_TEMP)
 		return false;
+	/* never into a tensorized block: its operand would stop being a load
+	 * (an im2col copy inlined into sdot's nest reads through divisions),
+	 * the nest would no longer match its intrinsic */
+	for (int i = 0; i < p->nblocks; i++) {
+		const tir_block *c = p->blocks[i];
+		if (c->stmt && c != b && tensorized(c) &&
+		    count_loads(c->value, b->store) + count_loads(c->init, b->store))
+			return false;
+	}
 	const tir_expr *v = b->value;
 	while (v && v->kind == E_CAST)
 		v = v->a;

@@ -63,6 +63,26 @@ int sketch_tensorcore_apply(tir_sched *s, const tir_target *t, tir_error *err);
 bool sketch_wgmma_applies(const tir_program *p, const tir_target *t);
 int sketch_wgmma_apply(tir_sched *s, const tir_target *t, tir_error *err);
 
+/* The matrix-multiply form a heavy block is normalized into (tensorcore.c's
+ * top comment): iterators [part] [batch] I J K, the product
+ * acc[.., I, J] += cast(a[.., I, K]) * cast(bb[.., K, J]) with i, j, k the
+ * indices of I, J and K among b's iterators. */
+typedef struct sketch_mm {
+	const tir_block *b;
+	const tir_buffer *a, *bb;
+	int i, j, k;
+} sketch_mm;
+/* Whether block b is a product-form reduction (a matmul, batched or not,
+ * a convolution, grouped or not: tensorcore.c, einsum_of) of operands of
+ * dtype `in` into an accumulator of dtype acc. */
+bool sketch_product_form(const tir_block *b, tir_dtype in, tir_dtype acc);
+/* Normalizes product-form block b (transform_block_layout, reindex of every
+ * operand that is not then a plain matrix, pad_einsum of I, J, K to sampled
+ * multiples of tile[0..2]) and fills *out.  Every decision is a sampling
+ * instruction of s.  Returns 0, or -1 with a message. */
+int sketch_mm_normalize(tir_sched *s, const tir_block *b, const int tile[3], sketch_mm *out,
+			tir_error *err);
+
 /* ---- rules.c: what both tables share -------------------------------------- */
 
 /* The loops around a block by the kind of iterator each one feeds. */

@@ -30,6 +30,8 @@
  * otherwise the accumulator goes through a shared-memory tile that all
  * threads copy out, with the crop, the reindex and the epilogues inlined
  * into that copy (the parts' sum and what follows it: kernels of their own).
+ * The normalization is also the CPU's (sketch_mm_normalize: cpu.c's cpu-sdot
+ * and cpu-smmla), with that sketch's tile and without WMMA's alignment.
  *
  * The schedule, per thread block of W warps (blockDim = 32 x W):
  *   I split [I0 blockIdx, I1 warp, I2 fragments per warp, 16]
@@ -134,8 +136,17 @@ static const tir_block *product_of(const tir_block *b, const tir_expr **x,
 	return *mma ? b : NULL;
 }
 
-/* Whether block b0 has matrix-multiply form. */
+/* Whether block b0 has matrix-multiply form, I, J and K whole tiles of
+ * tile[0..2] (NULL: the MMA intrinsic's), one-byte operands (wmma: true)
+ * contiguous along K. */
+static bool mm_form_tiled(const tir_block *b0, mm_form *f, const int *tile, bool wmma);
+
 static bool mm_form_of(const tir_block *b0, mm_form *f)
+{
+	return mm_form_tiled(b0, f, NULL, true);
+}
+
+static bool mm_form_tiled(const tir_block *b0, mm_form *f, const int *tile, bool wmma)
 {
 	memset(f, 0, sizeof *f);
 	const tir_expr *x, *y;
@@ -172,12 +183,14 @@ static bool mm_form_of(const tir_block *b0, mm_form *f)
 	}
 	/* one-byte operands: 16 columns are 16 bytes, so only tiles whose
 	 * contiguous axis is K (K1 = 1, see tiles_penalty) stay 32-byte aligned */
-	if (dtype_bytes(x->buf->dtype) == 1 && f->k >= 0 &&
+	if (wmma && dtype_bytes(x->buf->dtype) == 1 && f->k >= 0 &&
 	    (!expr_uses_var(x->idx[x->nidx - 1], b->iters[f->k].var) ||
 	     !expr_uses_var(y->idx[y->nidx - 1], b->iters[f->k].var)))
 		return false;
-	return f->i >= 0 && f->j >= 0 && f->k >= 0 && b->iters[f->i].extent % f->mma->m == 0 &&
-	       b->iters[f->j].extent % f->mma->n == 0 && b->iters[f->k].extent % f->mma->k == 0;
+	int tm = tile ? tile[0] : f->mma->m, tn = tile ? tile[1] : f->mma->n,
+	    tk = tile ? tile[2] : f->mma->k;
+	return f->i >= 0 && f->j >= 0 && f->k >= 0 && b->iters[f->i].extent % tm == 0 &&
+	       b->iters[f->j].extent % tn == 0 && b->iters[f->k].extent % tk == 0;
 }
 
 /* The roles of a product-form reduction's iterators: batch (in a, b and the
@@ -442,6 +455,32 @@ static int normalize(tir_sched *s, const einsum_form *e, const int tile[3], tir_
 		fac[n] = TIR_RV(rv);
 	}
 	TRY(tir_pad_einsum(s, b, n, fac, err), "pad_einsum");
+	return 0;
+}
+
+bool sketch_product_form(const tir_block *b, tir_dtype in, tir_dtype acc)
+{
+	einsum_form e;
+	return einsum_of(b, &e) && e.a->dtype == in && e.b->store->dtype == acc;
+}
+
+int sketch_mm_normalize(tir_sched *s, const tir_block *b, const int tile[3], sketch_mm *out,
+			tir_error *err)
+{
+	einsum_form e;
+	mm_form f;
+	if (!einsum_of(b, &e))
+		return tir_fail(err, "block \"%s\" is not of product form", b->name);
+	TRY(normalize(s, &e, tile, err), "normalize");
+	if (!mm_form_tiled(e.b, &f, tile, false))
+		return tir_fail(err, "block \"%s\" is not of matrix-multiply form after "
+				"normalization", e.b->name);
+	out->b = f.b;
+	out->a = f.a;
+	out->bb = f.bb;
+	out->i = f.i;
+	out->j = f.j;
+	out->k = f.k;
 	return 0;
 }
 

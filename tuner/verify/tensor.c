@@ -2,12 +2,17 @@
  * tensor.c — validation of tensorized loops (messages start "tensorize: ").
  *
  * A tensorized loop (tensorize, sched/tensorize.c) stands for a warp- or
- * warpgroup-level intrinsic.  The program must still mean what the intrinsic computes and
- * the intrinsic must be callable where it stands:
+ * warpgroup-level intrinsic, or a CPU one (AArch64's sdot, smmla).  The
+ * program must still mean what the intrinsic computes and the intrinsic
+ * must be callable where it stands:
  *   - every tensorized loop matches its intrinsic again (ir/intrin.c), so a
  *     later primitive cannot leave a stale one;
- *   - CUDA targets only, with the compute capability WMMA needs (wgmma:
- *     exactly 9.0, its sm_90a instructions run nowhere else);
+ *   - a CPU intrinsic on a CPU target whose key has its feature
+ *     (intrin_check_target: "sdot_4x4x4_i8_i32 needs +dotprod; target
+ *     cpu:aarch64+neon has not"), not under a vectorized loop; nothing
+ *     below applies to it (its operands are memory of any layout);
+ *   - the others on CUDA targets only, with the compute capability WMMA
+ *     needs (wgmma: exactly 9.0, its sm_90a instructions run nowhere else);
  *   - warp scope: the kernel launches exactly one warp along threadIdx.x and
  *     no threadIdx.x loop encloses the tensorized loop, so the 32 lanes of
  *     each warp reach the call together with the same operands (threadIdx.y
@@ -205,6 +210,18 @@ static int check_swizzled(vfy_ctx *c, tir_lowered *L, const tir_intrin_match *m,
 	return 0;
 }
 
+/* A CPU intrinsic (sdot, smmla): one thread calls it, so it may stand
+ * under parallel loops but not inside a vectorized one, whose lanes would
+ * each call it (codegen/c_neon.c emits it as a scalar call). */
+static int check_cpu(const tir_stmt *l, const tir_intrin_match *m, tir_error *err)
+{
+	for (const tir_stmt *q = l->parent; q; q = q->parent)
+		if (q->kind == STMT_FOR && q->loop_kind == LOOP_VECTORIZED)
+			return tir_fail(err, "tensorize: loop %s (%s) is under vectorized loop %s",
+					l->var->name, m->in->name, q->var->name);
+	return 0;
+}
+
 static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orient,
 		     bool *tensorized, tir_error *err)
 {
@@ -215,6 +232,8 @@ static int check_one(vfy_ctx *c, tir_lowered *L, tir_stmt *l, signed char *orien
 	for (int i = 0; i < c->nblocks; i++)
 		if (c->blocks[i] == m.b)
 			tensorized[i] = true;
+	if (in->unit == INTRIN_CPU)
+		return check_cpu(l, &m, err);
 	bool wg = in->unit == INTRIN_WARPGROUP;
 	int need = wg ? 90 : in->in == TIR_I8 ? 72 : in->in == TIR_BF16 ? 80 : 70;
 	if (c->t->sm > 0 && (c->t->sm < need || (wg && c->t->sm != 90)))
@@ -297,10 +316,10 @@ int verify_tensor(vfy_ctx *c, tir_error *err)
 				"intrinsic", z.bad->var->name, TIR_TENSORIZE_ANN);
 	if (z.n == MAX_TZ)
 		return tir_fail(err, "tensorize: more than %d tensorized loops", MAX_TZ - 1);
-	if (z.n && c->t->kind != TIR_TARGET_CUDA)
-		return tir_fail(err, "tensorize: loop %s is tensorized with %s, which needs a CUDA "
-				"target (not %s)", z.loop[0]->var->name, intrin_of_loop(z.loop[0])->name,
-				c->t->key);
+	for (int i = 0; i < z.n; i++)
+		if (intrin_check_target(intrin_of_loop(z.loop[i]), c->t, "tensorize",
+					z.loop[i]->var->name, err))
+			return -1;
 	bool *tensorized = arena_alloc(&c->arena, (size_t)c->nblocks + 1);
 	signed char *orient = arena_alloc(&c->arena, (size_t)c->p->nbufs + 1);
 	int rc = 0;

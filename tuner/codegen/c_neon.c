@@ -1,0 +1,431 @@
+/*
+ * c_neon.c — AArch64 code of the C backend (c.c): the CPU tensor
+ * intrinsics of ir/intrins.def, with <arm_neon.h>.
+ *
+ * Design.  A vectorized loop over one float32 block whose accesses are
+ * contiguous along the loop or do not move with it is printed with NEON
+ * intrinsics, four lanes a step (c_neon_vector_loop): loads vld1q_f32 or
+ * vdupq_n_f32, arithmetic vaddq / vsubq / vmulq / vdivq, x + y * z and a
+ * sum's acc += y * z as vfmaq_f32, max and min as a compare and select;
+ * anything else (a predicate, another dtype, a strided or gathered access,
+ * an extent not a multiple of 4, a math function) keeps the C backend's
+ * `omp simd` loop.  Only AArch64 keys are affected.
+ *
+ * A loop tensorized with a CPU intrinsic (sdot_4x4x4_i8_i32,
+ * smmla_2x2x8_i8_i32) is printed as one call of a static inline function of
+ * the prelude, which c_neon_prelude emits only for the intrinsics the
+ * program uses — a program without them (every x86 one) is printed as
+ * before, byte for byte.  The call passes the address of each access's
+ * tile origin (the tile's loops at 0) and its constant strides along the
+ * tile's loops, from lower_offset: the intrinsic's operands may be in any
+ * layout and scope (ir/intrin.c, match_cpu_mma), so the function packs them
+ * into the registers the instruction wants — for sdot, a's 4 x 4 tile row by
+ * row into 16 bytes and b transposed (its columns) into 16 more, for smmla
+ * a's 2 x 8 rows and b's 2 columns of 8 — and with the strides constant
+ * after inlining, gcc turns the packing of a contiguous row into one load.
+ * The accumulator tile is read, updated by the instruction and written back
+ * per call:
+ *
+ *   sdot   acc_i = vdotq_laneq_s32(acc_i, bT, a, i), i = 0..3: lane j of
+ *          row i gains the dot of b's column j with a's row i
+ *   smmla  acc = vmmlaq_s32(acc, a, bT): the 2 x 2 tile (row-major) gains
+ *          a (2 x 8) x b (8 x 2)
+ *
+ * Each function is guarded by the ACLE macro of its extension
+ * (__ARM_FEATURE_DOTPROD, __ARM_FEATURE_MATMUL_INT8) with an #error naming
+ * the missing one otherwise: the C compiler's flags for the target key
+ * (measure/cpu.c: -march=armv8.2-a+dotprod+i8mm) define them, and a source
+ * built without them fails to compile instead of running something else.
+ */
+#include <string.h>
+#include "codegen.h"
+
+static bool aarch64(const tir_target *t)
+{
+	return t && t->kind == TIR_TARGET_CPU && !strncmp(t->key, "cpu:aarch64", 11);
+}
+
+/* ---- the prelude ----------------------------------------------------------------- */
+
+static const char neon_sdot[] =
+"#if defined(__ARM_FEATURE_DOTPROD)\n"
+"#include <arm_neon.h>\n"
+"/* sdot_4x4x4_i8_i32: c[i, j] += sum over k of a[i, k] * b[k, j], a 4 x 4 x 4\n"
+" * tile; element (i, j) of c at c[i * ci + j * cj], and so on */\n"
+"static inline void tir_sdot_4x4x4_i8_i32(int32_t *c, int64_t ci, int64_t cj,\n"
+"    const int8_t *a, int64_t ai, int64_t ak, const int8_t *b, int64_t bk, int64_t bj)\n"
+"{\n"
+"    int8_t pa[16], pb[16];\n"
+"    int32_t t[16];\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int q = 0; q < 4; q++) {\n"
+"            pa[4 * r + q] = a[r * ai + q * ak];     /* a's row r */\n"
+"            pb[4 * r + q] = b[q * bk + r * bj];     /* b's column r */\n"
+"            t[4 * r + q] = c[r * ci + q * cj];\n"
+"        }\n"
+"    const int8x16_t va = vld1q_s8(pa), vb = vld1q_s8(pb);\n"
+"    vst1q_s32(t, vdotq_laneq_s32(vld1q_s32(t), vb, va, 0));\n"
+"    vst1q_s32(t + 4, vdotq_laneq_s32(vld1q_s32(t + 4), vb, va, 1));\n"
+"    vst1q_s32(t + 8, vdotq_laneq_s32(vld1q_s32(t + 8), vb, va, 2));\n"
+"    vst1q_s32(t + 12, vdotq_laneq_s32(vld1q_s32(t + 12), vb, va, 3));\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int q = 0; q < 4; q++)\n"
+"            c[r * ci + q * cj] = t[4 * r + q];\n"
+"}\n"
+"#else\n"
+"#error \"sdot_4x4x4_i8_i32 needs the AArch64 dot-product extension "
+"(__ARM_FEATURE_DOTPROD: -march=armv8.2-a+dotprod)\"\n"
+"#endif\n"
+"\n";
+
+static const char neon_smmla[] =
+"#if defined(__ARM_FEATURE_MATMUL_INT8)\n"
+"#include <arm_neon.h>\n"
+"/* smmla_2x2x8_i8_i32: c[i, j] += sum over k of a[i, k] * b[k, j], a 2 x 2 x 8\n"
+" * tile; element (i, j) of c at c[i * ci + j * cj], and so on */\n"
+"static inline void tir_smmla_2x2x8_i8_i32(int32_t *c, int64_t ci, int64_t cj,\n"
+"    const int8_t *a, int64_t ai, int64_t ak, const int8_t *b, int64_t bk, int64_t bj)\n"
+"{\n"
+"    int8_t pa[16], pb[16];\n"
+"    int32_t t[4];\n"
+"    for (int r = 0; r < 2; r++) {\n"
+"        for (int q = 0; q < 8; q++) {\n"
+"            pa[8 * r + q] = a[r * ai + q * ak];     /* a's row r */\n"
+"            pb[8 * r + q] = b[q * bk + r * bj];     /* b's column r */\n"
+"        }\n"
+"        t[2 * r] = c[r * ci];\n"
+"        t[2 * r + 1] = c[r * ci + cj];\n"
+"    }\n"
+"    vst1q_s32(t, vmmlaq_s32(vld1q_s32(t), vld1q_s8(pa), vld1q_s8(pb)));\n"
+"    for (int r = 0; r < 2; r++) {\n"
+"        c[r * ci] = t[2 * r];\n"
+"        c[r * ci + cj] = t[2 * r + 1];\n"
+"    }\n"
+"}\n"
+"#else\n"
+"#error \"smmla_2x2x8_i8_i32 needs the AArch64 int8 matrix multiply extension "
+"(__ARM_FEATURE_MATMUL_INT8: -march=armv8.2-a+i8mm)\"\n"
+"#endif\n"
+"\n";
+
+/* The implementation of CPU intrinsic `in`: its prelude text and the
+ * function the call names (its intrins.def name, prefixed "tir_"). */
+static const char *implementation(const tir_intrin *in)
+{
+	if (!strcmp(in->name, "sdot_4x4x4_i8_i32"))
+		return neon_sdot;
+	if (!strcmp(in->name, "smmla_2x2x8_i8_i32"))
+		return neon_smmla;
+	return NULL;
+}
+
+static void mark_used(const tir_stmt *s, bool *used)
+{
+	const tir_intrin *in = s->kind == STMT_FOR ? intrin_of_loop(s) : NULL;
+	if (in && in->unit == INTRIN_CPU)
+		used[in - tir_intrins] = true;
+	for (int i = 0; i < s->nkids; i++)
+		mark_used(s->kids[i], used);
+}
+
+static bool neon_loop(tir_lowered *L, const tir_stmt *l);
+
+static bool has_neon_loop(tir_lowered *L, const tir_stmt *s)
+{
+	if (neon_loop(L, s))
+		return true;
+	for (int i = 0; i < s->nkids; i++)
+		if (has_neon_loop(L, s->kids[i]))
+			return true;
+	return false;
+}
+
+void c_neon_prelude(cg_ctx *c, const tir_stmt *root)
+{
+	bool used[64] = { false };
+	tir_buf *o = c->out;
+	if (has_neon_loop(c->L, root))
+		buf_puts(o, "/* AArch64: vectorized float32 loops as NEON float32x4_t */\n"
+			    "#include <arm_neon.h>\n\n");
+	if (tir_nintrins > 64)
+		return;
+	mark_used(root, used);
+	for (int i = 0; i < tir_nintrins; i++) {
+		const char *text = used[i] ? implementation(&tir_intrins[i]) : NULL;
+		if (text)
+			buf_puts(o, text);
+	}
+}
+
+/* ---- the call ------------------------------------------------------------------- */
+
+/* x's offset with the tile's loops at 0 (*origin) and its strides along
+ * the loops (the change of the offset from one to the next, constant: the
+ * allocation's strides are). */
+static int tile_offsets(cg_ctx *c, const tir_intrin_match *m, const tir_intrin_access *x,
+			tir_expr **origin, int64_t stride[3], tir_error *err)
+{
+	tir_lowered *L = c->L;
+	const tir_program *p = L->p;
+	tir_expr *at[3][TIR_MAX_DIMS], *zero[TIR_MAX_DIMS];
+	for (int v = -1; v < m->nloops; v++) {
+		tir_subst sub = { p->nvars, arena_alloc(&L->arena, sizeof(tir_expr *) *
+							(size_t)(p->nvars + 1)) };
+		for (int i = 0; i < m->nloops; i++)
+			sub.map[m->loops[i]->var->id] = mk_int(&L->arena, i == v);
+		for (int d = 0; d < x->buf->ndim; d++) {
+			tir_expr *e = expr_subst(&L->arena, x->idx[d], &sub);
+			if (v < 0)
+				zero[d] = e;
+			else
+				at[v][d] = e;
+		}
+	}
+	*origin = lower_simplify(L, lower_offset(L, x->buf, x->buf->ndim, zero));
+	for (int v = 0; v < m->nloops; v++) {
+		tir_expr *off = lower_offset(L, x->buf, x->buf->ndim, at[v]);
+		tir_expr *d = lower_simplify(L, mk_sub(&L->arena, off, *origin));
+		if (d->kind != E_INT)
+			return tir_fail(err, "codegen: %s of loop %s: the stride of \"%s\" along loop "
+					"%s is not a constant", m->in->name, m->loops[0]->var->name,
+					x->buf->name, m->loops[v]->var->name);
+		stride[v] = d->ival;
+	}
+	return 0;
+}
+
+static void address(cg_ctx *c, const tir_buffer *buf, tir_expr *origin)
+{
+	buf_printf(c->out, "&%s[", c->bufname[buf->id]);
+	cg_index(c, buf, origin);
+	buf_puts(c->out, "]");
+}
+
+int c_neon_call(cg_ctx *c, const tir_stmt *loop, int depth, tir_error *err)
+{
+	const tir_intrin *in = intrin_of_loop(loop);
+	tir_intrin_match m;
+	if (!in || in->unit != INTRIN_CPU || !implementation(in))
+		return tir_fail(err, "codegen: loop %s: %s has no C implementation", loop->var->name,
+				in ? in->name : "(no intrinsic)");
+	if (intrin_match(&c->L->arena, c->L->p, loop, in, &m, err))
+		return -1;
+	tir_expr *o[3];
+	int64_t s[3][3];
+	/* dst over (i, j), a over (i, k), b over (k, j): loops 0, 1, 2 */
+	if (tile_offsets(c, &m, &m.dst, &o[0], s[0], err) ||
+	    tile_offsets(c, &m, &m.src[0], &o[1], s[1], err) ||
+	    tile_offsets(c, &m, &m.src[1], &o[2], s[2], err))
+		return -1;
+	tir_buf *out = c->out;
+	buf_indent(out, depth);
+	buf_printf(out, "/* %s: %s tensorized (block %s) */\n", loop->var->name, in->name,
+		   m.b->name);
+	buf_indent(out, depth);
+	buf_printf(out, "tir_%s(", in->name);
+	address(c, m.dst.buf, o[0]);
+	buf_printf(out, ", %lld, %lld, ", (long long)s[0][0], (long long)s[0][1]);
+	address(c, m.src[0].buf, o[1]);
+	buf_printf(out, ", %lld, %lld, ", (long long)s[1][0], (long long)s[1][2]);
+	address(c, m.src[1].buf, o[2]);
+	buf_printf(out, ", %lld, %lld);\n", (long long)s[2][2], (long long)s[2][1]);
+	return 0;
+}
+
+/* ---- vectorized float32 loops ---------------------------------------------------- */
+
+#define NEON_LANES 4
+
+/* The change of offset `off` (in loop variables) when v steps by one: 0 or
+ * 1 for a broadcast or a contiguous access, anything else (-1: not a
+ * constant) for one NEON cannot load in one instruction. */
+static int64_t step_of(tir_lowered *L, tir_expr *off, const tir_var *v)
+{
+	const tir_program *p = L->p;
+	tir_subst sub = { p->nvars, arena_alloc(&L->arena, sizeof(tir_expr *) *
+						(size_t)(p->nvars + 1)) };
+	sub.map[v->id] = mk_add(&L->arena, mk_var(&L->arena, (tir_var *)v),
+				 mk_int(&L->arena, 1));
+	tir_expr *d = lower_simplify(L, mk_sub(&L->arena, expr_subst(&L->arena, off, &sub), off));
+	return d->kind == E_INT ? d->ival : -1;
+}
+
+/* The offset of an access of block b, its indices bound to loop variables. */
+static tir_expr *bound_offset(tir_lowered *L, const tir_block *b, const tir_buffer *buf,
+			      int n, tir_expr *const *idx)
+{
+	tir_expr *bi[TIR_MAX_DIMS];
+	for (int d = 0; d < n; d++)
+		bi[d] = lower_bind(L, b, idx[d]);
+	return lower_simplify(L, lower_offset(L, buf, n, bi));
+}
+
+/* Whether value e of block b has a NEON form along v: float32 arithmetic
+ * (+ - * /, min, max, float32 casts of float32), constants, and loads of
+ * float32 buffers that are contiguous along v or do not move with it. */
+static bool vectorizable(tir_lowered *L, const tir_block *b, const tir_expr *e,
+			 const tir_var *v)
+{
+	if (!e || e->dtype != TIR_F32)
+		return false;
+	switch (e->kind) {
+	case E_INT:
+	case E_FLOAT:
+		return true;
+	case E_ADD:
+	case E_SUB:
+	case E_MUL:
+	case E_DIV:
+	case E_MIN:
+	case E_MAX:
+		return vectorizable(L, b, e->a, v) && vectorizable(L, b, e->b, v);
+	case E_CAST:
+		return vectorizable(L, b, e->a, v);
+	case E_LOAD: {
+		if (e->buf->dtype != TIR_F32)
+			return false;
+		int64_t st = step_of(L, bound_offset(L, b, e->buf, e->nidx, e->idx), v);
+		return st == 0 || st == 1;
+	}
+	default:
+		return false;
+	}
+}
+
+static void vexpr(cg_ctx *c, const tir_block *b, const tir_expr *e, const tir_var *v);
+
+static void vcall2(cg_ctx *c, const tir_block *b, const char *fn, const tir_expr *x,
+		   const tir_expr *y, const tir_var *v)
+{
+	buf_printf(c->out, "%s(", fn);
+	vexpr(c, b, x, v);
+	buf_puts(c->out, ", ");
+	vexpr(c, b, y, v);
+	buf_puts(c->out, ")");
+}
+
+/* e as a float32x4_t expression, lane l the value at v + l (vectorizable
+ * holds).  x + y * z is one fused multiply-add (vfmaq_f32), as gcc
+ * contracts the scalar code; max / min keep the C backend's a > b ? a : b
+ * (a < b ? a : b) under NaNs, not vmaxq's. */
+static void vexpr(cg_ctx *c, const tir_block *b, const tir_expr *e, const tir_var *v)
+{
+	tir_buf *o = c->out;
+	switch (e->kind) {
+	case E_INT:
+	case E_FLOAT:
+		buf_puts(o, "vdupq_n_f32(");
+		cg_expr(c, e);
+		buf_puts(o, ")");
+		return;
+	case E_ADD:
+		if (e->b->kind == E_MUL || e->a->kind == E_MUL) {
+			const tir_expr *m = e->b->kind == E_MUL ? e->b : e->a,
+				       *x = m == e->b ? e->a : e->b;
+			buf_puts(o, "vfmaq_f32(");
+			vexpr(c, b, x, v);
+			buf_puts(o, ", ");
+			vexpr(c, b, m->a, v);
+			buf_puts(o, ", ");
+			vexpr(c, b, m->b, v);
+			buf_puts(o, ")");
+			return;
+		}
+		vcall2(c, b, "vaddq_f32", e->a, e->b, v);
+		return;
+	case E_SUB:
+		vcall2(c, b, "vsubq_f32", e->a, e->b, v);
+		return;
+	case E_MUL:
+		vcall2(c, b, "vmulq_f32", e->a, e->b, v);
+		return;
+	case E_DIV:
+		vcall2(c, b, "vdivq_f32", e->a, e->b, v);
+		return;
+	case E_MIN:
+	case E_MAX:
+		buf_puts(o, "vbslq_f32(");
+		vcall2(c, b, e->kind == E_MAX ? "vcgtq_f32" : "vcltq_f32", e->a, e->b, v);
+		buf_puts(o, ", ");
+		vexpr(c, b, e->a, v);
+		buf_puts(o, ", ");
+		vexpr(c, b, e->b, v);
+		buf_puts(o, ")");
+		return;
+	case E_CAST:
+		vexpr(c, b, e->a, v);
+		return;
+	default: {          /* E_LOAD */
+		tir_expr *off = bound_offset(c->L, b, e->buf, e->nidx, e->idx);
+		bool bcast = step_of(c->L, off, v) == 0;
+		buf_printf(o, bcast ? "vdupq_n_f32(%s[" : "vld1q_f32(&%s[", c->bufname[e->buf->id]);
+		cg_index(c, e->buf, off);
+		buf_puts(o, "])");
+		return;
+	}
+	}
+}
+
+/* Whether loop l has a NEON form (c_neon_vector_loop). */
+static bool neon_loop(tir_lowered *L, const tir_stmt *l)
+{
+	if (!aarch64(L->t) || l->kind != STMT_FOR || l->loop_kind != LOOP_VECTORIZED ||
+	    l->nkids != 1 || l->kids[0]->kind != STMT_BLOCK || l->extent % NEON_LANES)
+		return false;
+	const tir_block *b = l->kids[0]->block;
+	const tir_var *v = l->var;
+	if (b->predicate || b->store->dtype != TIR_F32 ||
+	    (b->reduce != REDUCE_NONE && (b->reduce != REDUCE_SUM || b->init)))
+		return false;
+	for (int i = 0; i < b->niters; i++)     /* lanes would race on an accumulator */
+		if (b->iters[i].kind == ITER_REDUCE && expr_uses_var(b->iters[i].binding, v))
+			return false;
+	tir_expr *off = bound_offset(L, b, b->store, b->store->ndim, b->store_idx);
+	return step_of(L, off, v) == 1 && vectorizable(L, b, b->value, v);
+}
+
+int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth)
+{
+	if (!neon_loop(c->L, l))
+		return 0;
+	const tir_block *b = l->kids[0]->block;
+	const tir_var *v = l->var;
+	tir_expr *off = bound_offset(c->L, b, b->store, b->store->ndim, b->store_idx);
+	tir_buf *o = c->out;
+	buf_indent(o, depth);
+	buf_printf(o, "/* %s: vectorized, NEON float32x4_t */\n", v->name);
+	buf_indent(o, depth);
+	buf_printf(o, "for (int64_t ");
+	cg_var(o, v);
+	buf_puts(o, " = 0; ");
+	cg_var(o, v);
+	buf_printf(o, " < %lld; ", (long long)l->extent);
+	cg_var(o, v);
+	buf_printf(o, " += %d) { /* block %s */\n", NEON_LANES, b->name);
+	buf_indent(o, depth + 1);
+	buf_printf(o, "float32_t *tir_dst = &%s[", c->bufname[b->store->id]);
+	cg_index(c, b->store, off);
+	buf_puts(o, "];\n");
+	buf_indent(o, depth + 1);
+	buf_puts(o, "vst1q_f32(tir_dst, ");
+	if (b->reduce == REDUCE_SUM) {
+		/* acc + value, the value's product fused into it */
+		const tir_expr *x = b->value;
+		if (x->kind == E_MUL) {
+			buf_puts(o, "vfmaq_f32(vld1q_f32(tir_dst), ");
+			vexpr(c, b, x->a, v);
+			buf_puts(o, ", ");
+			vexpr(c, b, x->b, v);
+		} else {
+			buf_puts(o, "vaddq_f32(vld1q_f32(tir_dst), ");
+			vexpr(c, b, x, v);
+		}
+		buf_puts(o, ")");
+	} else {
+		vexpr(c, b, b->value, v);
+	}
+	buf_puts(o, ");\n");
+	buf_indent(o, depth);
+	buf_puts(o, "}\n");
+	return 1;
+}
