@@ -167,6 +167,8 @@ field() {
 	esac
 }
 
+# the code measured: the source tree the build was configured from
+codedir=$(sed -n 's/^abs_top_srcdir = //p' "$build/Makefile" 2>/dev/null); codedir=${codedir:-$here/..}
 suffix=; [ $pg = 1 ] && suffix=-pg
 out=$here/results/$(date +%Y-%m-%d)-http-load$suffix.txt
 {
@@ -174,7 +176,7 @@ out=$here/results/$(date +%Y-%m-%d)-http-load$suffix.txt
 	echo "# machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) (cores shared with other work)"
 	echo "# command: bench/http_load.sh $build $secs${suffix:+ --pg}   (tird and wrk on the same cores, loopback)"
-	echo "# code: $(git -C "$here/.." log -1 --format='%h %s' 2>/dev/null || echo unknown)$(git -C "$here/.." diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+	echo "# code: $(git -C "$codedir" log -1 --format='%h %s' 2>/dev/null || echo unknown)$(git -C "$codedir" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
 	if [ $pg = 1 ]; then
 		echo "# PostgreSQL $pgver on 127.0.0.1 (throwaway, initdb's defaults: fsync and synchronous_commit on,"
 		echo "#   a WAL flush per commit; \"async\": a database with synchronous_commit = off), tird through"
