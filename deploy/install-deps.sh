@@ -27,6 +27,8 @@ pkgs=(build-essential autoconf automake libtool pkg-config
       clang libclang-rt-dev       # the libFuzzer build of tests/fuzz/ (.ci/run)
       chromium                    # tests/dashboard.sh loads the dashboard in it, headless
       python3-jsonschema          # tests/openapi.sh (Debian 12 has no openapi-spec-validator)
+      python3-yaml                # tests/deploy.sh parses deploy/compose.yaml and deploy/k8s/
+      haproxy                     # tests/deploy_lb.sh runs deploy/haproxy.cfg (not started as a service)
       groff-base man-db           # tests/manpages.sh formats the man pages
       bash-completion             # configure: where tirctl's completion is installed
       libtsan2)                   # gcc's ThreadSanitizer, --enable-tsan (.ci/run; gcc pulls it too)
