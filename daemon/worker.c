@@ -70,6 +70,9 @@ typedef struct wk {
 	bool need_register;
 	double heartbeat_s;
 	void *cache;               /* tir_measure_cache_new: the measuring thread's */
+	/* the main thread's: when it last registered, and how long it waits
+	 * before registering again after tird forgot it soon (register_loop) */
+	double registered_at, forgot_wait_s;
 } wk;
 
 static void wlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -99,6 +102,13 @@ static long request(const wk *w, const char *method, const char *path, const cha
 			  abortable ? stop_now : NULL };
 	char err[512];
 	return client_request(&rq, resp, NULL, err, sizeof err);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void nap(double s)
@@ -152,14 +162,40 @@ static bool register_once(wk *w)
 	return ok;
 }
 
+/* A registration forgotten sooner than this was not tird restarting or
+ * thinking the worker dead: another tird answered (a load balancer that
+ * spreads one worker's requests over replicas, each knowing only the
+ * workers registered with it). */
+#define FORGOT_SOON_S 10.0
+#define FORGOT_WAIT_MAX_S 30.0
+
+/* Registers, retrying with a backoff while tird cannot be reached.  Called
+ * by the main thread only.  When tird forgot the worker less than
+ * FORGOT_SOON_S after it registered, it first waits forgot_wait_s, doubled
+ * each time up to FORGOT_WAIT_MAX_S and reset by a lease poll answered
+ * (main), so that a worker behind such a balancer never registers in a
+ * tight loop (it did: 34,000 registrations in 30 s). */
 static void register_loop(wk *w)
 {
+	double since = mono_s() - w->registered_at;
+	if (w->registered_at > 0 && since < FORGOT_SOON_S) {
+		if (w->forgot_wait_s <= 0)
+			w->forgot_wait_s = 1;
+		wlog("tird forgot this worker %.1f s after it registered: is a load balancer "
+		     "sending its requests to another tird replica? (point the worker at one "
+		     "replica, or make the balancer keep each client on one); registering "
+		     "again in %.0f s", since, w->forgot_wait_s);
+		nap(w->forgot_wait_s);
+		w->forgot_wait_s = w->forgot_wait_s * 2 < FORGOT_WAIT_MAX_S ? w->forgot_wait_s * 2
+									: FORGOT_WAIT_MAX_S;
+	}
 	double backoff = 0.2;
 	while (!stop_requested && !register_once(w)) {
 		nap(backoff);
 		if (backoff < 5)
 			backoff *= 2;
 	}
+	w->registered_at = mono_s();
 }
 
 static void *heartbeat_thread(void *arg)
@@ -365,6 +401,8 @@ int main(int argc, char **argv)
 		}
 		char *resp = NULL;
 		long st = request(&w, "POST", path, NULL, 40, true, &resp);
+		if (st == 200 || st == 204)
+			w.forgot_wait_s = 0;   /* this tird knows the worker */
 		if (st == 200) {
 			backoff = 0.2;
 			cJSON *batch = resp ? cJSON_Parse(resp) : NULL;

@@ -15,6 +15,9 @@
 #   - the worker routes are sticky: the worker registers with one replica,
 #     a job submitted to that replica runs to its end with every lease,
 #     result and heartbeat through the lb, and the worker registered once;
+#   - the same worker routes round-robin (a second haproxy): the worker,
+#     forgotten by each replica soon after registering with the other, waits
+#     longer each time (at most 8 registrations in 15 s, saying why);
 #   - kill -9 of that replica: haproxy marks it down (GET /healthz on /healthz
 #     failing), the worker's next request reaches the other replica, which
 #     answers unknown_worker, and the worker registers there.
@@ -115,6 +118,29 @@ case $seen in
      *) fail "GET /v1/jobs through haproxy only from replica $on (jobs:$seen)" ;; esac ;;
 *) fail "GET /v1/jobs through haproxy only from replica $hn (jobs:$seen)" ;;
 esac
+
+# ---- a balancer that does not keep the worker on one replica -------------------------------------
+# the worker backend round-robin (the mistake docs/deploy.md warns of): each
+# replica forgets the worker the other registered, again and again; the
+# worker must notice and wait longer each time, never register in a loop
+# (it did: 34,000 registrations in 30 s)
+prr=$(free_port); rr=http://127.0.0.1:$prr
+awk -v b="bind 127.0.0.1:$prr" '/^backend tird_workers/ { w = 1 } w && /balance source/ { sub(/balance source/, "balance roundrobin") }
+	w && /hash-type/ { next } { sub(/bind 127\.0\.0\.1:[0-9]+/, b) } 1' "$tmp/haproxy.cfg" >"$tmp/haproxy-rr.cfg"
+grep -q 'balance roundrobin' "$tmp/haproxy-rr.cfg" && ! grep -q 'balance source' "$tmp/haproxy-rr.cfg" ||
+	fail "the round-robin copy of haproxy.cfg"
+haproxy -db -f "$tmp/haproxy-rr.cfg" >"$tmp/haproxy-rr.log" 2>&1 &
+rrpid=$!; pids="$pids $rrpid"
+until_true 30 up "$rr" || fail "the round-robin haproxy answers no /healthz"
+"$WORKER" --server "$rr" --target cpu --token "$wtok" --name rr-worker >"$tmp/worker-rr.log" 2>&1 &
+rrw=$!; pids="$pids $rrw"
+sleep 15
+kill "$rrw" 2>/dev/null; wait "$rrw" 2>/dev/null
+nreg=$(grep -c "registered with" "$tmp/worker-rr.log")
+[ "$nreg" -ge 2 ] && [ "$nreg" -le 8 ] && grep -q "tird forgot this worker .* s after it registered" "$tmp/worker-rr.log" \
+	&& pass "a worker behind a round-robin balancer: $nreg registrations in 15 s, each wait longer (it says why)" \
+	|| fail "a worker behind a round-robin balancer registered $nreg times in 15 s: $(tail -3 "$tmp/worker-rr.log")"
+kill -9 "$rrpid" 2>/dev/null
 
 # ---- the worker's replica killed -------------------------------------------------------------
 kill -9 "$homepid"
