@@ -505,7 +505,7 @@ void jobs_wake(jobs *js)
 static int do_finish(jobs *js, job *j, store_job_state end, const char *msg)
 {
 	store_error err;
-	if (store_job_progress(js->d->db, j->id, j->trials_done, j->errors, j->best_us, &err))
+	if (store_job_progress(js->d->db, j->id, NULL, j->trials_done, j->errors, j->best_us, &err))
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
 	if (do_set_state(js, j, end, msg) == 0) {
 		j->end_unstored = false;
@@ -680,7 +680,7 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 	double best = j->best_us;
 	pthread_mutex_unlock(&rc->js->mu);
 	store_error err;
-	if (store_job_progress(rc->js->d->db, j->id, done, errors, best, &err))
+	if (store_job_progress(rc->js->d->db, j->id, NULL, done, errors, best, &err))
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
 	if (p->round > 0)           /* 0: the final store after tir_tune */
 		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "

@@ -304,7 +304,7 @@ static void slot_save(tird *d, model_slot *s)
 	int learnt = atomic_exchange(&s->unsaved, 0);
 	if (cm_model_save(s->m, &blob, &len, &terr)) {
 		log_warn("cost model for %s not saved: %s", s->key, terr.msg);
-	} else if (store_model_put(d->db, s->key, "xgboost", blob, len, &err)) {
+	} else if (store_model_put(d->db, s->key, "xgboost", blob, len, NULL, 0, 0, &err) < 0) {
 		log_warn("cost model for %s not saved: %s", s->key, err.msg);
 	} else {
 		atomic_fetch_add(&d->metrics.model_saves[k], 1);

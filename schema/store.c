@@ -17,6 +17,11 @@
  * for a flag; CAST on a parameter that nothing around it types; LIMIT with
  * INT64_MAX for "no limit"; rowid for the order records were stored in
  * (SQLite's implicit rowid; a column of that name on PostgreSQL).
+ *
+ * Leases (004_job_lease.sql): a claim, a renewal and an owner's move each
+ * test the owner and the lease in the statement that changes the row, inside
+ * the write transaction, so a replica that lost its claim changes nothing;
+ * the row a claim reads is locked with the backend's lock_rows ({LOCK}).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -32,7 +37,8 @@
 
 /* The columns of a job row, in job_from_row's order. */
 #define JOB_COLS "id, workload_key, target, trials, batch, state, cached, trials_done, " \
-	"errors, best_us, message, created, started, finished, cost_model, seed"
+	"errors, best_us, message, created, started, finished, cost_model, seed, " \
+	"owner, lease_until, cancel_requested"
 
 /* The columns of a record row, in record_from_row's order. */
 #define REC_COLS "id, workload_key, target, trace, status, latency_us, max_rel_error, " \
@@ -49,10 +55,25 @@
 		      "trials_done, errors, best_us, message, created, started, finished, " \
 		      "cost_model, seed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
 		      "?12, ?13, coalesce(?14, 'xgboost'), ?15) RETURNING id") \
-	X(JOB_STATE,  "SELECT state FROM jobs WHERE id = ?1") \
+	X(JOB_STATE,  "SELECT state, owner FROM jobs WHERE id = ?1") \
 	X(JOB_MOVE,   "UPDATE jobs SET state = ?2, message = coalesce(?3, message), " \
-		      "started = coalesce(?4, started), finished = ?5 WHERE id = ?1") \
-	X(JOB_PROG,   "UPDATE jobs SET trials_done = ?2, errors = ?3, best_us = ?4 WHERE id = ?1") \
+		      "started = coalesce(?4, started), finished = ?5, lease_until = " \
+		      "CASE WHEN CAST(?2 AS TEXT) = 'running' THEN lease_until ELSE NULL END " \
+		      "WHERE id = ?1") \
+	X(JOB_PROG,   "UPDATE jobs SET trials_done = ?2, errors = ?3, best_us = ?4 " \
+		      "WHERE id = ?1 AND (CAST(?5 AS TEXT) IS NULL OR owner = ?5)") \
+	X(JOB_CLAIMABLE, "SELECT " JOB_COLS " FROM jobs WHERE state = 'queued' OR " \
+		      "(state = 'running' AND coalesce(lease_until, 0) < ?1) ORDER BY id") \
+	X(JOB_CLAIM_ROW, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1 AND (state = 'queued' " \
+		      "OR (state = 'running' AND coalesce(lease_until, 0) < ?2)){LOCK}") \
+	X(JOB_CLAIM_SET, "UPDATE jobs SET state = 'running', owner = ?2, lease_until = ?3, " \
+		      "started = ?4, finished = NULL, cancel_requested = 0 WHERE id = ?1") \
+	X(JOB_RENEW,  "UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND owner = ?2 AND " \
+		      "state = 'running' RETURNING cancel_requested") \
+	X(JOB_SAME,   "SELECT " JOB_COLS " FROM jobs WHERE workload_key = ?1 AND target = ?2 " \
+		      "AND state IN ('queued', 'running') ORDER BY id LIMIT 1{LOCK}") \
+	X(JOB_CANCEL_REQ, "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND " \
+		      "state IN ('queued', 'running')") \
 	X(JOB_GET,    "SELECT " JOB_COLS " FROM jobs WHERE id = ?1") \
 	X(JOB_LIST,   "SELECT " JOB_COLS " FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR " \
 		      "state = ?1) ORDER BY id DESC LIMIT ?2") \
@@ -117,9 +138,20 @@
 	X(WRK_PUT,    "INSERT INTO workers(id, target, name, state, registered, last_seen) " \
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET " \
 		      "state = excluded.state, last_seen = excluded.last_seen") \
-	X(MODEL_PUT,  "INSERT INTO cost_models(target_kind, name, model, updated) " \
-		      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(target_kind) DO UPDATE SET " \
-		      "name = excluded.name, model = excluded.model, updated = excluded.updated") \
+	X(MODEL_PUT,  "INSERT INTO cost_models(target_kind, name, model, updated, writer, " \
+		      "writer_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(target_kind) " \
+		      "DO UPDATE SET name = excluded.name, model = excluded.model, " \
+		      "updated = excluded.updated, " \
+		      "writer = coalesce(excluded.writer, cost_models.writer), writer_until = " \
+		      "CASE WHEN excluded.writer IS NULL THEN cost_models.writer_until " \
+		      "ELSE excluded.writer_until END " \
+		      "WHERE excluded.writer IS NULL OR cost_models.writer IS NULL OR " \
+		      "cost_models.writer = excluded.writer OR " \
+		      "coalesce(cost_models.writer_until, 0) < ?7") \
+	X(MODEL_RENEW, "UPDATE cost_models SET writer_until = ?3 WHERE target_kind = ?1 " \
+		      "AND writer = ?2") \
+	X(MODEL_RELEASE, "UPDATE cost_models SET writer = NULL, writer_until = NULL " \
+		      "WHERE target_kind = ?1 AND writer = ?2") \
 	X(MODEL_GET,  "SELECT model FROM cost_models WHERE target_kind = ?1")
 
 enum {
@@ -396,6 +428,21 @@ static void hide_password(const char *where, char *out, size_t n)
 	}
 }
 
+/* sql with its {LOCK} (at most one) replaced by lock_rows; malloc'd. */
+static char *with_lock(const char *sql, const char *lock_rows)
+{
+	const char *at = strstr(sql, "{LOCK}");
+	size_t n = strlen(sql) + strlen(lock_rows) + 1;
+	char *out = malloc(n);
+	if (!out)
+		abort();
+	if (at)
+		snprintf(out, n, "%.*s%s%s", (int)(at - sql), sql, lock_rows, at + 6);
+	else
+		snprintf(out, n, "%s", sql);
+	return out;
+}
+
 static bool is_postgres_url(const char *where)
 {
 	return !strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11);
@@ -432,12 +479,16 @@ store *store_open(const char *where, store_error *err)
 		store_close(s);
 		return NULL;
 	}
-	for (int i = 0; i < ST_COUNT; i++)
-		if (!(s->st[i] = s->be->prepare(s->c, stmt_sql[i], &e))) {
+	for (int i = 0; i < ST_COUNT; i++) {
+		char *sql = with_lock(stmt_sql[i], s->be->lock_rows);
+		s->st[i] = s->be->prepare(s->c, sql, &e);
+		free(sql);
+		if (!s->st[i]) {
 			fail(err, "%s: %s", s->location, e.msg);
 			store_close(s);
 			return NULL;
 		}
+	}
 	return s;
 }
 
@@ -457,6 +508,11 @@ void store_close(store *s)
 int store_schema_version(store *s)
 {
 	return s->version;
+}
+
+bool store_shared(store *s)
+{
+	return s->be->shared;
 }
 
 const char *store_backend_name(store *s)
@@ -542,9 +598,9 @@ void store_job_clear(store_job *j)
 	j->message = NULL;
 }
 
-int store_job_insert(store *s, store_job *j, store_error *err)
+/* The mutex held. */
+static int do_job_insert(store *s, store_job *j, store_error *err)
 {
-	pthread_mutex_lock(&s->mu);
 	if (!j->created)
 		j->created = store_now();
 	db_stmt *q = stmt(s, ST_JOB_INSERT);
@@ -570,15 +626,23 @@ int store_job_insert(store *s, store_job *j, store_error *err)
 	else if (rc == DB_DONE)
 		fail(err, "job insert: no id returned");
 	finish(q);
-	pthread_mutex_unlock(&s->mu);
 	return rc == DB_ROW ? 0 : -1;
 }
 
-int store_job_transition(store *s, int64_t id, store_job_state from,
+int store_job_insert(store *s, store_job *j, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = do_job_insert(s, j, err);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+/* store_job_transition, and with owner (not NULL) store_job_move: the mutex
+ * held. */
+static int do_transition(store *s, int64_t id, const char *owner, store_job_state from,
 			 store_job_state to, const char *message, store_error *err)
 {
 	int ret = -1;
-	pthread_mutex_lock(&s->mu);
 	if (begin(s, err))
 		goto out;
 	db_stmt *q = stmt(s, ST_JOB_STATE);
@@ -591,8 +655,10 @@ int store_job_transition(store *s, int64_t id, store_job_state from,
 		goto out;
 	}
 	int cur = store_job_state_parse(col_text(q, 0));
+	const char *own = col_text(q, 1);
+	bool owned = !owner || (own && !strcmp(own, owner));
 	finish(q);
-	if (cur != (int)from) {
+	if (cur != (int)from || !owned) {
 		rollback(s);
 		ret = 1;
 		goto out;
@@ -610,12 +676,31 @@ int store_job_transition(store *s, int64_t id, store_job_state from,
 	}
 	ret = 0;
 out:
-	pthread_mutex_unlock(&s->mu);
 	return ret;
 }
 
-int store_job_progress(store *s, int64_t id, int trials_done, int errors,
-		       double best_us, store_error *err)
+int store_job_transition(store *s, int64_t id, store_job_state from,
+			 store_job_state to, const char *message, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	int rc = do_transition(s, id, NULL, from, to, message, err);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int store_job_move(store *s, int64_t id, const char *owner, store_job_state from,
+		   store_job_state to, const char *message, store_error *err)
+{
+	if (!owner)
+		return fail(err, "job %lld: a move needs its owner", (long long)id);
+	pthread_mutex_lock(&s->mu);
+	int rc = do_transition(s, id, owner, from, to, message, err);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int store_job_progress(store *s, int64_t id, const char *owner, int trials_done,
+		       int errors, double best_us, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_JOB_PROG);
@@ -623,6 +708,7 @@ int store_job_progress(store *s, int64_t id, int trials_done, int errors,
 	bind_int64(q, 2, trials_done);
 	bind_int64(q, 3, errors);
 	bind_pos(q, 4, best_us);
+	bind_text(q, 5, owner);
 	int rc = exec(q, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
@@ -649,6 +735,9 @@ static void job_from_row(db_stmt *q, store_job *j)
 	col_copy(q, 14, j->cost_model, sizeof j->cost_model);
 	j->has_seed = !col_null(q, 15);
 	j->seed = j->has_seed ? col_int64(q, 15) : 0;
+	col_copy(q, 16, j->owner, sizeof j->owner);
+	j->lease_until = col_real(q, 17);
+	j->cancel_requested = col_int64(q, 18) != 0;
 }
 
 int store_job_get(store *s, int64_t id, store_job *j, store_error *err)
@@ -689,6 +778,125 @@ int store_jobs_list(store *s, int state, int limit,
 	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+/* ---- jobs under leases ------------------------------------------------------------------- */
+
+int store_jobs_claimable(store *s, double now,
+			 void (*fn)(void *ctx, const store_job *j), void *ctx,
+			 store_error *err)
+{
+	int n = 0, rc;
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_JOB_CLAIMABLE);
+	bind_double(q, 1, now);
+	while ((rc = step(q, err)) == DB_ROW) {
+		store_job j;
+		job_from_row(q, &j);
+		fn(ctx, &j);
+		store_job_clear(&j);
+		n++;
+	}
+	if (rc != DB_DONE)
+		n = -1;
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int store_job_claim(store *s, int64_t id, const char *owner, double now,
+		    double lease_until, store_job *j, store_error *err)
+{
+	int ret = -1;
+	if (!owner || !owner[0])
+		return fail(err, "job %lld: a claim needs its owner", (long long)id);
+	pthread_mutex_lock(&s->mu);
+	if (begin(s, err))
+		goto out;
+	db_stmt *q = stmt(s, ST_JOB_CLAIM_ROW);
+	bind_int64(q, 1, id);
+	bind_double(q, 2, now);
+	int rc = step(q, err);
+	if (rc == DB_ROW && j)
+		job_from_row(q, j);
+	finish(q);
+	if (rc != DB_ROW) {
+		rollback(s);
+		ret = rc == DB_DONE ? 0 : -1;
+		goto out;
+	}
+	q = stmt(s, ST_JOB_CLAIM_SET);
+	bind_int64(q, 1, id);
+	bind_text(q, 2, owner);
+	bind_double(q, 3, lease_until);
+	bind_double(q, 4, now);
+	if (exec(q, err) || commit(s, err)) {
+		rollback(s);
+		if (j)
+			store_job_clear(j);
+		goto out;
+	}
+	ret = 1;
+out:
+	pthread_mutex_unlock(&s->mu);
+	return ret;
+}
+
+int store_job_renew(store *s, int64_t id, const char *owner, double lease_until,
+		    bool *cancel_requested, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_JOB_RENEW);
+	bind_int64(q, 1, id);
+	bind_text(q, 2, owner);
+	bind_double(q, 3, lease_until);
+	int rc = step(q, err), ret = rc == DB_ROW ? 1 : rc == DB_DONE ? 0 : -1;
+	if (rc == DB_ROW && cancel_requested)
+		*cancel_requested = col_int64(q, 0) != 0;
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return ret;
+}
+
+int store_job_insert_or_join(store *s, store_job *j, bool *joined, store_error *err)
+{
+	int ret = -1;
+	*joined = false;
+	pthread_mutex_lock(&s->mu);
+	if (begin(s, err))
+		goto out;
+	db_stmt *q = stmt(s, ST_JOB_SAME);
+	bind_text(q, 1, j->workload_key);
+	bind_text(q, 2, j->target);
+	int rc = step(q, err);
+	if (rc == DB_ROW) {
+		job_from_row(q, j);
+		*joined = true;
+	}
+	finish(q);
+	if (rc == DB_ERROR || (rc == DB_DONE && do_job_insert(s, j, err)) || commit(s, err)) {
+		rollback(s);
+		if (*joined)
+			store_job_clear(j);
+		*joined = false;
+		goto out;
+	}
+	ret = 0;
+out:
+	pthread_mutex_unlock(&s->mu);
+	return ret;
+}
+
+int store_job_request_cancel(store *s, int64_t id, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_JOB_CANCEL_REQ);
+	bind_int64(q, 1, id);
+	int rc = step(q, err);
+	int64_t n = changes(q);
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return rc == DB_ERROR ? -1 : n > 0;
 }
 
 /* ---- records and best --------------------------------------------------------------------- */
@@ -1157,7 +1365,8 @@ int store_worker_put(store *s, const char *id, const char *target, const char *n
 }
 
 int store_model_put(store *s, const char *target_kind, const char *name,
-		    const void *blob, size_t len, store_error *err)
+		    const void *blob, size_t len, const char *writer, double now,
+		    double writer_until, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_MODEL_PUT);
@@ -1165,6 +1374,39 @@ int store_model_put(store *s, const char *target_kind, const char *name,
 	bind_text(q, 2, name);
 	q->be->bind_blob(q, 3, blob, len);
 	bind_double(q, 4, store_now());
+	bind_text(q, 5, writer);
+	if (writer)
+		bind_double(q, 6, writer_until);
+	bind_double(q, 7, now);
+	int rc = step(q, err);
+	int64_t n = changes(q);
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return rc == DB_ERROR ? -1 : n > 0;
+}
+
+int store_model_renew(store *s, const char *target_kind, const char *writer,
+		      double writer_until, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_MODEL_RENEW);
+	bind_text(q, 1, target_kind);
+	bind_text(q, 2, writer);
+	bind_double(q, 3, writer_until);
+	int rc = step(q, err);
+	int64_t n = changes(q);
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return rc == DB_ERROR ? -1 : n > 0;
+}
+
+int store_model_release(store *s, const char *target_kind, const char *writer,
+			store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_MODEL_RELEASE);
+	bind_text(q, 1, target_kind);
+	bind_text(q, 2, writer);
 	int rc = exec(q, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
