@@ -13,7 +13,8 @@
  *              batches, workers)
  *   ui.c       the dashboard: its pages and script (built in), and the
  *              routes only it needed (GET /v1/roofline, GET /v1/models)
- *   jobs.c     the job state machine and the tuning threads (tir_tune)
+ *   jobs.c     the job state machine and the tuning threads; run.c runs
+ *              one job (tir_tune); jobs_int.h holds the types the two share
  *   lease.c    replicas: this tird's id, its claims of jobs under leases,
  *              the lease thread that renews them and adopts claimable jobs
  *   models.c   the cost model of each full target key: loaded, made from the
