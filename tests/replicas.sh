@@ -16,7 +16,10 @@
 #       distinct, the best the fastest of them;
 #   (e) SIGSTOP of the replica running a job past its lease: the other takes
 #       it over; after SIGCONT the stopped one writes nothing over its work
-#       (no state, no record: exactly the job's trials stored).
+#       (no state, no record: exactly the job's trials stored);
+# and that the CPU cost model is written by one replica, the holder of its
+# writer lease (--model-save-s 1: written a second after it learnt), taken
+# over by the survivor of (a) once the killed writer's lease passed.
 # A job may be claimed by either replica: the test finds its owner in the
 # job's "owner" (HOST:PID:START) and acts on that replica.  It skips (exit
 # 77) where PostgreSQL's server programs, psql, curl, jq or python3 are
@@ -88,7 +91,7 @@ pass "a throwaway PostgreSQL on 127.0.0.1:$pgport"
 start() {   # NAME: a replica on a free port; its URL in url_NAME, its pid in pid_NAME
 	p=$(free_port)
 	"$TIRD" --listen 127.0.0.1:$p --db "$pg/rep" --model-seed none --local-workers cpu \
-		--job-lease-s 3 --job-lease-renew-s 1 >>"$tmp/$1.log" 2>&1 &
+		--job-lease-s 3 --job-lease-renew-s 1 --model-save-s 1 >>"$tmp/$1.log" 2>&1 &
 	pids="$pids $!"
 	eval "url_$1=http://127.0.0.1:$p pid_$1=$!"
 	wait_up "http://127.0.0.1:$p" || fail "replica $1 did not start"
@@ -135,8 +138,14 @@ kb=$(job "$url_A" "$jb" | jq -r .workload_key)
 	pass "(b) one set of records: 12 for 12 trials, all distinct" ||
 	fail "(b) $(nrec "$kb") records, $(ndistinct "$kb") distinct"
 
-# ---- (c) a cache hit on the replica that did not tune it ---------------------------------------
+writer() { psql -qtAX -d "$pg/rep" -c "SELECT writer FROM cost_models WHERE length(model) > 0"; }
+wrote() { [ "$(writer)" = "$1" ]; }
 ob=$(name_of "$(owner_of "$jb")")
+until_ok 100 wrote "$(eval echo \$r$ob)" &&
+	pass "(b) the cost model is written by $ob, which learnt it, under its writer lease" ||
+	fail "(b) cost model writer '$(writer)', expected $ob"
+
+# ---- (c) a cache hit on the replica that did not tune it ---------------------------------------
 other=A; [ "$ob" = A ] && other=B
 eval "ou=\$url_$other"
 submit "$ou" "$W2" 12 4
@@ -181,6 +190,9 @@ best=$(curl -s "$ou/v1/best?op=matmul" | jq --arg k "$ka" '.best[]|select(.workl
 	fail "(a) $n records, $d distinct"
 [ -n "$best" ] && [ "$best" = "$mn" ] && pass "(a) the best ($best us) is the fastest record" ||
 	fail "(a) best '$best', fastest record '$mn'"
+until_ok 100 wrote "$(eval echo \$r$other)" &&
+	pass "(a) the cost model's writer is now $other, the survivor" ||
+	fail "(a) cost model writer '$(writer)', expected $other"
 
 # ---- (e) SIGSTOP past the lease -----------------------------------------------------------------
 sur=$other                 # the survivor of (a) and C, a new replica in the killed one's place
