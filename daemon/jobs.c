@@ -527,7 +527,7 @@ int jobs_cancel(jobs *js, int64_t id, job_view *v, tird_error *e)
 {
 	pthread_mutex_lock(&js->mu);
 	job *j = do_find(js, id);
-	if (j && j->state == STORE_JOB_QUEUED && !j->end_unstored) {
+	if (j && j->state == STORE_JOB_QUEUED) {
 		int rc = do_set_state(js, j, STORE_JOB_CANCELLED, "cancelled by a user");
 		if (rc >= 0)       /* 1: another replica has it now */
 			do_remove(js, j);
