@@ -8,7 +8,10 @@
  * GET /v1/best is the hot path (CI and people asking for the best schedule of
  * an op): its answers are kept in a small in-memory cache keyed by the query
  * string and stamped with d->best_gen, which every change of a best row bumps,
- * so a cached answer is never stale and a miss costs one indexed query.
+ * so a cached answer is never stale and a miss costs one indexed query.  On
+ * a shared store (replicas on PostgreSQL) another replica changes best rows
+ * without bumping this one's d->best_gen: there every answer is read from
+ * the database.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -152,6 +155,8 @@ void api_healthz(http_req *r, http_resp *out)
 	cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
 	cJSON_AddNumberToObject(o, "schema", store_schema_version(r->d->db));
 	cJSON_AddStringToObject(o, "cpu", r->d->cpu.key);
+	cJSON_AddStringToObject(o, "replica", r->d->replica);
+	cJSON_AddStringToObject(o, "db_backend", store_backend_name(r->d->db));
 	cJSON_AddNumberToObject(o, "uptime_s", store_now() - r->d->started);
 	http_json(out, 200, o);
 }
@@ -604,8 +609,9 @@ void api_best(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
 	unsigned long gen = atomic_load(&d->best_gen);
+	bool cacheable = !store_shared(d->db);
 	char *q = http_query_string(r);
-	char *hit = cache_get(d->best_cache, q, gen);
+	char *hit = cacheable ? cache_get(d->best_cache, q, gen) : NULL;
 	if (hit) {
 		atomic_fetch_add(&d->metrics.best_cache_hits, 1);
 		free(q);
@@ -636,7 +642,8 @@ void api_best(http_req *r, http_resp *out)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "best", c.arr);
 	http_json(out, 200, o);
-	cache_put(d->best_cache, q, out->body, gen);
+	if (cacheable)
+		cache_put(d->best_cache, q, out->body, gen);
 	free(q);
 }
 

@@ -318,6 +318,14 @@ int config_finish(tird_config *c, char *msg, size_t n)
 			 "max_connections_per_ip 0 or more");
 		return -1;
 	}
+	if (c->job_lease_s < 2 || c->job_lease_renew_s < 1 ||
+	    c->job_lease_renew_s >= c->job_lease_s) {
+		snprintf(msg, n, "job_lease_s must be at least 2 and job_lease_renew_s at least 1 "
+			 "and less than job_lease_s (given %ld and %ld): a replica renews its "
+			 "claim of a job several times in each lease", c->job_lease_s,
+			 c->job_lease_renew_s);
+		return -1;
+	}
 	c->limits = tir_limits_default();
 	if (c->max_extent)
 		c->limits.max_extent = c->max_extent;

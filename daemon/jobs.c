@@ -41,10 +41,23 @@
  *   2. a best record whose (workload, target) has at least `trials` stored
  *      records: a job born done (JOB_CACHED) — no measurement;
  *   3. else a new queued job (JOB_NEW).
- * A running job measures trials − (records already stored) more candidates,
- * with the stored records passed to tir_tune as prior: asking for more trials
- * continues the search, and a job resumed after a crash loses only the batch
- * that was in flight.
+ * A running job measures trials − (records already stored) more candidates
+ * (run.c: job_run, the other half of the manager; jobs_int.h holds the
+ * types both halves share).
+ *
+ * Replicas (lease.c): a job runs under this replica's claim of it in the
+ * store.  A tuning thread claims a queued job before it runs it
+ * (store_job_claim: no other replica runs it meanwhile); the claim fails
+ * when another replica has it, and the job then leaves this replica's
+ * memory.  Every write of a running job's state and progress names its
+ * owner (store_job_move), so a replica whose claim was taken over (it was
+ * stopped past its lease) writes nothing over the new owner's work: its
+ * tuning thread drops the job without a word to the store.  Submission
+ * joins a job of another replica through the store (insert-or-join, in one
+ * transaction); reading or cancelling a job another replica runs goes to the
+ * store (its row; its cancel_requested, which the owner reads with each
+ * renewal).  jobs_adopt, the lease duty, brings the store's claimable jobs
+ * into memory.  On SQLite (one replica) the same paths run.
  *
  * Ownership: active jobs (queued, running) live in js->active, on the heap,
  * guarded by js->mu; the tuning thread that runs a job frees it when the job
@@ -58,46 +71,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "tird.h"
-
-typedef struct job {
-	int64_t id;
-	tir_workload *w;
-	char key[65];
-	char *canonical;
-	tir_target target;
-	int trials, batch;
-	char cost_model[16];       /* "xgboost" or "random" */
-	bool has_seed;             /* false: the seed is derived at every run */
-	int64_t seed;
-	store_job_state state;
-	int trials_done, errors;   /* in all for (workload, target), this run's errors */
-	double best_us;
-	atomic_int cancel;         /* set by a user or at shutdown; tir_tune reads it */
-	long version;              /* bumped on every change, for long polls */
-	char message[512];
-	double created, started;
-	double waiting_since;      /* queued with no live worker of its target since; 0: not */
-	double retry_at;           /* the store refused its start: not before this */
-	int store_failures;        /* in a row, for the back-off */
-	bool end_unstored;         /* it ended, the store refused the end: retried */
-	store_job_state end;       /* ... that end */
-	char end_msg[512];         /* ... and its message */
-	struct job *next;
-} job;
-
-struct jobs {
-	tird *d;
-	pthread_mutex_t mu;
-	pthread_cond_t work;       /* a job was queued, or stopping */
-	pthread_cond_t changed;    /* some job changed */
-	job *active;               /* queued and running jobs, oldest first */
-	/* set by jobs_stop under mu; atomic because run_job reads it without
-	 * mu, after tir_tune returns (as it reads each job's cancel flag) */
-	atomic_bool stopping;
-	int nthreads;
-	pthread_t *threads;
-};
+#include "jobs_int.h"
 
 /* ---- the state machine -------------------------------------------------------- */
 
@@ -115,9 +89,12 @@ static bool allowed(store_job_state from, store_job_state to)
 	}
 }
 
-/* Moves j to `to` (js->mu held): checks, persists, logs, then changes the job
- * in memory and wakes the waiters.  Returns 0, or -1 when the transition is
- * not allowed or the store refused it (the job is then unchanged). */
+/* Moves j to `to` (js->mu held): checks, persists (a running job's move in
+ * the name of its claim's owner, this replica), logs, then changes the job
+ * in memory and wakes the waiters.  Returns 0; 1 when the stored job is no
+ * longer in j's state or no longer this replica's (another replica claimed,
+ * cancelled or took it over: the caller drops it); -1 when the transition
+ * is not allowed or the store refused it (the job is then unchanged). */
 static int do_set_state(jobs *js, job *j, store_job_state to, const char *msg)
 {
 	store_job_state from = j->state;
@@ -127,16 +104,24 @@ static int do_set_state(jobs *js, job *j, store_job_state to, const char *msg)
 		return -1;
 	}
 	store_error err;
-	int rc = store_job_transition(js->d->db, j->id, from, to, msg, &err);
-	if (rc != 0) {
+	int rc = j->lease ? store_job_move(js->d->db, j->id, js->d->replica, from, to, msg, &err)
+			  : store_job_transition(js->d->db, j->id, from, to, msg, &err);
+	if (rc > 0) {
+		log_warn("job %lld: %s -> %s not stored: the stored job is no longer %s%s",
+			 (long long)j->id, store_job_state_name(from), store_job_state_name(to),
+			 store_job_state_name(from), j->lease ? " under this replica's claim" : "");
+		return 1;
+	}
+	if (rc < 0) {
 		log_error("job %lld: %s -> %s not stored: %s", (long long)j->id,
-			  store_job_state_name(from), store_job_state_name(to),
-			  rc > 0 ? "the stored state differs" : err.msg);
+			  store_job_state_name(from), store_job_state_name(to), err.msg);
 		return -1;
 	}
 	log_info("job %lld: %s -> %s%s%s", (long long)j->id, store_job_state_name(from),
 		 store_job_state_name(to), msg ? ": " : "", msg ? msg : "");
 	j->state = to;
+	if (to == STORE_JOB_QUEUED)
+		j->queued_since = store_now();
 	if (msg)
 		snprintf(j->message, sizeof j->message, "%s", msg);
 	if (to == STORE_JOB_RUNNING)
@@ -172,6 +157,7 @@ static void do_append(jobs *js, job *j)
 	while (*p)
 		p = &(*p)->next;
 	j->next = NULL;
+	j->queued_since = store_now();
 	*p = j;
 	pthread_cond_signal(&js->work);
 }
@@ -231,6 +217,24 @@ static void do_view(const job *j, job_view *v)
 	v->cancel_requested = atomic_load(&j->cancel) != 0;
 }
 
+/* do_view, and the owner of a job this replica runs. */
+static void do_view_of(jobs *js, const job *j, job_view *v)
+{
+	do_view(j, v);
+	if (j->lease)
+		snprintf(v->job.owner, sizeof v->job.owner, "%s", js->d->replica);
+}
+
+/* The version of a job row not in memory, for long polls: an ended job
+ * changes no more; an active one (another replica's) grows with its state,
+ * its cancel request and its progress. */
+static long row_version(const store_job *sj)
+{
+	if (sj->state >= STORE_JOB_DONE)
+		return 1L << 40;
+	return 1 + (((long)sj->trials_done << 3) | ((long)sj->state << 1) | sj->cancel_requested);
+}
+
 /* Fills v from a job row of the store (which v takes: sj is cleared). */
 static void view_stored(store_job *sj, job_view *v)
 {
@@ -240,7 +244,8 @@ static void view_stored(store_job *sj, job_view *v)
 	free(sj->message);
 	sj->message = NULL;
 	v->job.message = v->message;
-	v->version = 1L << 40;     /* an ended job changes no more */
+	v->version = row_version(&v->job);
+	v->cancel_requested = sj->cancel_requested && sj->state < STORE_JOB_DONE;
 }
 
 /* A job no longer in memory, from the store: 0, or -1 with e (NOT_FOUND,
@@ -279,7 +284,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	/* 1. join the same job */
 	job *same = do_find_same(js, key, t->key);
 	if (same) {
-		do_view(same, v);
+		do_view_of(js, same, v);
 		pthread_mutex_unlock(&js->mu);
 		*how = JOB_JOINED;
 		atomic_fetch_add(&d->metrics.jobs_joined, 1);
@@ -333,10 +338,21 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 				 "takes (max_queued_jobs); submit again once some have run", queued);
 	}
 	sj.state = STORE_JOB_QUEUED;
-	if (store_job_insert(d->db, &sj, &err)) {
+	bool joined;
+	if (store_job_insert_or_join(d->db, &sj, &joined, &err)) {
 		pthread_mutex_unlock(&js->mu);
 		tir_workload_free(w);
 		return tird_store_fail(e, &err, "storing a new job");
+	}
+	if (joined) {              /* another replica's (or one not yet adopted) */
+		pthread_mutex_unlock(&js->mu);
+		tir_workload_free(w);
+		log_info("job %lld: joined through the database (%s by %s)", (long long)sj.id,
+			 store_job_state_name(sj.state), sj.owner[0] ? sj.owner : "nobody yet");
+		atomic_fetch_add(&d->metrics.jobs_joined, 1);
+		*how = JOB_JOINED;
+		view_stored(&sj, v);
+		return 0;
 	}
 	job *j = tird_xcalloc(1, sizeof *j);
 	j->id = sj.id;
@@ -357,7 +373,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	log_info("job %lld: queued (%s %s on %s, %d trials, %s model)", (long long)j->id,
 		 tir_workload_op(w), key, t->key, j->trials, j->cost_model);
 	atomic_fetch_add(&d->metrics.jobs_submitted, 1);
-	do_view(j, v);
+	do_view_of(js, j, v);
 	pthread_mutex_unlock(&js->mu);
 	*how = JOB_NEW;
 	return 0;
@@ -385,24 +401,45 @@ int jobs_get(jobs *js, int64_t id, double wait_s, long version, job_view *v, tir
 		if (pthread_cond_timedwait(&js->changed, &js->mu, &until) == ETIMEDOUT)
 			break;
 	if ((j = do_find(js, id))) {
-		do_view(j, v);
+		do_view_of(js, j, v);
 		pthread_mutex_unlock(&js->mu);
 		return 0;
 	}
 	pthread_mutex_unlock(&js->mu);
 	if (stored_view(js, id, v, e))
 		return -1;
-	/* a row that says queued or running of a job not in memory (a tird
-	 * before this one lost it, or another process wrote it): nothing will
-	 * change it, but a long poll still waits its time, so that a client
-	 * that polls it does not spin */
-	if (v->job.state < STORE_JOB_DONE && wait_s > 0) {
+	/* a row that says queued or running of a job not in memory: another
+	 * replica's (or one a dead tird left, until a replica adopts it).  A
+	 * long poll reads the row again every half second until it changes
+	 * past version, the job comes into memory, or the wait is over */
+	while (v->job.state < STORE_JOB_DONE && wait_s > 0 && v->version <= version) {
+		struct timespec step;
+		clock_gettime(CLOCK_REALTIME, &step);
+		if (step.tv_sec > until.tv_sec ||
+		    (step.tv_sec == until.tv_sec && step.tv_nsec >= until.tv_nsec))
+			break;
+		step.tv_nsec += 500000000L;
+		step.tv_sec += step.tv_nsec / 1000000000L;
+		step.tv_nsec %= 1000000000L;
+		if (step.tv_sec > until.tv_sec ||
+		    (step.tv_sec == until.tv_sec && step.tv_nsec > until.tv_nsec))
+			step = until;
 		pthread_mutex_lock(&js->mu);
-		while (!atomic_load(&js->stopping) && !atomic_load(&d->stopping) &&
-		       !do_find(js, id))
-			if (pthread_cond_timedwait(&js->changed, &js->mu, &until) == ETIMEDOUT)
-				break;
+		if (!atomic_load(&js->stopping) && !atomic_load(&d->stopping) && !do_find(js, id))
+			pthread_cond_timedwait(&js->changed, &js->mu, &step);
+		bool stop = atomic_load(&js->stopping) || atomic_load(&d->stopping);
+		if ((j = do_find(js, id))) {
+			job_view_clear(v);
+			do_view_of(js, j, v);
+			pthread_mutex_unlock(&js->mu);
+			return 0;
+		}
 		pthread_mutex_unlock(&js->mu);
+		if (stop)
+			break;
+		job_view_clear(v);
+		if (stored_view(js, id, v, e))
+			return -1;
 	}
 	return 0;
 }
@@ -450,37 +487,68 @@ int jobs_list(jobs *js, int state, int limit, job_list *out, tird_error *e)
 	return 0;
 }
 
+/* Cancels job id of the store, not in memory (another replica's): a queued
+ * one at once, a running one through its cancel request, which its owner
+ * reads with its next renewal. */
+static int cancel_stored(jobs *js, int64_t id, job_view *v, tird_error *e)
+{
+	store_error err;
+	for (int tries = 0; tries < 2; tries++) {
+		if (stored_view(js, id, v, e))
+			return -1;
+		store_job_state st = v->job.state;
+		if (st >= STORE_JOB_DONE)
+			break;
+		int rc = st == STORE_JOB_QUEUED
+			 ? store_job_transition(js->d->db, id, st, STORE_JOB_CANCELLED,
+						"cancelled by a user", &err)
+			 : store_job_request_cancel(js->d->db, id, &err) == 1 ? 0 : 1;
+		if (rc < 0) {
+			job_view_clear(v);
+			return tird_store_fail(e, &err, "cancelling job %lld", (long long)id);
+		}
+		if (rc > 0) {      /* it moved meanwhile: read it again */
+			job_view_clear(v);
+			continue;
+		}
+		log_info("job %lld: %s through the database (run by %s)", (long long)id,
+			 st == STORE_JOB_QUEUED ? "cancelled" : "cancel requested",
+			 v->job.owner[0] ? v->job.owner : "nobody");
+		job_view_clear(v);
+		return stored_view(js, id, v, e);
+	}
+	store_job_state st = v->job.state;
+	job_view_clear(v);
+	return tird_fail(e, TIRD_E_CONFLICT, "job %lld has ended (%s)", (long long)id,
+			 store_job_state_name(st));
+}
+
 int jobs_cancel(jobs *js, int64_t id, job_view *v, tird_error *e)
 {
 	pthread_mutex_lock(&js->mu);
 	job *j = do_find(js, id);
 	if (j && j->state == STORE_JOB_QUEUED) {
 		int rc = do_set_state(js, j, STORE_JOB_CANCELLED, "cancelled by a user");
-		if (rc == 0)
+		if (rc >= 0)       /* 1: another replica has it now */
 			do_remove(js, j);
 		pthread_mutex_unlock(&js->mu);
-		if (rc)
+		if (rc < 0)
 			return tird_fail(e, TIRD_E_STORE, "job %lld could not be cancelled",
 					 (long long)id);
 		job_free(j);
-		return stored_view(js, id, v, e);
+		return rc == 0 ? stored_view(js, id, v, e) : cancel_stored(js, id, v, e);
 	}
 	if (j) {                   /* running: it stops after the batch in flight */
 		atomic_store(&j->cancel, 1);
 		j->version++;
 		pthread_cond_broadcast(&js->changed);
-		do_view(j, v);
+		do_view_of(js, j, v);
 		pthread_mutex_unlock(&js->mu);
 		log_info("job %lld: cancel requested", (long long)id);
 		return 0;
 	}
 	pthread_mutex_unlock(&js->mu);
-	if (stored_view(js, id, v, e))
-		return -1;
-	store_job_state st = v->job.state;
-	job_view_clear(v);
-	return tird_fail(e, TIRD_E_CONFLICT, "job %lld has ended (%s)", (long long)id,
-			 store_job_state_name(st));
+	return cancel_stored(js, id, v, e);
 }
 
 void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES])
@@ -498,17 +566,21 @@ void jobs_wake(jobs *js)
 	pthread_mutex_unlock(&js->mu);
 }
 
-/* Stores j's progress, then moves it to its end (js->mu held).  When the
- * store refuses, j stays in memory with its end to write (end_unstored),
- * tried again by jobs_cron, and its message says so: 0 when the end was
- * stored (the caller removes j), -1 when it waits. */
+/* Stores j's progress, then moves it to its end (js->mu held), and gives
+ * its claim up.  When the store refuses, j stays in memory with its end to
+ * write (end_unstored), tried again by jobs_cron, its claim still renewed,
+ * and its message says so: 0 when the end was stored, or when the job is no
+ * longer this replica's (the caller removes j), -1 when it waits. */
 static int do_finish(jobs *js, job *j, store_job_state end, const char *msg)
 {
 	store_error err;
-	if (store_job_progress(js->d->db, j->id, j->trials_done, j->errors, j->best_us, &err))
+	if (store_job_progress(js->d->db, j->id, j->lease ? js->d->replica : NULL,
+			       j->trials_done, j->errors, j->best_us, &err))
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
-	if (do_set_state(js, j, end, msg) == 0) {
+	if (do_set_state(js, j, end, msg) >= 0) {
 		j->end_unstored = false;
+		lease_drop(js->d->leases, j->lease);
+		j->lease = NULL;
 		return 0;
 	}
 	if (!j->end_unstored)
@@ -564,7 +636,7 @@ void jobs_cron(jobs *js)
 				snprintf(msg, sizeof msg, "no worker for target %.100s came within %ld s "
 					 "(start one: tird-worker --server URL --target %.100s)",
 					 j->target.key, d->cfg.worker_wait_s, j->target.key);
-				if (do_set_state(js, j, STORE_JOB_FAILED, msg) == 0) {
+				if (do_set_state(js, j, STORE_JOB_FAILED, msg) >= 0) {
 					*p = j->next;
 					job_free(j);
 					continue;
@@ -580,338 +652,35 @@ void jobs_cron(jobs *js)
 	pthread_mutex_unlock(&js->mu);
 }
 
-/* ---- running a job --------------------------------------------------------------------------------- */
-
-typedef struct run_ctx {
-	jobs *js;
-	job *j;
-	measure_ctx mc;
-	double flops;
-	int measured;              /* candidates measured in this run */
-	/* the last batch workers_measure stored (store_batch): its results and
-	 * what store_record_add said of each (1 new, 0 held, -1 not stored) */
-	const tir_candidate *batch;
-	int batch_n, batch_cap;
-	signed char *batch_ins;
-} run_ctx;
-
-/* Stores one measured candidate: 1 a new record, 0 one already held, -1 not
- * stored (logged). */
-static int store_one(run_ctx *rc, const tir_candidate *c)
+/* Claims j, queued in memory, for this replica (js->mu held): 0 it runs
+ * under the claim; 1 it is not claimable (another replica claimed it, or it
+ * ended): the caller drops it; -1 the store failed. */
+static int do_claim(jobs *js, job *j)
 {
-	job *j = rc->j;
-	tird *d = rc->js->d;
-	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
-	store_record r = { .workload_key = j->key, .target = j->target.key,
-			   .trace = c->trace ? c->trace : "{}",
-			   .status = tir_measure_status_name((tir_measure_status)c->status),
-			   .latency_us = ok ? c->latency_us : 0,
-			   .max_rel_error = c->max_rel_error, .message = c->msg,
-			   .worker = rc->mc.worker[0] ? rc->mc.worker : NULL, .job_id = j->id,
-			   .token = rc->mc.token[0] ? rc->mc.token : NULL,
-			   .host = rc->mc.host[0] ? rc->mc.host : NULL };
-	bool changed = false;
+	store_job was;
 	store_error err;
-	int ins = store_record_add(d->db, &r, &changed, &err);
-	if (ins < 0)
-		log_error("job %lld: record not stored: %s", (long long)j->id, err.msg);
-	if (changed)
-		atomic_fetch_add(&d->best_gen, 1);
-	return ins;
-}
-
-/* measure_ctx.store: a batch's results stored before its worker is told they
- * were taken (workers_measure); on_result then counts them. */
-static int store_batch(void *ctx, int n, const tir_candidate *out)
-{
-	run_ctx *rc = ctx;
-	if (n > rc->batch_cap) {
-		rc->batch_ins = tird_xrealloc(rc->batch_ins, (size_t)n);
-		rc->batch_cap = n;
+	int rc = lease_claim(js->d->leases, j->id, &j->cancel, &j->lease, &was, &err);
+	if (rc < 0) {
+		log_error("job %lld: queued -> running not stored: %s", (long long)j->id, err.msg);
+		return -1;
 	}
-	int failed = 0;
-	for (int i = 0; i < n; i++) {
-		rc->batch_ins[i] = (signed char)store_one(rc, &out[i]);
-		failed += rc->batch_ins[i] < 0;
+	if (rc == 0) {
+		log_info("job %lld: not claimable (another replica runs it, or it ended): "
+			 "no longer held here", (long long)j->id);
+		return 1;
 	}
-	rc->batch = out;
-	rc->batch_n = n;
-	return failed;
-}
-
-/* tir_tune's on_result: every measured candidate is stored at once (by
- * store_batch, before its worker was answered; else here) and counted. */
-static void on_result(void *ctx, const tir_candidate *c)
-{
-	run_ctx *rc = ctx;
-	job *j = rc->j;
-	tird *d = rc->js->d;
-	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
-	int ins = 2;
-	for (int i = 0; i < rc->batch_n && ins == 2; i++)
-		if (&rc->batch[i] == c)
-			ins = rc->batch_ins[i];
-	if (ins == 2)
-		ins = store_one(rc, c);
-	atomic_fetch_add(&d->metrics.trials, 1);
-	rc->measured++;
-	if (!ok && (unsigned)c->status < 8)
-		atomic_fetch_add(&d->metrics.measure_errors[c->status], 1);
-	pthread_mutex_lock(&rc->js->mu);
-	if (ins == 1)
-		j->trials_done++;
-	if (!ok)
-		j->errors++;
-	if (ok && (j->best_us <= 0 || c->latency_us < j->best_us))
-		j->best_us = c->latency_us;
+	double now = store_now();
+	if (was.state == STORE_JOB_RUNNING)
+		log_warn("job %lld: taken over from replica %s, whose lease passed %.1f s ago",
+			 (long long)j->id, was.owner[0] ? was.owner : "(none)",
+			 now - was.lease_until);
+	log_info("job %lld: queued -> running (replica %s)", (long long)j->id, js->d->replica);
+	store_job_clear(&was);
+	j->state = STORE_JOB_RUNNING;
+	j->started = now;
 	j->version++;
-	pthread_cond_broadcast(&rc->js->changed);
-	pthread_mutex_unlock(&rc->js->mu);
-}
-
-/* tir_tune's on_progress: the job's progress is persisted once a round. */
-static void on_progress(void *ctx, const tir_tune_progress *p)
-{
-	run_ctx *rc = ctx;
-	job *j = rc->j;
-	(void)p;
-	pthread_mutex_lock(&rc->js->mu);
-	int done = j->trials_done, errors = j->errors;
-	double best = j->best_us;
-	pthread_mutex_unlock(&rc->js->mu);
-	store_error err;
-	if (store_job_progress(rc->js->d->db, j->id, done, errors, best, &err))
-		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
-	if (p->round > 0)           /* 0: the final store after tir_tune */
-		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "
-			 "measuring %.2f s, recording and model update %.2f s",
-			 (long long)j->id, p->round, done, j->trials, best, p->search_s,
-			 p->measure_s, p->update_s);
-}
-
-typedef struct prior_set {
-	tir_candidate *c;
-	int n, cap;
-} prior_set;
-
-static void add_prior(void *ctx, const store_record *r)
-{
-	prior_set *p = ctx;
-	if (!r->trusted)           /* an untrusted import is no measurement */
-		return;
-	if (p->n == p->cap) {
-		p->cap = p->cap ? p->cap * 2 : 64;
-		p->c = tird_xrealloc(p->c, (size_t)p->cap * sizeof *p->c);
-	}
-	tir_candidate *c = &p->c[p->n++];
-	c->trace = tird_strdup(r->trace);
-	int status = tir_measure_status_parse(r->status);
-	c->status = status < 0 ? TIR_MEASURE_RUN_ERROR : status;
-	c->latency_us = r->latency_us;
-	c->max_rel_error = r->max_rel_error;
-	c->msg = tird_strdup(r->message);
-}
-
-static void prior_free(prior_set *p)
-{
-	for (int i = 0; i < p->n; i++) {
-		free((char *)p->c[i].trace);
-		free((char *)p->c[i].msg);
-	}
-	free(p->c);
-}
-
-typedef struct trace_list {
-	char **t;
-	int n;
-	int max;
-} trace_list;
-
-static void add_trace(void *ctx, const store_record *r)
-{
-	trace_list *l = ctx;
-	if (l->n < l->max)
-		l->t[l->n++] = tird_strdup(r->trace);
-}
-
-/* The untrusted imports of j's (workload, target), fastest claim first, a
- * batch at most, measured again by a worker of this tird before the search:
- * each measurement replaces its import (store_record_add), so an import is
- * served as a best only once measured here, and at the latency measured
- * here.  0, or -1 with rc->mc.why (cancelled, stopping, no worker). */
-static int remeasure_imports(run_ctx *rc)
-{
-	job *j = rc->j;
-	tird *d = rc->js->d;
-	store_error err;
-	trace_list l = { tird_xcalloc((size_t)j->batch, sizeof(char *)), 0, j->batch };
-	if (store_untrusted_each(d->db, j->key, j->target.key, j->batch, add_trace, &l,
-				 &err) < 0)
-		log_warn("job %lld: cannot read the imports to measure again: %s",
-			 (long long)j->id, err.msg);
-	int ret = 0;
-	if (l.n > 0) {
-		log_info("job %lld: measuring %d imported records again before the search",
-			 (long long)j->id, l.n);
-		tir_candidate *out = tird_xcalloc((size_t)l.n, sizeof *out);
-		ret = workers_measure(&rc->mc, j->w, &j->target, l.n,
-				      (const char *const *)l.t, out);
-		for (int i = 0; i < l.n; i++) {
-			if (ret == 0)
-				on_result(rc, &out[i]);
-			free((char *)out[i].msg);
-		}
-		free(out);
-	}
-	for (int i = 0; i < l.n; i++)
-		free(l.t[i]);
-	free(l.t);
-	return ret;
-}
-
-/* Whether measuring for j stopped short of its end, and the state it then
- * takes (-1: it did not): tird stopping (queued: it resumes at the next
- * start), a user's cancel, or — where failed, the measuring having failed —
- * no worker for its target (its thread given back, it waits in the queue
- * for one: jobs_cron). */
-static int interrupted(jobs *js, job *j, const measure_ctx *mc, bool failed, char *msg,
-		       size_t n)
-{
-	if (atomic_load(&js->stopping) || atomic_load(&js->d->stopping)) {
-		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
-		return STORE_JOB_QUEUED;
-	}
-	if (atomic_load(&j->cancel)) {
-		snprintf(msg, n, "cancelled by a user");
-		return STORE_JOB_CANCELLED;
-	}
-	if (failed && mc->no_worker_since > 0) {
-		pthread_mutex_lock(&js->mu);
-		j->waiting_since = mc->no_worker_since;
-		pthread_mutex_unlock(&js->mu);
-		snprintf(msg, n, "%.400s; back in the queue until one comes", mc->why);
-		return STORE_JOB_QUEUED;
-	}
-	return -1;
-}
-
-/* Runs j (running, not under js->mu) and returns the state it ends in, with
- * the message in msg. */
-static store_job_state run_job(jobs *js, job *j, char *msg, size_t n)
-{
-	tird *d = js->d;
-	store_error err;
-	prior_set prior = { 0 };
-	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
-				.workload_key = j->key, .cancel = &j->cancel },
-		       tir_workload_flops(j->w), 0 };
-	rm.mc.store = store_batch;
-	rm.mc.store_ctx = &rm;
-	int rmrc = remeasure_imports(&rm);
-	free(rm.batch_ins);
-	if (rmrc < 0) {
-		int st = interrupted(js, j, &rm.mc, true, msg, n);
-		if (st >= 0)
-			return (store_job_state)st;
-		snprintf(msg, n, "%s", rm.mc.why);
-		return STORE_JOB_FAILED;
-	}
-	if (store_records_each(d->db, j->key, j->target.key, add_prior, &prior, &err) < 0) {
-		/* the job's message is for clients: the database's words go to the log */
-		log_error("job %lld: store: reading the stored records: %s", (long long)j->id,
-			  err.msg);
-		snprintf(msg, n, "the database failed reading the stored records "
-			 "(tird's log has the details)");
-		prior_free(&prior);
-		return STORE_JOB_FAILED;
-	}
-	/* the stored records are the truth: a tird killed between a round's
-	 * records and its progress (stored after the model's update) left the
-	 * job's count behind them */
-	pthread_mutex_lock(&js->mu);
-	if (j->trials_done != prior.n) {
-		j->trials_done = prior.n;
-		j->version++;
-	}
-	pthread_mutex_unlock(&js->mu);
-	store_best b;
-	bool have_best = store_best_get(d->db, j->key, j->target.key, &b, &err) == 1 &&
-			 b.record_id[0];
-	if (have_best)
-		store_best_clear(&b);
-	int want = j->trials - prior.n;
-	if (want <= 0 && have_best) {
-		snprintf(msg, n, "%d trials were stored already", prior.n);
-		prior_free(&prior);
-		return STORE_JOB_DONE;
-	}
-	if (want <= 0)             /* every stored candidate failed: try afresh */
-		want = j->trials;
-
-	run_ctx rc = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
-				.workload_key = j->key, .cancel = &j->cancel },
-		       tir_workload_flops(j->w), 0 };
-	rc.mc.store = store_batch;
-	rc.mc.store_ctx = &rc;
-	tir_tune_opts o = { 0 };
-	o.trials = want;
-	o.batch = j->batch;
-	/* a given seed makes the run deterministic given the same measurements;
-	 * else one is derived from the job and what was stored before */
-	o.seed = j->has_seed ? (uint64_t)j->seed
-			     : (uint64_t)j->id * 0x9e3779b97f4a7c15ULL + (uint64_t)prior.n;
-	o.nprior = prior.n;
-	o.prior = prior.c;
-	o.measure = workers_measure;
-	o.measure_ctx = &rc.mc;
-	o.threads = tird_search_threads(j->target.kind);
-	/* "xgboost": the model shared by every job of the full target key, so
-	 * each workload teaches the next (tir_tune draws random scores while it
-	 * is untrained); "random": tir_tune's own random model (o.model NULL),
-	 * seeded by o.seed, which neither reads nor teaches the shared model.
-	 * An emulated key has no model (its timings train nothing): random. */
-	cm_model *model = strcmp(j->cost_model, "random") ? models_of(d, &j->target) : NULL;
-	bool xgb = model != NULL;
-	if (j->target.emulated && strcmp(j->cost_model, "random"))
-		log_info("job %lld: %s is emulated: no cost model learns from its timings, "
-			 "candidates are ranked at random", (long long)j->id, j->target.key);
-	if (xgb) {
-		o.model = &cm_xgboost;
-		o.model_self = model;
-	}
-	o.on_result = on_result;
-	o.on_progress = on_progress;
-	o.cb_ctx = &rc;
-	o.cancel = &j->cancel;
-	tir_tune_result res = { 0 };
-	tir_error terr = { "" };
-	log_info("job %lld: tuning %d more trials (%d stored) in batches of %d, %s model, "
-		 "seed %llu%s", (long long)j->id, want, prior.n, j->batch,
-		 xgb ? "xgboost" : "random", (unsigned long long)o.seed,
-		 j->has_seed ? "" : " (derived)");
-	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
-	tir_tune_result_clear(&res);
-	free(rc.batch_ins);
-	prior_free(&prior);
-	on_progress(&rc, &(tir_tune_progress){ 0 });
-	if (xgb)               /* written when it learnt enough (models_cron) */
-		models_learned(d, &j->target, rc.measured);
-
-	int st = interrupted(js, j, &rc.mc, trc < 0, msg, n);
-	if (st >= 0)
-		return (store_job_state)st;
-	if (trc < 0) {
-		snprintf(msg, n, "%s", rc.mc.why[0] ? rc.mc.why
-				       : terr.msg[0] ? terr.msg : "the search failed");
-		return STORE_JOB_FAILED;
-	}
-	if (store_best_get(d->db, j->key, j->target.key, &b, &err) == 1 && b.record_id[0]) {
-		snprintf(msg, n, "best %.3f us after %d trials", b.latency_us, b.trials);
-		store_best_clear(&b);
-		return STORE_JOB_DONE;
-	}
-	snprintf(msg, n, "no candidate ran correctly (%d errors; see the records)", j->errors);
-	return STORE_JOB_FAILED;
+	pthread_cond_broadcast(&js->changed);
+	return 0;
 }
 
 static void *tuning_thread(void *arg)
@@ -934,7 +703,13 @@ static void *tuning_thread(void *arg)
 		}
 		if (atomic_load(&js->stopping))
 			break;
-		if (do_set_state(js, j, STORE_JOB_RUNNING, NULL)) {
+		int crc = do_claim(js, j);
+		if (crc > 0) {
+			do_remove(js, j);
+			job_free(j);
+			continue;
+		}
+		if (crc < 0) {
 			/* the store refused: it stays queued, tried again later */
 			int k = j->store_failures < 5 ? j->store_failures : 5;
 			j->store_failures++;
@@ -950,8 +725,17 @@ static void *tuning_thread(void *arg)
 		j->errors = 0;
 		pthread_mutex_unlock(&js->mu);
 		char msg[512];
-		store_job_state end = run_job(js, j, msg, sizeof msg);
+		store_job_state end = job_run(js, j, msg, sizeof msg);
 		pthread_mutex_lock(&js->mu);
+		if (lease_lost(js->d->leases, j->lease)) {
+			log_warn("job %lld: stopped here: another replica runs it now, and its "
+				 "state here (%s) is not written", (long long)j->id,
+				 store_job_state_name(end));
+			lease_drop(js->d->leases, j->lease);
+			do_remove(js, j);
+			job_free(j);
+			continue;
+		}
 		if (do_finish(js, j, end, msg))
 			continue;          /* stays in memory until its end is stored */
 		if (end == STORE_JOB_QUEUED && !atomic_load(&js->stopping))
@@ -980,8 +764,58 @@ static void collect_id(void *ctx, const store_job *sj)
 	l->ids[l->n++] = sj->id;
 }
 
-/* Puts every job the store holds as running back to queued, and every queued
- * job into memory, oldest first (js->mu held). */
+/* A job in memory, queued, made from its row sj (js->mu held): 1 with *out
+ * appended to the active jobs; 0 with *out (not appended: the caller fails
+ * or frees it) and terr when its workload or target no longer parse; -1
+ * with err when the store failed. */
+static int do_load(jobs *js, const store_job *sj, job **out, tir_error *terr,
+		   store_error *err)
+{
+	tird *d = js->d;
+	job *j = tird_xcalloc(1, sizeof *j);
+	j->id = sj->id;
+	memcpy(j->key, sj->workload_key, sizeof j->key);
+	snprintf(j->message, sizeof j->message, "%s", sj->message ? sj->message : "");
+	j->trials = sj->trials;
+	j->batch = sj->batch;
+	snprintf(j->cost_model, sizeof j->cost_model, "%s",
+		 sj->cost_model[0] ? sj->cost_model : tird_cost_models[0]);
+	j->has_seed = sj->has_seed;
+	j->seed = sj->seed;
+	j->state = STORE_JOB_QUEUED;
+	j->trials_done = sj->trials_done;
+	j->best_us = sj->best_us;
+	j->created = sj->created;
+	*out = j;
+	char *canon = NULL;
+	int rc = store_workload_get(d->db, j->key, &canon, NULL, NULL, err);
+	if (rc < 0) {
+		job_free(j);
+		*out = NULL;
+		return -1;
+	}
+	if (rc == 1)
+		j->w = tir_workload_parse(canon, strlen(canon), NULL, terr);
+	else
+		snprintf(terr->msg, sizeof terr->msg, "workload %s is not stored", j->key);
+	j->canonical = canon;
+	if (!j->w || tir_target_parse(sj->target, &j->target, terr)) {
+		snprintf(j->target.key, sizeof j->target.key, "%s", sj->target);
+		return 0;
+	}
+	/* the stored records, not the job row, which can lag them (job_run
+	 * counts them again when it starts) */
+	int stored = store_record_count(d->db, j->key, j->target.key, err);
+	if (stored >= 0)
+		j->trials_done = stored;
+	do_append(js, j);
+	return 1;
+}
+
+/* Into memory, queued, oldest first (js->mu held): every job the store
+ * holds as queued, after putting those it holds as running back to queued —
+ * on a shared store only those whose lease passed (the others are live
+ * replicas'; theirs, once passed, come with jobs_adopt). */
 static int do_resume(jobs *js, char *msg, size_t n)
 {
 	tird *d = js->d;
@@ -989,7 +823,17 @@ static int do_resume(jobs *js, char *msg, size_t n)
 	id_list running = { 0 }, queued = { 0 };
 	if (store_jobs_list(d->db, STORE_JOB_RUNNING, 0, collect_id, &running, &err) < 0)
 		goto fail;
+	double now = store_now();
 	for (int i = 0; i < running.n; i++) {
+		store_job sj;
+		int got = store_job_get(d->db, running.ids[i], &sj, &err);
+		if (got < 0)
+			goto fail;
+		bool live = got == 1 && store_shared(d->db) && sj.lease_until >= now;
+		if (got == 1)
+			store_job_clear(&sj);
+		if (live)
+			continue;
 		if (store_job_transition(d->db, running.ids[i], STORE_JOB_RUNNING,
 					 STORE_JOB_QUEUED, "resumed after a restart", &err) < 0)
 			goto fail;
@@ -1000,42 +844,25 @@ static int do_resume(jobs *js, char *msg, size_t n)
 		goto fail;
 	for (int i = queued.n - 1; i >= 0; i--) {      /* the list is newest first */
 		store_job sj;
-		if (store_job_get(d->db, queued.ids[i], &sj, &err) != 1)
+		int got = store_job_get(d->db, queued.ids[i], &sj, &err);
+		if (got < 0)
 			goto fail;
-		job *j = tird_xcalloc(1, sizeof *j);
-		j->id = sj.id;
-		memcpy(j->key, sj.workload_key, sizeof j->key);
-		snprintf(j->message, sizeof j->message, "%s", sj.message ? sj.message : "");
-		j->trials = sj.trials;
-		j->batch = sj.batch;
-		snprintf(j->cost_model, sizeof j->cost_model, "%s",
-			 sj.cost_model[0] ? sj.cost_model : tird_cost_models[0]);
-		j->has_seed = sj.has_seed;
-		j->seed = sj.seed;
-		j->state = STORE_JOB_QUEUED;
-		j->trials_done = sj.trials_done;
-		j->best_us = sj.best_us;
-		j->created = sj.created;
-		store_job_clear(&sj);
+		if (got == 0 || sj.state != STORE_JOB_QUEUED) {   /* another replica's now */
+			if (got == 1)
+				store_job_clear(&sj);
+			continue;
+		}
 		tir_error terr = { "" };
-		char *canon = NULL;
-		if (store_workload_get(d->db, j->key, &canon, NULL, NULL, &err) == 1)
-			j->w = tir_workload_parse(canon, strlen(canon), NULL, &terr);
-		else
-			snprintf(terr.msg, sizeof terr.msg, "workload %s is not stored", j->key);
-		j->canonical = canon;
-		if (j->w && tir_target_parse(sj.target, &j->target, &terr) == 0) {
-			/* the stored records, not the job row, which can lag them
-			 * (run_job counts them again when it starts) */
-			int stored = store_record_count(d->db, j->key, j->target.key, &err);
-			if (stored >= 0)
-				j->trials_done = stored;
-			do_append(js, j);
+		job *j;
+		int rc = do_load(js, &sj, &j, &terr, &err);
+		store_job_clear(&sj);
+		if (rc < 0)
+			goto fail;
+		if (rc == 1) {
 			log_info("job %lld: resumed (%d/%d trials stored)", (long long)j->id,
 				 j->trials_done, j->trials);
 			continue;
 		}
-		snprintf(j->target.key, sizeof j->target.key, "%s", sj.target);
 		do_set_state(js, j, STORE_JOB_FAILED, terr.msg);
 		job_free(j);
 	}
@@ -1047,6 +874,88 @@ fail:
 	free(running.ids);
 	free(queued.ids);
 	return -1;
+}
+
+/* The claimable rows jobs_adopt reads, copied (their messages left out). */
+typedef struct row_list {
+	store_job *rows;
+	int n, cap;
+} row_list;
+
+static void collect_row(void *ctx, const store_job *sj)
+{
+	row_list *l = ctx;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->rows = tird_xrealloc(l->rows, (size_t)l->cap * sizeof *l->rows);
+	}
+	l->rows[l->n] = *sj;
+	l->rows[l->n++].message = NULL;
+}
+
+void jobs_adopt(jobs *js)
+{
+	tird *d = js->d;
+	store_error err;
+	row_list l = { 0 };
+	double now = store_now();
+	if (store_jobs_claimable(d->db, now, collect_row, &l, &err) < 0) {
+		log_warn("jobs: the claimable jobs could not be read: %s", err.msg);
+		return;
+	}
+	bool wake = false;
+	pthread_mutex_lock(&js->mu);
+	for (int i = 0; i < l.n && !atomic_load(&js->stopping); i++) {
+		const store_job *sj = &l.rows[i];
+		if (do_find(js, sj->id) || !workers_serve(d->workers, sj->target))
+			continue;
+		tir_error terr = { "" };
+		job *j;
+		int rc = do_load(js, sj, &j, &terr, &err);
+		if (rc < 0) {
+			log_warn("job %lld: not adopted: %s", (long long)sj->id, err.msg);
+			continue;
+		}
+		if (rc == 0) {
+			log_warn("job %lld: not adopted: %s", (long long)sj->id, terr.msg);
+			job_free(j);
+			continue;
+		}
+		if (sj->state == STORE_JOB_RUNNING)
+			log_warn("job %lld: adopted: its owner %s let its lease pass %.1f s ago "
+				 "(%d/%d trials stored)", (long long)j->id,
+				 sj->owner[0] ? sj->owner : "(none)", now - sj->lease_until,
+				 j->trials_done, j->trials);
+		else
+			log_info("job %lld: adopted from the queue (%d/%d trials stored)",
+				 (long long)j->id, j->trials_done, j->trials);
+		wake = true;
+	}
+	/* queued jobs held here that the store no longer has claimable: another
+	 * replica claimed, cancelled or failed them (a job queued in the last
+	 * seconds, or back in the queue since, may not be in the rows read: it
+	 * stays) */
+	for (job **p = &js->active; *p;) {
+		job *j = *p;
+		bool listed = false;
+		for (int i = 0; i < l.n && !listed; i++)
+			listed = l.rows[i].id == j->id;
+		if (j->state == STORE_JOB_QUEUED && !j->end_unstored && !listed &&
+		    j->queued_since < now - 5) {
+			log_info("job %lld: no longer queued in the database (another replica "
+				 "has it): no longer held here", (long long)j->id);
+			*p = j->next;
+			job_free(j);
+			j = NULL;
+			pthread_cond_broadcast(&js->changed);
+			continue;
+		}
+		p = &j->next;
+	}
+	if (wake)
+		pthread_cond_broadcast(&js->work);
+	pthread_mutex_unlock(&js->mu);
+	free(l.rows);
 }
 
 jobs *jobs_start(tird *d, char *msg, size_t n)
@@ -1085,7 +994,7 @@ void jobs_stop(jobs *js)
 	pthread_mutex_lock(&js->mu);
 	atomic_store(&js->stopping, true);
 	for (job *j = js->active; j; j = j->next)
-		atomic_store(&j->cancel, 1);   /* tir_tune stops after the round; run_job sees stopping */
+		atomic_store(&j->cancel, 1);   /* tir_tune stops after the round; job_run sees stopping */
 	pthread_cond_broadcast(&js->work);
 	pthread_cond_broadcast(&js->changed);
 	pthread_mutex_unlock(&js->mu);

@@ -7,7 +7,8 @@
  * Start-up, top to bottom: settings (defaults < config file < flags), the
  * store (migrations), this machine's CPU target, the worker registry, the
  * jobs (those a stopped or killed tird left queued or running resume), the
- * HTTP server, the local workers.
+ * lease thread (lease.c: this replica's claims of jobs, and the jobs of other
+ * replicas it may adopt), the HTTP server, the local workers.
  *
  * Signals are blocked in every thread and taken synchronously by the main
  * thread with sigtimedwait, which wakes at least once a second to run cron():
@@ -298,6 +299,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	d.started = store_now();
+	lease_replica_id(d.replica, sizeof d.replica, d.started);
 
 	/* every thread inherits this mask; the main thread takes the signals */
 	sigset_t sigs;
@@ -331,6 +333,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.workers = workers_new(&d);
+	d.leases = leases_new(&d);
 	api_init(&d);
 	if (models_load(&d, msg, sizeof msg)) {
 		failed = "cost model seed";
@@ -340,13 +343,17 @@ int main(int argc, char **argv)
 		failed = "jobs";
 		goto out;
 	}
+	if (leases_start(d.leases, msg, sizeof msg)) {
+		failed = "leases";
+		goto out;
+	}
 	if (http_start(&d, msg, sizeof msg)) {
 		failed = "http";
 		goto out;
 	}
-	log_info("tird %s listening on http://%s:%d (db %s, schema %d, cpu %s%s)",
+	log_info("tird %s listening on http://%s:%d (db %s, schema %d, cpu %s, replica %s%s)",
 		 PACKAGE_VERSION, d.cfg.host, d.cfg.port, store_location(d.db), store_schema_version(d.db),
-		 d.cpu.key, d.cfg.ntokens ? ", writes need a token of their scope" : "");
+		 d.cpu.key, d.replica, d.cfg.ntokens ? ", writes need a token of their scope" : "");
 	if (d.cfg.ntokens && !d.cfg.token && strcmp(d.cfg.local_workers, "none"))
 		log_warn("no token of the token file has the worker scope: the local workers "
 			 "cannot register");
@@ -372,9 +379,13 @@ out:
 		workers_wake(d.workers);
 	locals_stop(&l);
 	jobs_stop(d.jobs);         /* running jobs go back to queued */
+	leases_stop(d.leases);     /* after the jobs left running: their claims ended */
 	http_stop(&d);
-	if (d.db && d.models)
+	if (d.db && d.models) {
 		models_cron(&d, true);     /* what the models learnt since their last write */
+		models_release(&d);
+	}
+	leases_free(d.leases);
 	jobs_free(d.jobs);
 	workers_free(d.workers);
 	api_free(&d);

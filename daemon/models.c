@@ -26,6 +26,14 @@
  * when their first job runs.  The stored records are the truth; the model
  * is a summary of them.
  *
+ * Replicas on one database: a model is written only by the replica that
+ * holds its writer lease (store_model_put: the first write takes it, the
+ * lease thread renews it, models_renew, and shutdown gives it up).  The
+ * others load the model the holder wrote when their first job of the key
+ * needs it; their own jobs still teach their copy in memory, but what it
+ * learns is not written (the holder's is the one in the database, and the
+ * stored records, shared by all, are the truth).
+ *
  * The store's cost_models rows are keyed by the full key (in the column
  * 001_init.sql named target_kind); the rows "cpu" and "cuda" of tirds
  * before issue #33, one model for every key of a kind, are no longer read.
@@ -60,6 +68,7 @@ typedef struct model_slot {
 	cm_model *m;
 	bool failed;               /* making it failed: jobs rank at random */
 	atomic_int unsaved;        /* rows learnt since the last write */
+	atomic_bool writer;        /* this replica holds the writer lease */
 	double dirty_since;        /* when the first of them was */
 	struct model_slot *next;
 } model_slot;
@@ -301,12 +310,25 @@ static void slot_save(tird *d, model_slot *s)
 	size_t len = 0;
 	tir_error terr = { "" };
 	store_error err;
-	int learnt = atomic_exchange(&s->unsaved, 0);
+	int learnt = atomic_exchange(&s->unsaved, 0), put = -1;
+	double now = store_now();
 	if (cm_model_save(s->m, &blob, &len, &terr)) {
 		log_warn("cost model for %s not saved: %s", s->key, terr.msg);
-	} else if (store_model_put(d->db, s->key, "xgboost", blob, len, &err)) {
+	} else if ((put = store_model_put(d->db, s->key, "xgboost", blob, len, d->replica, now,
+					  now + (double)d->cfg.job_lease_s, &err)) < 0) {
 		log_warn("cost model for %s not saved: %s", s->key, err.msg);
+	} else if (put == 0) {
+		/* another replica writes this model: what this copy learnt is
+		 * not written, and asked again only model_save_s from now */
+		if (atomic_exchange(&s->writer, false) || !s->dirty_since)
+			log_info("cost model for %s not written: another replica holds its "
+				 "writer lease", s->key);
+		s->dirty_since = now;
+		learnt = 0;
 	} else {
+		if (!atomic_exchange(&s->writer, true))
+			log_info("cost model for %s: this replica writes it (writer lease taken)",
+				 s->key);
 		atomic_fetch_add(&d->metrics.model_saves[k], 1);
 		s->dirty_since = 0;
 		log_info("cost model for %s saved: %d rows, %.1f MB, %d learnt since the last "
@@ -377,6 +399,44 @@ void models_cron(tird *d, bool all)
 				slot_save(d, s);
 		}
 		pthread_mutex_unlock(&s->make_mu);
+	}
+}
+
+/* The slots, for the lease duties (slots are only ever prepended). */
+static model_slot *slots(tird *d)
+{
+	if (!d->models)
+		return NULL;
+	pthread_mutex_lock(&d->models->mu);
+	model_slot *list = d->models->list;
+	pthread_mutex_unlock(&d->models->mu);
+	return list;
+}
+
+void models_renew(tird *d)
+{
+	double until = store_now() + (double)d->cfg.job_lease_s;
+	for (model_slot *s = slots(d); s; s = s->next) {
+		if (!atomic_load(&s->writer))
+			continue;
+		store_error err;
+		int rc = store_model_renew(d->db, s->key, d->replica, until, &err);
+		if (rc < 0)
+			log_warn("cost model for %s: writer lease not renewed: %s", s->key, err.msg);
+		else if (rc == 0 && atomic_exchange(&s->writer, false))
+			log_warn("cost model for %s: writer lease lost: another replica writes it "
+				 "now", s->key);
+	}
+}
+
+void models_release(tird *d)
+{
+	for (model_slot *s = slots(d); s; s = s->next) {
+		store_error err;
+		if (atomic_exchange(&s->writer, false) &&
+		    store_model_release(d->db, s->key, d->replica, &err))
+			log_warn("cost model for %s: writer lease not given up: %s", s->key,
+				 err.msg);
 	}
 }
 

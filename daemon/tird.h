@@ -13,9 +13,12 @@
  *              batches, workers)
  *   ui.c       the dashboard: its pages and script (built in), and the
  *              routes only it needed (GET /v1/roofline, GET /v1/models)
- *   jobs.c     the job state machine and the tuning threads (tir_tune)
+ *   jobs.c     the job state machine and the tuning threads; run.c runs
+ *              one job (tir_tune); jobs_int.h holds the types the two share
+ *   lease.c    replicas: this tird's id, its claims of jobs under leases,
+ *              the lease thread that renews them and adopts claimable jobs
  *   models.c   the cost model of each full target key: loaded, made from the
- *              seed and the stored records, saved
+ *              seed and the stored records, saved by its writer lease's holder
  *   workers.c  the worker registry, leases, the measurement dispatcher
  *   metrics.c  counters and the Prometheus text of GET /metrics
  *   trust.c    what tird believes: the bounds of a result, imports replayed
@@ -123,6 +126,8 @@ char *tird_strdup(const char *s);
 	X(max_trials,      INT,  max_trials,      "100000", "most trials one job may ask") \
 	X(default_batch,   INT,  default_batch,   "16",    "candidates measured per round") \
 	X(lease_s,         INT,  lease_s,         "15",    "a silent worker loses its lease after this") \
+	X(job_lease_s,     INT,  job_lease_s,     "15",    "a replica's claim of a job lapses after this unless renewed; another replica then takes the job over") \
+	X(job_lease_renew_s, INT, job_lease_renew_s, "5",  "a replica renews its claims this often (less than job_lease_s)") \
 	X(worker_wait_s,   INT,  worker_wait_s,   "300",   "a job waiting in the queue fails when no worker for its target comes in this") \
 	X(max_queued_jobs, INT,  max_queued_jobs, "1000",  "queued jobs at most; a new one past it is refused (429 queue_full)") \
 	X(max_body,        INT,  max_body,        "65536", "largest request body, bytes (413 above)") \
@@ -401,6 +406,13 @@ void jobs_counts(jobs *js, int counts[STORE_JOB_NSTATES]);
 /* Wakes the tuning threads: a worker registered, so a job waiting in the
  * queue for its target may start. */
 void jobs_wake(jobs *js);
+/* Lease duty (lease.c, every job_lease_renew_s): takes into memory, queued,
+ * each claimable job of the store (queued by another replica, or running
+ * under a lease that passed: its owner died) that this replica does not hold
+ * and whose target one of its live workers serves, and drops the queued jobs
+ * it holds that the store no longer has claimable (claimed, cancelled or
+ * failed by another replica). */
+void jobs_adopt(jobs *js);
 /* Cron duty: a queued job whose target no live worker serves starts its
  * wait (worker_wait_s) and fails at its end; a job whose start or end the
  * store refused is tried again. */
@@ -428,6 +440,12 @@ void models_learned(tird *d, const tir_target *t, int rows);
 /* Cron duty: writes the models that are due (above); with `all`
  * (shutdown), every model that learnt anything since its last write. */
 void models_cron(tird *d, bool all);
+/* Lease duty: renews the writer lease of each model this replica writes
+ * (the first write of a model takes it; store_model_put); a lease lost
+ * means another replica writes that model now. */
+void models_renew(tird *d);
+/* Gives the writer leases up (shutdown, after the last models_cron). */
+void models_release(tird *d);
 void models_free(tird *d);
 /* A model as GET /v1/models shows it. */
 typedef struct model_info {
@@ -445,6 +463,37 @@ int models_list(tird *d, model_info **out);
  * every core (0), except for a CPU target (1), whose candidates other jobs
  * may be timing on this machine's cores meanwhile. */
 int tird_search_threads(tir_target_kind kind);
+
+/* ---- lease.c: replicas, job claims under leases ---------------------------------------- */
+
+typedef struct leases leases;
+typedef struct job_lease job_lease;
+/* This replica's id, unique among the replicas of one database:
+ * "HOST:PID:START" (started: seconds since the epoch). */
+void lease_replica_id(char *out, size_t n, double started);
+/* The claims' table; its thread starts with leases_start (after the jobs:
+ * it calls jobs_adopt and models_renew) and stops with leases_stop (before
+ * the jobs and models are freed).  leases_free stops it too and frees the
+ * claims left (jobs whose end the store refused: their leases lapse). */
+leases *leases_new(tird *d);
+int leases_start(leases *ls, char *msg, size_t n);
+void leases_stop(leases *ls);
+void leases_free(leases *ls);
+/* Claims job id for this replica (store_job_claim, lease job_lease_s) and
+ * keeps the claim renewed; cancel is the job's flag, set when the claim is
+ * lost or a user asks the job to stop.  1 with *out (freed by lease_drop)
+ * and *was (the row before the claim; cleared by the caller), 0 not
+ * claimable, -1 with err. */
+int lease_claim(leases *ls, int64_t id, atomic_int *cancel, job_lease **out,
+		store_job *was, store_error *err);
+/* Whether l still holds, before anything of its job is stored: trusted while
+ * more than job_lease_renew_s of it is left, else renewed at once.  NULL
+ * (no claim) holds. */
+bool lease_held(leases *ls, job_lease *l);
+/* Whether l was lost (the store holds the job for another replica). */
+bool lease_lost(leases *ls, const job_lease *l);
+/* Stops renewing l and frees it (its job left running, or was lost). */
+void lease_drop(leases *ls, job_lease *l);
 
 /* ---- views.c: the JSON documents of the routes ------------------------------------------- */
 
@@ -622,6 +671,8 @@ struct tird {
 	atomic_ulong best_gen;     /* bumped whenever a best row changes */
 	struct best_cache *best_cache;   /* api.c */
 	tird_models *models;       /* XGBoost cost model per full target key (models.c) */
+	leases *leases;            /* this replica's claims of jobs (lease.c) */
+	char replica[128];         /* this replica's id (lease_replica_id) */
 	double started;
 };
 

@@ -90,6 +90,8 @@ cJSON *view_job(tird *d, const job_view *v)
 	add_time(o, "created", sj->created);
 	add_time(o, "started", sj->started);
 	add_time(o, "finished", sj->finished);
+	if (sj->owner[0])
+		cJSON_AddStringToObject(o, "owner", sj->owner);
 	cJSON_AddNumberToObject(o, "version", (double)v->version);
 	store_best b;
 	if (store_best_get(d->db, sj->workload_key, sj->target, &b, &err) == 1) {

@@ -13,6 +13,9 @@
  * postgres.c turns ?N into $N.  A parameter whose type nothing around it
  * decides is CAST in the text, since PostgreSQL infers the types.
  *
+ * A statement may hold {LOCK}, which store.c replaces by the backend's
+ * lock_rows before it prepares it.
+ *
  * Every db_stmt starts with the backend that made it, so that store.c binds
  * and reads through q->be without knowing which it is.  Text and blob
  * parameters are not copied: they must stay valid until the step that
@@ -44,6 +47,13 @@ enum { DB_ERROR = -1, DB_DONE = 0, DB_ROW = 1 };
 
 struct store_backend {
 	const char *name;                  /* "sqlite", "postgresql" */
+	/* Several tird replicas may share the database (store_shared). */
+	bool shared;
+	/* What a statement's {LOCK} becomes: the clause that locks the rows a
+	 * SELECT read until the transaction ends, skipping those another
+	 * transaction holds (" FOR UPDATE SKIP LOCKED"; "" where the write
+	 * transaction locks the whole database, as SQLite's does). */
+	const char *lock_rows;
 	/* Connects to the database at `where`; NULL with a message. */
 	db *(*open)(const char *where, store_error *err);
 	void (*close)(db *c);

@@ -437,6 +437,8 @@ static void *pg_col_blob(db_stmt *q, int col, size_t *n)
 
 const store_backend store_postgres = {
 	.name = "postgresql",
+	.shared = true,
+	.lock_rows = " FOR UPDATE SKIP LOCKED",
 	.open = pg_open,
 	.close = pg_close,
 	.migrations = pg_migrations,

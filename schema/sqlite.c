@@ -211,6 +211,8 @@ static void *lite_blob(db_stmt *q, int col, size_t *n)
 
 const store_backend store_sqlite = {
 	.name = "sqlite",
+	.shared = false,
+	.lock_rows = "",
 	.open = lite_open,
 	.close = lite_close,
 	.migrations = sqlite_migrations,

@@ -3,8 +3,8 @@
  * over the backends of backend.h: SQLite (sqlite.c) and PostgreSQL
  * (postgres.c).
  *
- * Every statement is declared once in STORE_STMTS, in SQL both backends
- * accept, and prepared at open; a call binds, steps and finishes under the
+ * Every statement is declared once in STORE_STMTS (store_int.h), in SQL both
+ * backends accept, and prepared at open; a call binds, steps and finishes under the
  * store's mutex.  Functions that change more than one row wrap them in the
  * backend's write transaction (begin ... commit), so each state change is one
  * transaction, and an import (store_import), however many rows, is one too.
@@ -17,6 +17,10 @@
  * for a flag; CAST on a parameter that nothing around it types; LIMIT with
  * INT64_MAX for "no limit"; rowid for the order records were stored in
  * (SQLite's implicit rowid; a column of that name on PostgreSQL).
+ *
+ * Files: the statements, struct store and the helpers are store_int.h's,
+ * shared with store_jobs.c, which holds the jobs and their claims under
+ * leases (004_job_lease.sql); this file opens the store and holds the rest.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -25,109 +29,7 @@
 #include <string.h>
 #include <time.h>
 #include <nettle/sha2.h>
-#include "backend.h"
-#include "store.h"
-
-/* ---- statements ---------------------------------------------------------------- */
-
-/* The columns of a job row, in job_from_row's order. */
-#define JOB_COLS "id, workload_key, target, trials, batch, state, cached, trials_done, " \
-	"errors, best_us, message, created, started, finished, cost_model, seed"
-
-/* The columns of a record row, in record_from_row's order. */
-#define REC_COLS "id, workload_key, target, trace, status, latency_us, max_rel_error, " \
-	"message, worker, job_id, created, origin, trusted, source, token, host"
-
-/* X(id, SQL) */
-#define STORE_STMTS(X) \
-	X(WL_PUT,     "INSERT INTO workloads(key, op, canonical, flops, created) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING") \
-	X(WL_GET,     "SELECT canonical, op, flops FROM workloads WHERE key = ?1") \
-	X(TGT_PUT,    "INSERT INTO targets(key, kind, created) VALUES (?1, ?2, ?3) " \
-		      "ON CONFLICT DO NOTHING") \
-	X(JOB_INSERT, "INSERT INTO jobs(workload_key, target, trials, batch, state, cached, " \
-		      "trials_done, errors, best_us, message, created, started, finished, " \
-		      "cost_model, seed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
-		      "?12, ?13, coalesce(?14, 'xgboost'), ?15) RETURNING id") \
-	X(JOB_STATE,  "SELECT state FROM jobs WHERE id = ?1") \
-	X(JOB_MOVE,   "UPDATE jobs SET state = ?2, message = coalesce(?3, message), " \
-		      "started = coalesce(?4, started), finished = ?5 WHERE id = ?1") \
-	X(JOB_PROG,   "UPDATE jobs SET trials_done = ?2, errors = ?3, best_us = ?4 WHERE id = ?1") \
-	X(JOB_GET,    "SELECT " JOB_COLS " FROM jobs WHERE id = ?1") \
-	X(JOB_LIST,   "SELECT " JOB_COLS " FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR " \
-		      "state = ?1) ORDER BY id DESC LIMIT ?2") \
-	X(REC_INSERT, "INSERT INTO records(id, workload_key, target, trace, status, " \
-		      "latency_us, max_rel_error, message, worker, job_id, created, origin, " \
-		      "trusted, source, token, host) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) " \
-		      "ON CONFLICT DO NOTHING") \
-	X(REC_ORIGIN, "SELECT origin, workload_key, target FROM records WHERE id = ?1") \
-	X(REC_REPLACE, "UPDATE records SET status = ?5, latency_us = ?6, max_rel_error = ?7, " \
-		      "message = ?8, worker = ?9, job_id = ?10, created = ?11, origin = ?12, " \
-		      "trusted = ?13, source = ?14, token = ?15, host = ?16 " \
-		      "WHERE id = ?1 AND workload_key = ?2 AND target = ?3 AND trace = ?4") \
-	X(REC_DELETE, "DELETE FROM records WHERE id = ?1") \
-	X(REC_EACH,   "SELECT " REC_COLS " FROM records " \
-		      "WHERE (CAST(?1 AS TEXT) IS NULL OR workload_key = ?1) AND " \
-		      "(CAST(?2 AS TEXT) IS NULL OR target = ?2) ORDER BY created, rowid") \
-	X(REC_PAGE,   "SELECT " REC_COLS ", rowid FROM records " \
-		      "WHERE (CAST(?1 AS TEXT) IS NULL OR workload_key = ?1) AND " \
-		      "(CAST(?2 AS TEXT) IS NULL OR target = ?2) " \
-		      "AND rowid > ?3 ORDER BY rowid LIMIT ?4") \
-	X(REC_UNTRUSTED, "SELECT " REC_COLS " FROM records WHERE workload_key = ?1 AND " \
-		      "target = ?2 AND trusted = 0 AND status = 'ok' AND latency_us > 0 " \
-		      "ORDER BY latency_us, rowid LIMIT ?3") \
-	X(REC_COUNT,  "SELECT count(*) FROM records WHERE workload_key = ?1 AND target = ?2 " \
-		      "AND trusted <> 0") \
-	X(BEST_ROW,   "SELECT latency_us, record_id FROM best WHERE workload_key = ?1 AND target = ?2") \
-	X(BEST_NEW,   "INSERT INTO best(workload_key, target, op, record_id, latency_us, trials, " \
-		      "updated) SELECT ?1, CAST(?2 AS TEXT), op, CAST(?3 AS TEXT), " \
-		      "CAST(?4 AS DOUBLE PRECISION), 1, CAST(?5 AS DOUBLE PRECISION) " \
-		      "FROM workloads WHERE key = ?1") \
-	X(BEST_TRIAL, "UPDATE best SET trials = trials + 1, updated = ?3 " \
-		      "WHERE workload_key = ?1 AND target = ?2") \
-	X(BEST_SET,   "UPDATE best SET record_id = ?3, latency_us = ?4, updated = ?5 " \
-		      "WHERE workload_key = ?1 AND target = ?2") \
-	X(BEST_ENSURE, "INSERT INTO best(workload_key, target, op, record_id, " \
-		      "latency_us, trials, updated) SELECT ?1, CAST(?2 AS TEXT), op, " \
-		      "CAST(NULL AS TEXT), CAST(NULL AS DOUBLE PRECISION), 0, " \
-		      "CAST(?3 AS DOUBLE PRECISION) FROM workloads WHERE key = ?1 " \
-		      "ON CONFLICT DO NOTHING") \
-	X(BEST_UNSET, "UPDATE best SET record_id = NULL, latency_us = NULL WHERE record_id = ?1") \
-	X(BEST_RECOMPUTE, "UPDATE best SET trials = (SELECT count(*) FROM records WHERE " \
-		      "workload_key = ?1 AND target = ?2 AND trusted <> 0), " \
-		      "(record_id, latency_us) = " \
-		      "(SELECT id, latency_us FROM records WHERE workload_key = ?1 AND target = ?2 " \
-		      "AND trusted <> 0 AND status = 'ok' AND latency_us > 0 " \
-		      "ORDER BY latency_us, rowid LIMIT 1), updated = ?3 " \
-		      "WHERE workload_key = ?1 AND target = ?2") \
-	X(BEST_GET,   "SELECT b.workload_key, b.target, b.op, w.canonical, w.flops, " \
-		      "b.record_id, r.trace, b.latency_us, b.trials, b.updated " \
-		      "FROM best b JOIN workloads w ON w.key = b.workload_key " \
-		      "LEFT JOIN records r ON r.id = b.record_id " \
-		      "WHERE b.workload_key = ?1 AND b.target = ?2") \
-	X(BEST_EACH,  "SELECT b.workload_key, b.target, b.op, w.canonical, w.flops, " \
-		      "b.record_id, r.trace, b.latency_us, b.trials, b.updated " \
-		      "FROM best b JOIN workloads w ON w.key = b.workload_key " \
-		      "JOIN records r ON r.id = b.record_id " \
-		      "WHERE (CAST(?1 AS TEXT) IS NULL OR b.op = ?1) AND " \
-		      "(CAST(?2 AS TEXT) IS NULL OR b.target = ?2 OR " \
-		      "(CAST(?3 AS TEXT) IS NOT NULL AND substr(b.target, 1, length(?3)) = ?3)) " \
-		      "ORDER BY b.op, b.workload_key, b.target") \
-	X(WRK_PUT,    "INSERT INTO workers(id, target, name, state, registered, last_seen) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET " \
-		      "state = excluded.state, last_seen = excluded.last_seen") \
-	X(MODEL_PUT,  "INSERT INTO cost_models(target_kind, name, model, updated) " \
-		      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(target_kind) DO UPDATE SET " \
-		      "name = excluded.name, model = excluded.model, updated = excluded.updated") \
-	X(MODEL_GET,  "SELECT model FROM cost_models WHERE target_kind = ?1")
-
-enum {
-#define STORE_STMT_ENUM(id, sql) ST_##id,
-	STORE_STMTS(STORE_STMT_ENUM)
-#undef STORE_STMT_ENUM
-	ST_COUNT
-};
+#include "store_int.h"
 
 static const char *const stmt_sql[ST_COUNT] = {
 #define STORE_STMT_SQL(id, sql) sql,
@@ -135,55 +37,11 @@ static const char *const stmt_sql[ST_COUNT] = {
 #undef STORE_STMT_SQL
 };
 
-/* "no limit" for a LIMIT parameter, on both backends */
-#define NO_LIMIT INT64_MAX
-
-struct store {
-	const store_backend *be;
-	db *c;
-	pthread_mutex_t mu;        /* serialises every call (do_x expects it held) */
-	db_stmt *st[ST_COUNT];
-	int version;
-	char location[256];        /* where, its password hidden */
-};
-
-static const char *const job_state_names[] = {
-#define STORE_JS_NAME(id, name) name,
-	STORE_JOB_STATES(STORE_JS_NAME)
-#undef STORE_JS_NAME
-};
-
-const char *store_job_state_name(store_job_state s)
-{
-	return (unsigned)s < STORE_JOB_NSTATES ? job_state_names[s] : "?";
-}
-
-int store_job_state_parse(const char *name)
-{
-	for (int i = 0; i < STORE_JOB_NSTATES; i++)
-		if (name && !strcmp(name, job_state_names[i]))
-			return i;
-	return -1;
-}
-
 double store_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int fail(store_error *err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int fail(store_error *err, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
 }
 
 void store_record_id(const char *workload_key, const char *target,
@@ -200,109 +58,6 @@ void store_record_id(const char *workload_key, const char *target,
 	sha256_digest(&c, sizeof d, d);
 	for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
 		snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
-/* ---- small helpers: bind, step, columns (the mutex held) ------------------------ */
-
-static db_stmt *stmt(store *s, int id)
-{
-	db_stmt *q = s->st[id];
-	q->be->start(q);
-	return q;
-}
-
-static void bind_text(db_stmt *q, int i, const char *v)
-{
-	q->be->bind_text(q, i, v);
-}
-
-static void bind_double(db_stmt *q, int i, double v)
-{
-	q->be->bind_double(q, i, v);
-}
-
-static void bind_int64(db_stmt *q, int i, int64_t v)
-{
-	q->be->bind_int64(q, i, v);
-}
-
-/* A REAL that is NULL when v is not positive (no time / no latency). */
-static void bind_pos(db_stmt *q, int i, double v)
-{
-	if (v > 0)
-		q->be->bind_double(q, i, v);
-	else
-		q->be->bind_null(q, i);
-}
-
-static int step(db_stmt *q, store_error *err)
-{
-	return q->be->step(q, err);
-}
-
-static void finish(db_stmt *q)
-{
-	q->be->finish(q);
-}
-
-/* Steps a statement that returns no rows; 0 or -1. */
-static int exec(db_stmt *q, store_error *err)
-{
-	int rc = step(q, err);
-	finish(q);
-	return rc == DB_ERROR ? -1 : 0;
-}
-
-static int64_t changes(db_stmt *q)
-{
-	return q->be->changes(q);
-}
-
-static bool col_null(db_stmt *q, int i)
-{
-	return q->be->is_null(q, i);
-}
-
-static const char *col_text(db_stmt *q, int i)
-{
-	return q->be->text(q, i);
-}
-
-static double col_real(db_stmt *q, int i)
-{
-	return q->be->real(q, i);
-}
-
-static int64_t col_int64(db_stmt *q, int i)
-{
-	return q->be->int64(q, i);
-}
-
-static char *col_dup(db_stmt *q, int i)
-{
-	const char *t = col_text(q, i);
-	return t ? strdup(t) : NULL;
-}
-
-static void col_copy(db_stmt *q, int i, char *dst, size_t n)
-{
-	const char *t = col_text(q, i);
-	snprintf(dst, n, "%s", t ? t : "");
-}
-
-static int begin(store *s, store_error *err)
-{
-	return s->be->begin(s->c, err);
-}
-
-static int commit(store *s, store_error *err)
-{
-	return s->be->commit(s->c, err);
-}
-
-static void rollback(store *s)
-{
-	s->be->rollback(s->c);
 }
 
 /* ---- open and migrate -------------------------------------------------------------- */
@@ -396,6 +151,21 @@ static void hide_password(const char *where, char *out, size_t n)
 	}
 }
 
+/* sql with its {LOCK} (at most one) replaced by lock_rows; malloc'd. */
+static char *with_lock(const char *sql, const char *lock_rows)
+{
+	const char *at = strstr(sql, "{LOCK}");
+	size_t n = strlen(sql) + strlen(lock_rows) + 1;
+	char *out = malloc(n);
+	if (!out)
+		abort();
+	if (at)
+		snprintf(out, n, "%.*s%s%s", (int)(at - sql), sql, lock_rows, at + 6);
+	else
+		snprintf(out, n, "%s", sql);
+	return out;
+}
+
 static bool is_postgres_url(const char *where)
 {
 	return !strncmp(where, "postgresql://", 13) || !strncmp(where, "postgres://", 11);
@@ -432,12 +202,16 @@ store *store_open(const char *where, store_error *err)
 		store_close(s);
 		return NULL;
 	}
-	for (int i = 0; i < ST_COUNT; i++)
-		if (!(s->st[i] = s->be->prepare(s->c, stmt_sql[i], &e))) {
+	for (int i = 0; i < ST_COUNT; i++) {
+		char *sql = with_lock(stmt_sql[i], s->be->lock_rows);
+		s->st[i] = s->be->prepare(s->c, sql, &e);
+		free(sql);
+		if (!s->st[i]) {
 			fail(err, "%s: %s", s->location, e.msg);
 			store_close(s);
 			return NULL;
 		}
+	}
 	return s;
 }
 
@@ -457,6 +231,11 @@ void store_close(store *s)
 int store_schema_version(store *s)
 {
 	return s->version;
+}
+
+bool store_shared(store *s)
+{
+	return s->be->shared;
 }
 
 const char *store_backend_name(store *s)
@@ -532,163 +311,6 @@ int store_target_put(store *s, const char *key, const char *kind, store_error *e
 	int rc = do_target_put(s, key, kind, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
-}
-
-/* ---- jobs ------------------------------------------------------------------------------- */
-
-void store_job_clear(store_job *j)
-{
-	free(j->message);
-	j->message = NULL;
-}
-
-int store_job_insert(store *s, store_job *j, store_error *err)
-{
-	pthread_mutex_lock(&s->mu);
-	if (!j->created)
-		j->created = store_now();
-	db_stmt *q = stmt(s, ST_JOB_INSERT);
-	bind_text(q, 1, j->workload_key);
-	bind_text(q, 2, j->target);
-	bind_int64(q, 3, j->trials);
-	bind_int64(q, 4, j->batch);
-	bind_text(q, 5, store_job_state_name(j->state));
-	bind_int64(q, 6, j->cached);
-	bind_int64(q, 7, j->trials_done);
-	bind_int64(q, 8, j->errors);
-	bind_pos(q, 9, j->best_us);
-	bind_text(q, 10, j->message);
-	bind_double(q, 11, j->created);
-	bind_pos(q, 12, j->started);
-	bind_pos(q, 13, j->finished);
-	bind_text(q, 14, j->cost_model[0] ? j->cost_model : NULL);
-	if (j->has_seed)
-		bind_int64(q, 15, j->seed);
-	int rc = step(q, err);
-	if (rc == DB_ROW)
-		j->id = col_int64(q, 0);
-	else if (rc == DB_DONE)
-		fail(err, "job insert: no id returned");
-	finish(q);
-	pthread_mutex_unlock(&s->mu);
-	return rc == DB_ROW ? 0 : -1;
-}
-
-int store_job_transition(store *s, int64_t id, store_job_state from,
-			 store_job_state to, const char *message, store_error *err)
-{
-	int ret = -1;
-	pthread_mutex_lock(&s->mu);
-	if (begin(s, err))
-		goto out;
-	db_stmt *q = stmt(s, ST_JOB_STATE);
-	bind_int64(q, 1, id);
-	int rc = step(q, err);
-	if (rc != DB_ROW) {
-		finish(q);
-		rollback(s);
-		ret = rc == DB_DONE ? fail(err, "job %lld: no such job", (long long)id) : -1;
-		goto out;
-	}
-	int cur = store_job_state_parse(col_text(q, 0));
-	finish(q);
-	if (cur != (int)from) {
-		rollback(s);
-		ret = 1;
-		goto out;
-	}
-	double now = store_now();
-	q = stmt(s, ST_JOB_MOVE);
-	bind_int64(q, 1, id);
-	bind_text(q, 2, store_job_state_name(to));
-	bind_text(q, 3, message);
-	bind_pos(q, 4, to == STORE_JOB_RUNNING ? now : 0);
-	bind_pos(q, 5, to >= STORE_JOB_DONE ? now : 0);
-	if (exec(q, err) || commit(s, err)) {
-		rollback(s);
-		goto out;
-	}
-	ret = 0;
-out:
-	pthread_mutex_unlock(&s->mu);
-	return ret;
-}
-
-int store_job_progress(store *s, int64_t id, int trials_done, int errors,
-		       double best_us, store_error *err)
-{
-	pthread_mutex_lock(&s->mu);
-	db_stmt *q = stmt(s, ST_JOB_PROG);
-	bind_int64(q, 1, id);
-	bind_int64(q, 2, trials_done);
-	bind_int64(q, 3, errors);
-	bind_pos(q, 4, best_us);
-	int rc = exec(q, err);
-	pthread_mutex_unlock(&s->mu);
-	return rc;
-}
-
-static void job_from_row(db_stmt *q, store_job *j)
-{
-	memset(j, 0, sizeof *j);
-	j->id = col_int64(q, 0);
-	col_copy(q, 1, j->workload_key, sizeof j->workload_key);
-	col_copy(q, 2, j->target, sizeof j->target);
-	j->trials = col_int64(q, 3);
-	j->batch = col_int64(q, 4);
-	int st = store_job_state_parse(col_text(q, 5));
-	j->state = st < 0 ? STORE_JOB_FAILED : (store_job_state)st;
-	j->cached = col_int64(q, 6) != 0;
-	j->trials_done = col_int64(q, 7);
-	j->errors = col_int64(q, 8);
-	j->best_us = col_real(q, 9);
-	j->message = col_dup(q, 10);
-	j->created = col_real(q, 11);
-	j->started = col_real(q, 12);
-	j->finished = col_real(q, 13);
-	col_copy(q, 14, j->cost_model, sizeof j->cost_model);
-	j->has_seed = !col_null(q, 15);
-	j->seed = j->has_seed ? col_int64(q, 15) : 0;
-}
-
-int store_job_get(store *s, int64_t id, store_job *j, store_error *err)
-{
-	pthread_mutex_lock(&s->mu);
-	db_stmt *q = stmt(s, ST_JOB_GET);
-	bind_int64(q, 1, id);
-	int rc = step(q, err), ret;
-	if (rc == DB_ROW) {
-		job_from_row(q, j);
-		ret = 1;
-	} else {
-		ret = rc == DB_DONE ? 0 : -1;
-	}
-	finish(q);
-	pthread_mutex_unlock(&s->mu);
-	return ret;
-}
-
-int store_jobs_list(store *s, int state, int limit,
-		    void (*fn)(void *ctx, const store_job *j), void *ctx,
-		    store_error *err)
-{
-	int n = 0, rc;
-	pthread_mutex_lock(&s->mu);
-	db_stmt *q = stmt(s, ST_JOB_LIST);
-	bind_text(q, 1, state >= 0 ? store_job_state_name((store_job_state)state) : NULL);
-	bind_int64(q, 2, limit > 0 ? limit : NO_LIMIT);
-	while ((rc = step(q, err)) == DB_ROW) {
-		store_job j;
-		job_from_row(q, &j);
-		fn(ctx, &j);
-		store_job_clear(&j);
-		n++;
-	}
-	if (rc != DB_DONE)
-		n = -1;
-	finish(q);
-	pthread_mutex_unlock(&s->mu);
-	return n;
 }
 
 /* ---- records and best --------------------------------------------------------------------- */
@@ -1157,7 +779,8 @@ int store_worker_put(store *s, const char *id, const char *target, const char *n
 }
 
 int store_model_put(store *s, const char *target_kind, const char *name,
-		    const void *blob, size_t len, store_error *err)
+		    const void *blob, size_t len, const char *writer, double now,
+		    double writer_until, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_MODEL_PUT);
@@ -1165,6 +788,39 @@ int store_model_put(store *s, const char *target_kind, const char *name,
 	bind_text(q, 2, name);
 	q->be->bind_blob(q, 3, blob, len);
 	bind_double(q, 4, store_now());
+	bind_text(q, 5, writer);
+	if (writer)
+		bind_double(q, 6, writer_until);
+	bind_double(q, 7, now);
+	int rc = step(q, err);
+	int64_t n = changes(q);
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return rc == DB_ERROR ? -1 : n > 0;
+}
+
+int store_model_renew(store *s, const char *target_kind, const char *writer,
+		      double writer_until, store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_MODEL_RENEW);
+	bind_text(q, 1, target_kind);
+	bind_text(q, 2, writer);
+	bind_double(q, 3, writer_until);
+	int rc = step(q, err);
+	int64_t n = changes(q);
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return rc == DB_ERROR ? -1 : n > 0;
+}
+
+int store_model_release(store *s, const char *target_kind, const char *writer,
+			store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_MODEL_RELEASE);
+	bind_text(q, 1, target_kind);
+	bind_text(q, 2, writer);
 	int rc = exec(q, err);
 	pthread_mutex_unlock(&s->mu);
 	return rc;

@@ -47,6 +47,11 @@ store *store_open(const char *where, store_error *err);
 void store_close(store *s);
 /* "sqlite" or "postgresql". */
 const char *store_backend_name(store *s);
+/* Whether the database may be shared by several tird replicas (PostgreSQL:
+ * true; an SQLite file is one replica's).  Jobs are claimed under leases on
+ * both; a shared store is also what tells a replica to leave the running
+ * jobs of others alone at its start and to read the best rows afresh. */
+bool store_shared(store *s);
 /* The location store_open was given, its password hidden: for logs. */
 const char *store_location(store *s);
 /* The schema version (the number of the last migration applied). */
@@ -108,6 +113,12 @@ typedef struct store_job {
 	char cost_model[16];
 	bool has_seed;
 	int64_t seed;
+	/* the claim (004_job_lease.sql), read back only: the replica that
+	 * runs or last ran it ("" none), until when its lease holds (0: none),
+	 * and whether a user asked it to stop */
+	char owner[128];
+	double lease_until;
+	bool cancel_requested;
 } store_job;
 
 void store_job_clear(store_job *j);
@@ -119,9 +130,57 @@ int store_job_insert(store *s, store_job *j, store_error *err);
  * Returns 0, or 1 when the job was not in `from` (nothing changed), or -1. */
 int store_job_transition(store *s, int64_t id, store_job_state from,
 			 store_job_state to, const char *message, store_error *err);
-/* Records a job's progress. */
-int store_job_progress(store *s, int64_t id, int trials_done, int errors,
-		       double best_us, store_error *err);
+/* Records a job's progress: only while `owner` holds its claim (owner
+ * NULL: whoever runs it).  0 (also when the claim is another's: nothing
+ * changed) or -1. */
+int store_job_progress(store *s, int64_t id, const char *owner, int trials_done,
+		       int errors, double best_us, store_error *err);
+
+/* ---- jobs under leases: several replicas on one database ----------------------- */
+
+/* A replica claims a job before it runs it, and holds the claim by renewing
+ * its lease (lease_until, seconds since the epoch) more often than the lease
+ * lasts.  A job is claimable when it is queued, or running under a lease
+ * that has passed (its owner died or stalled: the claim takes it over).
+ * Every call below is one transaction; on PostgreSQL the row is read with
+ * FOR UPDATE SKIP LOCKED inside the store's write transaction, so two
+ * replicas claiming at once never both win. */
+
+/* Calls fn for each job claimable at `now`, oldest first.  Returns the count
+ * or -1.  fn's job is cleared after the call. */
+int store_jobs_claimable(store *s, double now,
+			 void (*fn)(void *ctx, const store_job *j), void *ctx,
+			 store_error *err);
+/* Claims job id for `owner` until lease_until if it is claimable at `now`:
+ * it becomes running, owned by owner, started now, its cancel request
+ * cleared.  1 claimed, with *j (may be NULL; cleared by the caller) the row
+ * as it was before the claim (state queued, or running under the lapsed
+ * lease of j->owner: a takeover); 0 not claimable (another replica runs it,
+ * it ended, or there is no such job); -1 error. */
+int store_job_claim(store *s, int64_t id, const char *owner, double now,
+		    double lease_until, store_job *j, store_error *err);
+/* Extends owner's lease of running job id to lease_until.  1 held (and
+ * *cancel_requested, may be NULL, says whether a user asked it to stop), 0
+ * lost (another replica took it over, or it is no longer running), -1
+ * error.  An owner whose lease passed but whom nobody displaced keeps it. */
+int store_job_renew(store *s, int64_t id, const char *owner, double lease_until,
+		    bool *cancel_requested, store_error *err);
+/* store_job_transition for the owner of a claim: moves job id from `from`
+ * to `to` only while owner holds it (state from, owner unchanged).  Leaving
+ * running ends the lease (lease_until NULL; owner stays, as who ran it).
+ * 0, or 1 when the state or the owner differ (nothing changed), or -1. */
+int store_job_move(store *s, int64_t id, const char *owner, store_job_state from,
+		   store_job_state to, const char *message, store_error *err);
+/* Dedupe across replicas, in one transaction: a job of the same
+ * (workload_key, target) queued or running is joined — *j becomes its row
+ * (the caller's message pointer, if any, is replaced by a malloc'd one) and
+ * *joined true — else j is inserted as store_job_insert does (*joined
+ * false).  0 or -1. */
+int store_job_insert_or_join(store *s, store_job *j, bool *joined, store_error *err);
+/* Asks job id to stop: sets cancel_requested, which its owner reads with
+ * its next renewal.  1 set, 0 the job is not queued or running (or unknown),
+ * -1 error. */
+int store_job_request_cancel(store *s, int64_t id, store_error *err);
 /* 1 found, 0 unknown, -1 error. */
 int store_job_get(store *s, int64_t id, store_job *j, store_error *err);
 /* Calls fn for each job, newest first, at most limit (0: all); state < 0:
@@ -261,10 +320,24 @@ int store_worker_put(store *s, const char *id, const char *target, const char *n
 		     const char *state, double registered, double last_seen,
 		     store_error *err);
 
-/* Saves the cost model of a target kind (replacing the last one). */
+/* Saves the cost model of a target key (replacing the last one), only by
+ * the holder of the key's writer lease: writer takes (or keeps) the lease
+ * until writer_until when nobody holds it, it is writer's already, or its
+ * holder's has lapsed at `now`.  writer NULL: unconditional, the lease left
+ * as it is.  1 written, 0 another replica holds the lease (nothing
+ * changed), -1 error. */
 int store_model_put(store *s, const char *target_kind, const char *name,
-		    const void *blob, size_t len, store_error *err);
-/* 1 found (*blob malloc'd), 0 none, -1 error. */
+		    const void *blob, size_t len, const char *writer, double now,
+		    double writer_until, store_error *err);
+/* Extends writer's lease of the model of target_kind to writer_until: 1
+ * held, 0 not writer's (never taken, or taken over), -1 error. */
+int store_model_renew(store *s, const char *target_kind, const char *writer,
+		      double writer_until, store_error *err);
+/* Gives writer's lease up (at shutdown), so another replica may write the
+ * model at once.  0 (also when it was not writer's) or -1. */
+int store_model_release(store *s, const char *target_kind, const char *writer,
+			store_error *err);
+/* The saved model: 1 found (*blob malloc'd), 0 none, -1 error. */
 int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
 		    store_error *err);
 

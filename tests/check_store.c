@@ -8,7 +8,10 @@
  * search options, records and the best row per (workload, FULL target), record
  * ids and idempotent inserts, an import all or nothing, persistence across
  * reopen; provenance (003): untrusted imports count for nothing, a
- * measurement replaces an import of its trace, a removal recomputes the best.
+ * measurement replaces an import of its trace, a removal recomputes the best;
+ * leases (004): a job claimed once until its lease passes, then taken over,
+ * the old owner's moves and progress refused; dedupe by insert-or-join; a
+ * cost model written only by its writer lease's holder.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,7 +261,7 @@ START_TEST(job_transitions_check_the_stored_state)
 	/* a stale `from` changes nothing */
 	ck_assert_int_eq(store_job_transition(db, j.id, STORE_JOB_QUEUED, STORE_JOB_CANCELLED,
 					      "x", &err), 1);
-	ck_assert_int_eq(store_job_progress(db, j.id, 8, 1, 12.5, &err), 0);
+	ck_assert_int_eq(store_job_progress(db, j.id, NULL, 8, 1, 12.5, &err), 0);
 	ck_assert_int_eq(store_job_transition(db, j.id, STORE_JOB_RUNNING, STORE_JOB_DONE,
 					      "best 12.5 us", &err), 0);
 	store_job g;
@@ -271,6 +274,155 @@ START_TEST(job_transitions_check_the_stored_state)
 	ck_assert_int_eq(store_job_get(db, j.id + 100, &g, &err), 0);
 	ck_assert_int_eq(store_job_transition(db, j.id + 100, STORE_JOB_QUEUED,
 					      STORE_JOB_RUNNING, NULL, &err), -1);
+}
+END_TEST
+
+static int64_t queued_job(void)
+{
+	store_error err;
+	store_job j = { 0 };
+	snprintf(j.workload_key, sizeof j.workload_key, "%s", WK);
+	snprintf(j.target, sizeof j.target, "%s", CPU1);
+	j.trials = 16;
+	j.batch = 4;
+	j.state = STORE_JOB_QUEUED;
+	ck_assert_int_eq(store_job_insert(db, &j, &err), 0);
+	return j.id;
+}
+
+static void count_job(void *ctx, const store_job *j)
+{
+	(void)j;
+	(*(int *)ctx)++;
+}
+
+START_TEST(job_claim_holds_until_the_lease_passes)
+{
+	put_basics();
+	store_error err;
+	int64_t id = queued_job();
+	double now = store_now();
+	int n = 0;
+	ck_assert_int_eq(store_jobs_claimable(db, now, count_job, &n, &err), 1);
+	store_job was;
+	ck_assert_int_eq(store_job_claim(db, id, "A", now, now + 10, &was, &err), 1);
+	ck_assert_int_eq(was.state, STORE_JOB_QUEUED);
+	store_job_clear(&was);
+	/* held: B cannot claim it, and it is claimable no more */
+	ck_assert_int_eq(store_job_claim(db, id, "B", now + 5, now + 15, NULL, &err), 0);
+	n = 0;
+	ck_assert_int_eq(store_jobs_claimable(db, now + 5, count_job, &n, &err), 0);
+	bool cancel = true;
+	ck_assert_int_eq(store_job_renew(db, id, "A", now + 12, &cancel, &err), 1);
+	ck_assert(!cancel);
+	ck_assert_int_eq(store_job_renew(db, id, "B", now + 12, NULL, &err), 0);
+	/* a user on another replica asks it to stop: the owner reads it */
+	ck_assert_int_eq(store_job_request_cancel(db, id, &err), 1);
+	ck_assert_int_eq(store_job_renew(db, id, "A", now + 12, &cancel, &err), 1);
+	ck_assert(cancel);
+	store_job g;
+	ck_assert_int_eq(store_job_get(db, id, &g, &err), 1);
+	ck_assert_str_eq(g.owner, "A");
+	ck_assert(g.lease_until > now + 11 && g.cancel_requested);
+	store_job_clear(&g);
+	/* only the owner moves it */
+	ck_assert_int_eq(store_job_move(db, id, "B", STORE_JOB_RUNNING, STORE_JOB_DONE,
+					NULL, &err), 1);
+	ck_assert_int_eq(store_job_move(db, id, "A", STORE_JOB_RUNNING, STORE_JOB_DONE,
+					"done by A", &err), 0);
+	ck_assert_int_eq(store_job_claim(db, id, "B", now + 100, now + 110, NULL, &err), 0);
+	ck_assert_int_eq(store_job_request_cancel(db, id, &err), 0);   /* it ended */
+	ck_assert_int_eq(store_job_get(db, id, &g, &err), 1);
+	ck_assert_int_eq(g.state, STORE_JOB_DONE);
+	ck_assert(g.lease_until == 0);
+	store_job_clear(&g);
+}
+END_TEST
+
+START_TEST(job_lease_expiry_hands_the_job_over)
+{
+	put_basics();
+	store_error err;
+	int64_t id = queued_job();
+	double now = store_now();
+	ck_assert_int_eq(store_job_claim(db, id, "A", now, now + 3, NULL, &err), 1);
+	ck_assert_int_eq(store_job_progress(db, id, "A", 4, 0, 9.5, &err), 0);
+	/* A stalls past its lease: the job is claimable, B takes it over */
+	int n = 0;
+	ck_assert_int_eq(store_jobs_claimable(db, now + 4, count_job, &n, &err), 1);
+	store_job was;
+	ck_assert_int_eq(store_job_claim(db, id, "B", now + 4, now + 7, &was, &err), 1);
+	ck_assert_int_eq(was.state, STORE_JOB_RUNNING);
+	ck_assert_str_eq(was.owner, "A");
+	store_job_clear(&was);
+	/* A wakes up: it holds nothing, and writes nothing over B's work */
+	ck_assert_int_eq(store_job_renew(db, id, "A", now + 8, NULL, &err), 0);
+	ck_assert_int_eq(store_job_progress(db, id, "A", 99, 9, 1.0, &err), 0);
+	ck_assert_int_eq(store_job_move(db, id, "A", STORE_JOB_RUNNING, STORE_JOB_FAILED,
+					"A's end", &err), 1);
+	store_job g;
+	ck_assert_int_eq(store_job_get(db, id, &g, &err), 1);
+	ck_assert_int_eq(g.state, STORE_JOB_RUNNING);
+	ck_assert_str_eq(g.owner, "B");
+	ck_assert_int_eq(g.trials_done, 4);
+	store_job_clear(&g);
+	/* B gives it back to the queue (stopping): claimable at once */
+	ck_assert_int_eq(store_job_move(db, id, "B", STORE_JOB_RUNNING, STORE_JOB_QUEUED,
+					"B stops", &err), 0);
+	n = 0;
+	ck_assert_int_eq(store_jobs_claimable(db, now, count_job, &n, &err), 1);
+}
+END_TEST
+
+START_TEST(insert_or_join_dedupes_and_model_writer_lease)
+{
+	put_basics();
+	store_error err;
+	int64_t id = queued_job();
+	store_job j = { 0 };
+	snprintf(j.workload_key, sizeof j.workload_key, "%s", WK);
+	snprintf(j.target, sizeof j.target, "%s", CPU1);
+	j.trials = 12;
+	j.batch = 4;
+	j.state = STORE_JOB_QUEUED;
+	bool joined = false;
+	ck_assert_int_eq(store_job_insert_or_join(db, &j, &joined, &err), 0);
+	ck_assert(joined);
+	ck_assert_int_eq(j.id, id);
+	ck_assert_int_eq(j.trials, 16);          /* the joined job's row */
+	store_job_clear(&j);
+	ck_assert_int_eq(store_job_transition(db, id, STORE_JOB_QUEUED, STORE_JOB_CANCELLED,
+					      NULL, &err), 0);
+	j = (store_job){ .trials = 12, .batch = 4, .state = STORE_JOB_QUEUED };
+	snprintf(j.workload_key, sizeof j.workload_key, "%s", WK);
+	snprintf(j.target, sizeof j.target, "%s", CPU1);
+	ck_assert_int_eq(store_job_insert_or_join(db, &j, &joined, &err), 0);
+	ck_assert(!joined);
+	ck_assert_int_gt(j.id, id);
+	/* the model of a key: A's first write takes the writer lease */
+	double now = store_now();
+	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "aa", 2, "A", now, now + 3,
+					 &err), 1);
+	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "bb", 2, "B", now + 1, now + 4,
+					 &err), 0);
+	ck_assert_int_eq(store_model_renew(db, CPU1, "A", now + 6, &err), 1);
+	ck_assert_int_eq(store_model_renew(db, CPU1, "B", now + 6, &err), 0);
+	void *blob;
+	size_t len;
+	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, &err), 1);
+	ck_assert(len == 2 && !memcmp(blob, "aa", 2));
+	free(blob);
+	/* A's lease passes: B takes the model over, and A writes no more */
+	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "bb", 2, "B", now + 7, now + 10,
+					 &err), 1);
+	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "aa", 2, "A", now + 8, now + 11,
+					 &err), 0);
+	ck_assert_int_eq(store_model_release(db, CPU1, "B", &err), 0);
+	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "cc", 2, "A", now + 8, now + 11,
+					 &err), 1);
+	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, &err), 1);
+	ck_assert(len == 2 && !memcmp(blob, "cc", 2));
+	free(blob);
 }
 END_TEST
 
@@ -355,7 +507,7 @@ START_TEST(records_survive_reopen)
 	void *blob;
 	size_t len;
 	ck_assert_int_eq(store_model_get(db, "cpu", &blob, &len, &err), 0);
-	ck_assert_int_eq(store_model_put(db, "cpu", "xgboost", "abc", 3, &err), 0);
+	ck_assert_int_eq(store_model_put(db, "cpu", "xgboost", "abc", 3, NULL, 0, 0, &err), 1);
 	ck_assert_int_eq(store_model_get(db, "cpu", &blob, &len, &err), 1);
 	ck_assert_int_eq((int)len, 3);
 	ck_assert(!memcmp(blob, "abc", 3));
@@ -688,6 +840,9 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, record_needs_a_stored_workload);
 	tcase_add_test(tc, job_transitions_check_the_stored_state);
 	tcase_add_test(tc, state_names_round_trip);
+	tcase_add_test(tc, job_claim_holds_until_the_lease_passes);
+	tcase_add_test(tc, job_lease_expiry_hands_the_job_over);
+	tcase_add_test(tc, insert_or_join_dedupes_and_model_writer_lease);
 	tcase_add_test(tc, import_is_all_or_nothing);
 	tcase_add_test(tc, records_survive_reopen);
 	tcase_add_test(tc, job_search_options_round_trip);

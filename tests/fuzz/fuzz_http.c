@@ -259,8 +259,11 @@ static void stop_tird(void)
 	atomic_store(&d.stopping, 1);
 	workers_wake(d.workers);
 	jobs_stop(d.jobs);
+	leases_stop(d.leases);
 	http_stop(&d);
 	models_cron(&d, true);
+	models_release(&d);
+	leases_free(d.leases);
 	jobs_free(d.jobs);
 	workers_free(d.workers);
 	api_free(&d);
@@ -306,6 +309,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		die("config", msg);
 	signal(SIGPIPE, SIG_IGN);
 	d.started = store_now();
+	lease_replica_id(d.replica, sizeof d.replica, d.started);
 	d.listen_fd = -1;
 	store_error serr;
 	tir_error terr = { "" };
@@ -317,11 +321,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	    store_target_put(d.db, d.cpu.key, "cpu", &serr))
 		die("cpu target", terr.msg[0] ? terr.msg : serr.msg);
 	d.workers = workers_new(&d);
+	d.leases = leases_new(&d);
 	api_init(&d);
 	if (models_load(&d, msg, sizeof msg))
 		die("cost models", msg);
 	if (!(d.jobs = jobs_start(&d, msg, sizeof msg)))
 		die("jobs", msg);
+	if (leases_start(d.leases, msg, sizeof msg))
+		die("leases", msg);
 	if (http_start(&d, msg, sizeof msg))
 		die("http", msg);
 	register_worker();

@@ -1,0 +1,364 @@
+/*
+ * run.c — running one job (jobs_int.h: job_run), the half of the job manager
+ * that calls tir_tune; jobs.c claims the job before and moves it to its end
+ * after.
+ *
+ * A run measures trials − (records already stored) more candidates, the
+ * stored records passed to tir_tune as prior: asking for more trials
+ * continues the search, and a job resumed after a crash, or taken over from
+ * a replica that died, loses only the batch that was in flight.  Before the
+ * search, the untrusted imports of the (workload, target) are measured
+ * again (a measurement replaces its import).
+ *
+ * Every measured candidate is stored at once: by store_batch, before its
+ * worker is told the results were taken (workers_measure), else by
+ * on_result.  store_batch first asks whether this replica's claim still
+ * holds (lease_held): a replica that was stalled past its lease stores
+ * nothing more of the run.  The progress is written once a round, in the
+ * name of the claim's owner (store_job_progress), so a lost claim changes
+ * nothing there either.
+ *
+ * Threads: job_run runs on the job's tuning thread without js->mu; the
+ * callbacks take js->mu to change the job in memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jobs_int.h"
+
+typedef struct run_ctx {
+	jobs *js;
+	job *j;
+	measure_ctx mc;
+	double flops;
+	int measured;              /* candidates measured in this run */
+	/* the last batch workers_measure stored (store_batch): its results and
+	 * what store_record_add said of each (1 new, 0 held, -1 not stored) */
+	const tir_candidate *batch;
+	int batch_n, batch_cap;
+	signed char *batch_ins;
+} run_ctx;
+
+/* Stores one measured candidate: 1 a new record, 0 one already held, -1 not
+ * stored (logged). */
+static int store_one(run_ctx *rc, const tir_candidate *c)
+{
+	job *j = rc->j;
+	tird *d = rc->js->d;
+	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
+	store_record r = { .workload_key = j->key, .target = j->target.key,
+			   .trace = c->trace ? c->trace : "{}",
+			   .status = tir_measure_status_name((tir_measure_status)c->status),
+			   .latency_us = ok ? c->latency_us : 0,
+			   .max_rel_error = c->max_rel_error, .message = c->msg,
+			   .worker = rc->mc.worker[0] ? rc->mc.worker : NULL, .job_id = j->id,
+			   .token = rc->mc.token[0] ? rc->mc.token : NULL,
+			   .host = rc->mc.host[0] ? rc->mc.host : NULL };
+	bool changed = false;
+	store_error err;
+	int ins = store_record_add(d->db, &r, &changed, &err);
+	if (ins < 0)
+		log_error("job %lld: record not stored: %s", (long long)j->id, err.msg);
+	if (changed)
+		atomic_fetch_add(&d->best_gen, 1);
+	return ins;
+}
+
+/* measure_ctx.store: a batch's results stored before its worker is told they
+ * were taken (workers_measure); on_result then counts them. */
+static int store_batch(void *ctx, int n, const tir_candidate *out)
+{
+	run_ctx *rc = ctx;
+	if (n > rc->batch_cap) {
+		rc->batch_ins = tird_xrealloc(rc->batch_ins, (size_t)n);
+		rc->batch_cap = n;
+	}
+	/* a claim taken over while this replica was stalled: the job is the
+	 * other replica's now, and nothing more of this run is stored (each
+	 * result marked not stored, so on_result does not store it either) */
+	bool held = lease_held(rc->js->d->leases, rc->j->lease);
+	if (!held)
+		log_warn("job %lld: %d results not stored: this replica's claim of the job "
+			 "is lost", (long long)rc->j->id, n);
+	int failed = 0;
+	for (int i = 0; i < n; i++) {
+		rc->batch_ins[i] = held ? (signed char)store_one(rc, &out[i]) : -1;
+		failed += rc->batch_ins[i] < 0;
+	}
+	rc->batch = out;
+	rc->batch_n = n;
+	return failed;
+}
+
+/* tir_tune's on_result: every measured candidate is stored at once (by
+ * store_batch, before its worker was answered; else here) and counted. */
+static void on_result(void *ctx, const tir_candidate *c)
+{
+	run_ctx *rc = ctx;
+	job *j = rc->j;
+	tird *d = rc->js->d;
+	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
+	int ins = 2;
+	for (int i = 0; i < rc->batch_n && ins == 2; i++)
+		if (&rc->batch[i] == c)
+			ins = rc->batch_ins[i];
+	if (ins == 2)
+		ins = store_one(rc, c);
+	atomic_fetch_add(&d->metrics.trials, 1);
+	rc->measured++;
+	if (!ok && (unsigned)c->status < 8)
+		atomic_fetch_add(&d->metrics.measure_errors[c->status], 1);
+	pthread_mutex_lock(&rc->js->mu);
+	if (ins == 1)
+		j->trials_done++;
+	if (!ok)
+		j->errors++;
+	if (ok && (j->best_us <= 0 || c->latency_us < j->best_us))
+		j->best_us = c->latency_us;
+	j->version++;
+	pthread_cond_broadcast(&rc->js->changed);
+	pthread_mutex_unlock(&rc->js->mu);
+}
+
+/* tir_tune's on_progress: the job's progress is persisted once a round. */
+static void on_progress(void *ctx, const tir_tune_progress *p)
+{
+	run_ctx *rc = ctx;
+	job *j = rc->j;
+	(void)p;
+	pthread_mutex_lock(&rc->js->mu);
+	int done = j->trials_done, errors = j->errors;
+	double best = j->best_us;
+	pthread_mutex_unlock(&rc->js->mu);
+	store_error err;
+	if (store_job_progress(rc->js->d->db, j->id, rc->js->d->replica, done, errors, best, &err))
+		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
+	if (p->round > 0)           /* 0: the final store after tir_tune */
+		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "
+			 "measuring %.2f s, recording and model update %.2f s",
+			 (long long)j->id, p->round, done, j->trials, best, p->search_s,
+			 p->measure_s, p->update_s);
+}
+
+typedef struct prior_set {
+	tir_candidate *c;
+	int n, cap;
+} prior_set;
+
+static void add_prior(void *ctx, const store_record *r)
+{
+	prior_set *p = ctx;
+	if (!r->trusted)           /* an untrusted import is no measurement */
+		return;
+	if (p->n == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 64;
+		p->c = tird_xrealloc(p->c, (size_t)p->cap * sizeof *p->c);
+	}
+	tir_candidate *c = &p->c[p->n++];
+	c->trace = tird_strdup(r->trace);
+	int status = tir_measure_status_parse(r->status);
+	c->status = status < 0 ? TIR_MEASURE_RUN_ERROR : status;
+	c->latency_us = r->latency_us;
+	c->max_rel_error = r->max_rel_error;
+	c->msg = tird_strdup(r->message);
+}
+
+static void prior_free(prior_set *p)
+{
+	for (int i = 0; i < p->n; i++) {
+		free((char *)p->c[i].trace);
+		free((char *)p->c[i].msg);
+	}
+	free(p->c);
+}
+
+typedef struct trace_list {
+	char **t;
+	int n;
+	int max;
+} trace_list;
+
+static void add_trace(void *ctx, const store_record *r)
+{
+	trace_list *l = ctx;
+	if (l->n < l->max)
+		l->t[l->n++] = tird_strdup(r->trace);
+}
+
+/* The untrusted imports of j's (workload, target), fastest claim first, a
+ * batch at most, measured again by a worker of this tird before the search:
+ * each measurement replaces its import (store_record_add), so an import is
+ * served as a best only once measured here, and at the latency measured
+ * here.  0, or -1 with rc->mc.why (cancelled, stopping, no worker). */
+static int remeasure_imports(run_ctx *rc)
+{
+	job *j = rc->j;
+	tird *d = rc->js->d;
+	store_error err;
+	trace_list l = { tird_xcalloc((size_t)j->batch, sizeof(char *)), 0, j->batch };
+	if (store_untrusted_each(d->db, j->key, j->target.key, j->batch, add_trace, &l,
+				 &err) < 0)
+		log_warn("job %lld: cannot read the imports to measure again: %s",
+			 (long long)j->id, err.msg);
+	int ret = 0;
+	if (l.n > 0) {
+		log_info("job %lld: measuring %d imported records again before the search",
+			 (long long)j->id, l.n);
+		tir_candidate *out = tird_xcalloc((size_t)l.n, sizeof *out);
+		ret = workers_measure(&rc->mc, j->w, &j->target, l.n,
+				      (const char *const *)l.t, out);
+		for (int i = 0; i < l.n; i++) {
+			if (ret == 0)
+				on_result(rc, &out[i]);
+			free((char *)out[i].msg);
+		}
+		free(out);
+	}
+	for (int i = 0; i < l.n; i++)
+		free(l.t[i]);
+	free(l.t);
+	return ret;
+}
+
+/* Whether measuring for j stopped short of its end, and the state it then
+ * takes (-1: it did not): tird stopping (queued: it resumes at the next
+ * start), a user's cancel, or — where failed, the measuring having failed —
+ * no worker for its target (its thread given back, it waits in the queue
+ * for one: jobs_cron). */
+static int interrupted(jobs *js, job *j, const measure_ctx *mc, bool failed, char *msg,
+		       size_t n)
+{
+	if (atomic_load(&js->stopping) || atomic_load(&js->d->stopping)) {
+		snprintf(msg, n, "interrupted: tird stopped; the job resumes at the next start");
+		return STORE_JOB_QUEUED;
+	}
+	if (atomic_load(&j->cancel)) {
+		snprintf(msg, n, "cancelled by a user");
+		return STORE_JOB_CANCELLED;
+	}
+	if (failed && mc->no_worker_since > 0) {
+		pthread_mutex_lock(&js->mu);
+		j->waiting_since = mc->no_worker_since;
+		pthread_mutex_unlock(&js->mu);
+		snprintf(msg, n, "%.400s; back in the queue until one comes", mc->why);
+		return STORE_JOB_QUEUED;
+	}
+	return -1;
+}
+
+store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
+{
+	tird *d = js->d;
+	store_error err;
+	prior_set prior = { 0 };
+	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
+				.workload_key = j->key, .cancel = &j->cancel },
+		       tir_workload_flops(j->w), 0 };
+	rm.mc.store = store_batch;
+	rm.mc.store_ctx = &rm;
+	int rmrc = remeasure_imports(&rm);
+	free(rm.batch_ins);
+	if (rmrc < 0) {
+		int st = interrupted(js, j, &rm.mc, true, msg, n);
+		if (st >= 0)
+			return (store_job_state)st;
+		snprintf(msg, n, "%s", rm.mc.why);
+		return STORE_JOB_FAILED;
+	}
+	if (store_records_each(d->db, j->key, j->target.key, add_prior, &prior, &err) < 0) {
+		/* the job's message is for clients: the database's words go to the log */
+		log_error("job %lld: store: reading the stored records: %s", (long long)j->id,
+			  err.msg);
+		snprintf(msg, n, "the database failed reading the stored records "
+			 "(tird's log has the details)");
+		prior_free(&prior);
+		return STORE_JOB_FAILED;
+	}
+	/* the stored records are the truth: a tird killed between a round's
+	 * records and its progress (stored after the model's update) left the
+	 * job's count behind them */
+	pthread_mutex_lock(&js->mu);
+	if (j->trials_done != prior.n) {
+		j->trials_done = prior.n;
+		j->version++;
+	}
+	pthread_mutex_unlock(&js->mu);
+	store_best b;
+	bool have_best = store_best_get(d->db, j->key, j->target.key, &b, &err) == 1 &&
+			 b.record_id[0];
+	if (have_best)
+		store_best_clear(&b);
+	int want = j->trials - prior.n;
+	if (want <= 0 && have_best) {
+		snprintf(msg, n, "%d trials were stored already", prior.n);
+		prior_free(&prior);
+		return STORE_JOB_DONE;
+	}
+	if (want <= 0)             /* every stored candidate failed: try afresh */
+		want = j->trials;
+
+	run_ctx rc = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
+				.workload_key = j->key, .cancel = &j->cancel },
+		       tir_workload_flops(j->w), 0 };
+	rc.mc.store = store_batch;
+	rc.mc.store_ctx = &rc;
+	tir_tune_opts o = { 0 };
+	o.trials = want;
+	o.batch = j->batch;
+	/* a given seed makes the run deterministic given the same measurements;
+	 * else one is derived from the job and what was stored before */
+	o.seed = j->has_seed ? (uint64_t)j->seed
+			     : (uint64_t)j->id * 0x9e3779b97f4a7c15ULL + (uint64_t)prior.n;
+	o.nprior = prior.n;
+	o.prior = prior.c;
+	o.measure = workers_measure;
+	o.measure_ctx = &rc.mc;
+	o.threads = tird_search_threads(j->target.kind);
+	/* "xgboost": the model shared by every job of the full target key, so
+	 * each workload teaches the next (tir_tune draws random scores while it
+	 * is untrained); "random": tir_tune's own random model (o.model NULL),
+	 * seeded by o.seed, which neither reads nor teaches the shared model.
+	 * An emulated key has no model (its timings train nothing): random. */
+	cm_model *model = strcmp(j->cost_model, "random") ? models_of(d, &j->target) : NULL;
+	bool xgb = model != NULL;
+	if (j->target.emulated && strcmp(j->cost_model, "random"))
+		log_info("job %lld: %s is emulated: no cost model learns from its timings, "
+			 "candidates are ranked at random", (long long)j->id, j->target.key);
+	if (xgb) {
+		o.model = &cm_xgboost;
+		o.model_self = model;
+	}
+	o.on_result = on_result;
+	o.on_progress = on_progress;
+	o.cb_ctx = &rc;
+	o.cancel = &j->cancel;
+	tir_tune_result res = { 0 };
+	tir_error terr = { "" };
+	log_info("job %lld: tuning %d more trials (%d stored) in batches of %d, %s model, "
+		 "seed %llu%s", (long long)j->id, want, prior.n, j->batch,
+		 xgb ? "xgboost" : "random", (unsigned long long)o.seed,
+		 j->has_seed ? "" : " (derived)");
+	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
+	tir_tune_result_clear(&res);
+	free(rc.batch_ins);
+	prior_free(&prior);
+	on_progress(&rc, &(tir_tune_progress){ 0 });
+	if (xgb)               /* written when it learnt enough (models_cron) */
+		models_learned(d, &j->target, rc.measured);
+
+	int st = interrupted(js, j, &rc.mc, trc < 0, msg, n);
+	if (st >= 0)
+		return (store_job_state)st;
+	if (trc < 0) {
+		snprintf(msg, n, "%s", rc.mc.why[0] ? rc.mc.why
+				       : terr.msg[0] ? terr.msg : "the search failed");
+		return STORE_JOB_FAILED;
+	}
+	if (store_best_get(d->db, j->key, j->target.key, &b, &err) == 1 && b.record_id[0]) {
+		snprintf(msg, n, "best %.3f us after %d trials", b.latency_us, b.trials);
+		store_best_clear(&b);
+		return STORE_JOB_DONE;
+	}
+	snprintf(msg, n, "no candidate ran correctly (%d errors; see the records)", j->errors);
+	return STORE_JOB_FAILED;
+}

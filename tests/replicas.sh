@@ -1,0 +1,230 @@
+#!/bin/sh
+# replicas.sh — several tird replicas on one PostgreSQL, for real (run by
+# `make check` from the build directory).
+#
+# It starts a throwaway PostgreSQL server as tests/postgres.sh does (initdb
+# and pg_ctl, a free loopback port, a temporary folder), then two tird
+# replicas on one database, each with a local CPU worker and short leases
+# (--job-lease-s 3 --job-lease-renew-s 1), and checks:
+#   (b) the same workload submitted to both while it runs: one job id, one
+#       set of records (12 for 12 trials), all distinct;
+#   (c) a cache hit on the replica that did not tune it, and the same best
+#       on both;
+#   (d) a cancel on the replica that does not run a job: the owner stops it;
+#   (a) kill -9 of the replica running a 24-trial job after 4 records: the
+#       other takes it over within seconds and finishes it, 24 records, all
+#       distinct, the best the fastest of them;
+#   (e) SIGSTOP of the replica running a job past its lease: the other takes
+#       it over; after SIGCONT the stopped one writes nothing over its work
+#       (no state, no record: exactly the job's trials stored);
+# and that the CPU cost model is written by one replica, the holder of its
+# writer lease (--model-save-s 1: written a second after it learnt), taken
+# over by the survivor of (a) once the killed writer's lease passed.
+# A job may be claimed by either replica: the test finds its owner in the
+# job's "owner" (HOST:PID:START) and acts on that replica.  It skips (exit
+# 77) where PostgreSQL's server programs, psql, curl, jq or python3 are
+# missing, or where tird was built without libpq.
+set -u
+top=$(pwd)
+TIRD=$top/daemon/tird
+for t in curl jq python3 psql; do
+	command -v $t >/dev/null 2>&1 || { echo "SKIP: $t not installed"; exit 77; }
+done
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+[ -n "$pgbin" ] && [ -x "$pgbin/initdb" ] || pgbin=$(dirname "$(command -v initdb 2>/dev/null || echo /none/initdb)")
+[ -x "$pgbin/initdb" ] && [ -x "$pgbin/pg_ctl" ] ||
+	{ echo "SKIP: PostgreSQL's server (initdb, pg_ctl) not installed (Debian: postgresql)"; exit 77; }
+[ -x "$TIRD" ] || { echo "FAIL: tird not built"; exit 1; }
+[ "${TIRD_HAVE_LIBPQ:-}" = 1 ] ||
+	{ echo "SKIP: tird was built without the PostgreSQL store (configure found no libpq)"; exit 77; }
+ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0; export ASAN_OPTIONS
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tird-rep.XXXXXX")
+fails=0
+pids=""
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+as_server() {   # COMMAND...: as the user the server runs as
+	if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
+}
+pgdata=$tmp/pg
+cleanup() {
+	for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+	[ -f "$pgdata/data/postmaster.pid" ] &&
+		as_server "$pgbin/pg_ctl" -D "$pgdata/data" -m immediate stop >/dev/null 2>&1
+	if [ "$fails" -ne 0 ]; then
+		for f in "$tmp"/*.log "$pgdata"/server.log; do [ -f "$f" ] && { echo "---- $f"; tail -40 "$f"; }; done
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+wait_up() {
+	for i in $(seq 1 600); do curl -sf "$1/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	return 1
+}
+until_ok() {   # TENTHS COMMAND...: true once COMMAND succeeds within TENTHS/10 s
+	n=$1; shift
+	for i in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+
+# ---- the server -----------------------------------------------------------------------------
+if [ "$(id -u)" = 0 ]; then
+	command -v runuser >/dev/null 2>&1 || { echo "SKIP: running as root without runuser"; exit 77; }
+	chmod 711 "$tmp"
+	mkdir "$pgdata" && chown nobody "$pgdata"
+else
+	mkdir "$pgdata"
+fi
+pgport=$(free_port)
+pg=postgresql://tird@127.0.0.1:$pgport
+as_server "$pgbin/initdb" -D "$pgdata/data" -A trust -U tird -E UTF8 --no-locale --no-sync \
+	>"$tmp/initdb.log" 2>&1 || { fail "initdb: $(tail -3 "$tmp/initdb.log")"; exit 1; }
+as_server "$pgbin/pg_ctl" -D "$pgdata/data" -l "$pgdata/server.log" -w -t 60 \
+	-o "-c listen_addresses=127.0.0.1 -p $pgport -k $pgdata -F -c shared_buffers=16MB" start \
+	>"$tmp/pg_ctl.log" 2>&1 || { fail "pg_ctl start: $(tail -3 "$tmp/pg_ctl.log")"; exit 1; }
+psql -qX -d "$pg/postgres" -c "CREATE DATABASE rep" >/dev/null || { fail "CREATE DATABASE"; exit 1; }
+pass "a throwaway PostgreSQL on 127.0.0.1:$pgport"
+
+# ---- two replicas -----------------------------------------------------------------------------
+start() {   # NAME: a replica on a free port; its URL in url_NAME, its pid in pid_NAME
+	p=$(free_port)
+	"$TIRD" --listen 127.0.0.1:$p --db "$pg/rep" --model-seed none --local-workers cpu \
+		--job-lease-s 3 --job-lease-renew-s 1 --model-save-s 1 >>"$tmp/$1.log" 2>&1 &
+	pids="$pids $!"
+	eval "url_$1=http://127.0.0.1:$p pid_$1=$!"
+	wait_up "http://127.0.0.1:$p" || fail "replica $1 did not start"
+}
+start A
+start B
+rA=$(curl -s "$url_A/healthz" | jq -r .replica)
+rB=$(curl -s "$url_B/healthz" | jq -r .replica)
+[ -n "$rA" ] && [ "$rA" != "$rB" ] && [ "$(curl -s "$url_A/healthz" | jq -r .db_backend)" = postgresql ] &&
+	pass "replicas A ($rA) and B ($rB) on one database" || fail "replica ids: '$rA' '$rB'"
+# both local workers registered (each replica runs only jobs its workers serve)
+live() { [ "$(curl -s "$1/v1/workers" | jq '[.workers[]|select(.state=="live")]|length')" -ge 1 ]; }
+until_ok 300 live "$url_A" && until_ok 300 live "$url_B" || fail "local workers did not register"
+
+submit() {   # URL WORKLOAD TRIALS BATCH: the answer in $tmp/r, the status in $code
+	code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X POST "$1/v1/jobs" \
+		--data-binary "{\"workload\":$2,\"target\":\"cpu\",\"trials\":$3,\"batch\":$4}")
+}
+job() { curl -s "$1/v1/jobs/$2"; }
+state_is() { job "$1" "$2" | jq -e --arg s "$3" '.state==$s' >/dev/null; }
+rd=$url_A                  # the replica the checks read through (a live one)
+owner_of() { job "$rd" "$1" | jq -r '.owner // ""'; }
+# the replica whose id is $1: its name (A, B or C)
+name_of() {
+	for n in A B C; do eval "r=\${r$n:-}"; [ "$r" = "$1" ] && { echo $n; return; }; done
+	echo ?
+}
+records() { curl -s "$rd/v1/records?workload=$1"; }
+nrec() { records "$1" | jq '.records|length'; }
+ndistinct() { records "$1" | jq '[.records[].id]|unique|length'; }
+at_least() { [ "$(nrec "$1")" -ge "$2" ]; }
+running_owned() { job "$rd" "$1" | jq -e '.state=="running" and (.owner//"")!=""' >/dev/null; }
+
+# ---- (b) one job for one workload submitted to both -------------------------------------------
+W2='{"op":"matmul","M":24,"N":24,"K":24}'
+submit "$url_A" "$W2" 12 4; jb=$(jq -r .job_id "$tmp/r"); cb=$code
+submit "$url_B" "$W2" 12 4; jb2=$(jq -r .job_id "$tmp/r")
+[ "$cb" = 201 ] && [ "$jb" = "$jb2" ] && jq -e '.joined==true' "$tmp/r" >/dev/null &&
+	pass "(b) the same workload on A and on B: one job ($jb), joined on B" ||
+	fail "(b) jobs $jb ($cb) and $jb2: $(cat "$tmp/r")"
+until_ok 600 state_is "$url_B" "$jb" done || fail "(b) job $jb did not end: $(job "$url_B" "$jb")"
+kb=$(job "$url_A" "$jb" | jq -r .workload_key)
+[ "$(nrec "$kb")" = 12 ] && [ "$(ndistinct "$kb")" = 12 ] &&
+	pass "(b) one set of records: 12 for 12 trials, all distinct" ||
+	fail "(b) $(nrec "$kb") records, $(ndistinct "$kb") distinct"
+
+writer() { psql -qtAX -d "$pg/rep" -c "SELECT writer FROM cost_models WHERE length(model) > 0"; }
+wrote() { [ "$(writer)" = "$1" ]; }
+ob=$(name_of "$(owner_of "$jb")")
+until_ok 100 wrote "$(eval echo \$r$ob)" &&
+	pass "(b) the cost model is written by $ob, which learnt it, under its writer lease" ||
+	fail "(b) cost model writer '$(writer)', expected $ob"
+
+# ---- (c) a cache hit on the replica that did not tune it ---------------------------------------
+other=A; [ "$ob" = A ] && other=B
+eval "ou=\$url_$other"
+submit "$ou" "$W2" 12 4
+[ "$code" = 200 ] && jq -e '.cached==true and .state=="done"' "$tmp/r" >/dev/null &&
+	pass "(c) a cache hit on $other for what $ob tuned" || fail "(c) $code $(cat "$tmp/r")"
+bA=$(curl -s "$url_A/v1/best?op=matmul" | jq -r --arg k "$kb" '.best[]|select(.workload_key==$k)|.record_id')
+bB=$(curl -s "$url_B/v1/best?op=matmul" | jq -r --arg k "$kb" '.best[]|select(.workload_key==$k)|.record_id')
+[ -n "$bA" ] && [ "$bA" = "$bB" ] && pass "(c) the same best on both replicas" ||
+	fail "(c) best '$bA' on A, '$bB' on B"
+
+# ---- (d) cancel on the replica that does not run the job ---------------------------------------
+W3='{"op":"matmul","M":40,"N":40,"K":40}'
+submit "$url_A" "$W3" 400 2; jd=$(jq -r .job_id "$tmp/r")
+until_ok 300 running_owned "$jd" || fail "(d) job $jd did not start"
+od=$(name_of "$(owner_of "$jd")"); other=A; [ "$od" = A ] && other=B
+eval "ou=\$url_$other"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X DELETE "$ou/v1/jobs/$jd")
+[ "$code" = 202 ] && jq -e '.cancel_requested==true' "$tmp/r" >/dev/null &&
+	pass "(d) cancel of job $jd (run by $od) asked on $other: 202" || fail "(d) $code $(cat "$tmp/r")"
+until_ok 100 state_is "$ou" "$jd" cancelled && pass "(d) $od stopped it: cancelled" ||
+	fail "(d) job $jd: $(job "$ou" "$jd")"
+
+# ---- (a) kill -9 of the replica running a job ------------------------------------------------------
+W1='{"op":"matmul","M":48,"N":48,"K":48}'
+submit "$url_A" "$W1" 24 4; ja=$(jq -r .job_id "$tmp/r")
+ka=$(jq -r .workload_key "$tmp/r")
+until_ok 600 at_least "$ka" 4 || fail "(a) job $ja stored no 4 records"
+oa=$(name_of "$(owner_of "$ja")"); other=A; [ "$oa" = A ] && other=B
+eval "opid=\$pid_$oa ou=\$url_$other"
+na=$(nrec "$ka")
+kill -9 "$opid"
+t0=$(date +%s)
+took_over() { job "$ou" "$ja" | jq -e --arg r "$(eval echo \$r$other)" '.owner==$r' >/dev/null; }
+until_ok 150 took_over && pass "(a) $oa killed after $na records: $other took job $ja over in $(( $(date +%s) - t0 )) s" ||
+	fail "(a) no takeover: $(job "$ou" "$ja")"
+until_ok 600 state_is "$ou" "$ja" done || fail "(a) job $ja did not end: $(job "$ou" "$ja")"
+n=$(curl -s "$ou/v1/records?workload=$ka" | jq '.records|length')
+d=$(curl -s "$ou/v1/records?workload=$ka" | jq '[.records[].id]|unique|length')
+mn=$(curl -s "$ou/v1/records?workload=$ka" | jq '[.records[]|select(.status=="ok")|.latency_us]|min')
+best=$(curl -s "$ou/v1/best?op=matmul" | jq --arg k "$ka" '.best[]|select(.workload_key==$k)|.latency_us')
+[ "$n" = 24 ] && [ "$d" = 24 ] && pass "(a) job $ja done: 24 records, all distinct" ||
+	fail "(a) $n records, $d distinct"
+[ -n "$best" ] && [ "$best" = "$mn" ] && pass "(a) the best ($best us) is the fastest record" ||
+	fail "(a) best '$best', fastest record '$mn'"
+until_ok 100 wrote "$(eval echo \$r$other)" &&
+	pass "(a) the cost model's writer is now $other, the survivor" ||
+	fail "(a) cost model writer '$(writer)', expected $other"
+
+# ---- (e) SIGSTOP past the lease -----------------------------------------------------------------
+sur=$other                 # the survivor of (a) and C, a new replica in the killed one's place
+rd=$ou
+start C
+rC=$(curl -s "$url_C/healthz" | jq -r .replica)
+until_ok 300 live "$url_C" || fail "(e) C's worker did not register"
+W4='{"op":"matmul","M":56,"N":56,"K":56}'
+submit "$url_C" "$W4" 32 4; je=$(jq -r .job_id "$tmp/r")
+ke=$(jq -r .workload_key "$tmp/r")
+until_ok 300 running_owned "$je" && until_ok 600 at_least "$ke" 4 || fail "(e) job $je did not start"
+oe=$(name_of "$(owner_of "$je")"); other=C; [ "$oe" = C ] && other=$sur
+eval "spid=\$pid_$oe ou=\$url_$other ro=\$r$other"
+kill -STOP "$spid"
+t0=$(date +%s)
+taken() { job "$ou" "$je" | jq -e --arg r "$ro" '.owner==$r' >/dev/null; }
+until_ok 150 taken && pass "(e) $oe stopped: the other took job $je over in $(( $(date +%s) - t0 )) s" ||
+	fail "(e) no takeover: $(job "$ou" "$je")"
+sleep 1
+kill -CONT "$spid"
+until_ok 600 state_is "$ou" "$je" done || fail "(e) job $je did not end: $(job "$ou" "$je")"
+rd=$ou
+sleep 2                    # time for the woken one to write, if it were to
+n=$(curl -s "$ou/v1/records?workload=$ke" | jq '.records|length')
+d=$(curl -s "$ou/v1/records?workload=$ke" | jq '[.records[].id]|unique|length')
+fin=$(job "$ou" "$je" | jq -r '.state + " " + .owner')
+[ "$n" = 32 ] && [ "$d" = 32 ] && [ "$fin" = "done $ro" ] &&
+	pass "(e) after SIGCONT: done by the other, 32 records for 32 trials, all distinct" ||
+	fail "(e) $n records ($d distinct), job: $fin"
+grep -q "job $je: lease lost\|job $je: stopped here" "$tmp/$oe.log" &&
+	pass "(e) the woken replica saw its claim lost and stopped the job" ||
+	fail "(e) no 'lease lost' in $oe's log"
+
+[ "$fails" -eq 0 ] || exit 1
+exit 0
