@@ -192,9 +192,13 @@ static int take_one(pool *pl, int fd)
 	return 0;
 }
 
+/* A builder takes its first item at once; one that has not after this
+ * long never will. */
+#define BUILDER_START_S 10.0
+
 /* Runs pl's items in up to `procs` builder processes, taking each result
  * as it comes; a builder on one item for over TIR_NVRTC_TIMEOUT_S is
- * killed.  taken[i] says whether a builder took item i (whether or not it
+ * killed, and one that took no item BUILDER_START_S after the forks.  taken[i] says whether a builder took item i (whether or not it
  * sent a result: one that died did not), late[i] whether its builder was
  * killed for time.  Returns how many builders ran (0: none could start;
  * nothing was taken). */
@@ -217,6 +221,7 @@ static int in_processes(pool *pl, int procs, int *taken, int *late)
 	pid_t *pid = xcalloc((size_t)procs, sizeof *pid);
 	struct pollfd *pf = xcalloc((size_t)procs, sizeof *pf);
 	int started = 0;
+	const double t0 = tir_now_s();
 	for (int k = 0; k < procs; k++) {
 		int fd[2];
 		if (pipe(fd))
@@ -257,6 +262,12 @@ static int in_processes(pool *pl, int procs, int *taken, int *late)
 				late[i] = 1;
 				kill(pid[k], SIGKILL);
 			}
+			/* one that never took an item is stuck in its fork (seen
+			 * under qemu-user: the child of a threaded worker waits
+			 * forever on a lock another thread held); its share goes
+			 * to the others or, taken by none, to this process */
+			if (pf[k].fd >= 0 && pl->sh->since[k] == 0 && now - t0 > BUILDER_START_S)
+				kill(pid[k], SIGKILL);
 		}
 	}
 	for (int k = 0; k < started; k++) {
