@@ -198,7 +198,8 @@ static int take_one(pool *pl, int fd)
 
 /* Runs pl's items in up to `procs` builder processes, taking each result
  * as it comes; a builder on one item for over TIR_NVRTC_TIMEOUT_S is
- * killed, and one that took no item BUILDER_START_S after the forks.  taken[i] says whether a builder took item i (whether or not it
+ * killed, and one that took no item BUILDER_START_S after the forks.
+ * taken[i] says whether a builder took item i (whether or not it
  * sent a result: one that died did not), late[i] whether its builder was
  * killed for time.  Returns how many builders ran (0: none could start;
  * nothing was taken). */
