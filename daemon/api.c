@@ -9,9 +9,11 @@
  * an op): its answers are kept in a small in-memory cache keyed by the query
  * string and stamped with d->best_gen, which every change of a best row bumps,
  * so a cached answer is never stale and a miss costs one indexed query.  On
- * a shared store (replicas on PostgreSQL) another replica changes best rows
- * without bumping this one's d->best_gen: there every answer is read from
- * the database.
+ * a shared store (replicas on PostgreSQL) other replicas change best rows
+ * too: the stamp adds the store's count of their changes
+ * (store_best_epoch, which a NOTIFY from the database bumps within
+ * milliseconds of their commit), and while the store cannot see them (its
+ * listener reconnecting) every answer is read from the database.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -608,8 +610,10 @@ static void best_one(void *ctx, const store_best *b)
 void api_best(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
-	unsigned long gen = atomic_load(&d->best_gen);
-	bool cacheable = !store_shared(d->db);
+	uint64_t others;
+	bool cacheable = store_best_epoch(d->db, &others);
+	/* both counts only grow: their sum changes whenever either does */
+	unsigned long gen = atomic_load(&d->best_gen) + (unsigned long)others;
 	char *q = http_query_string(r);
 	char *hit = cacheable ? cache_get(d->best_cache, q, gen) : NULL;
 	if (hit) {

@@ -32,6 +32,7 @@
 
 typedef struct store_backend store_backend;
 typedef struct db db;                  /* a backend's connection */
+typedef struct db_watch db_watch;      /* a backend's watcher of best changes */
 
 typedef struct db_stmt {
 	const store_backend *be;
@@ -89,6 +90,15 @@ struct store_backend {
 	int64_t (*int64)(db_stmt *q, int col);             /* 0 for NULL */
 	/* A copy the caller frees (malloc'd, at least one byte), its length in *n. */
 	void *(*blob)(db_stmt *q, int col, size_t *n);
+	/* Where other processes change the best rows (shared): starts watching
+	 * them on a connection of its own to `where`, in a thread, counting each
+	 * change they announce (the best table's trigger, migration 005) in
+	 * *changes; *live says whether it is listening now (a change made while
+	 * it was not is counted when it listens again).  NULL where it cannot
+	 * start a thread; unwatch stops it and frees it.  NULL functions where
+	 * no other process writes (SQLite: one tird per file). */
+	db_watch *(*watch)(const char *where, _Atomic uint64_t *changes, _Atomic bool *live);
+	void (*unwatch)(db_watch *w);
 };
 
 extern const store_backend store_sqlite;

@@ -19,10 +19,26 @@
  *
  * Session settings: extra_float_digits = 3 (every double read back exactly
  * on any server version) and notices discarded (they would go to stderr).
+ *
+ * Watching the best rows (pg_watch): replicas keep GET /v1/best answers in
+ * memory, so each must learn when another changes a best row.  A trigger on
+ * the best table (005_best_notify.sql) sends NOTIFY tird_best for every
+ * statement that changes it, delivered when its transaction commits; a
+ * watcher thread holds a connection of its own that LISTENs on the channel,
+ * sleeping in poll() on its socket (and on a pipe that wakes it to stop),
+ * and counts the notifications.  Its connection lost, it says it is not
+ * live (the store's readers then read the database every time), connects
+ * again after a second, and counts one change on listening again, for what
+ * it may have missed.
  */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <libpq-fe.h>
 #include "backend.h"
 
@@ -435,6 +451,91 @@ static void *pg_col_blob(db_stmt *q, int col, size_t *n)
 	return p;
 }
 
+/* ---- watching the best rows ---------------------------------------------------------- */
+
+struct db_watch {
+	char *where;
+	_Atomic uint64_t *changes;
+	_Atomic bool *live;
+	int wake[2];               /* a byte on wake[1] stops the thread */
+	pthread_t tid;
+};
+
+/* Sleeps up to ms on c's socket (c NULL: on the wake pipe alone); false
+ * once asked to stop. */
+static bool watch_wait(db_watch *w, PGconn *c, int ms)
+{
+	struct pollfd pf[2] = { { w->wake[0], POLLIN, 0 }, { c ? PQsocket(c) : -1, POLLIN, 0 } };
+	if (poll(pf, c ? 2 : 1, ms) < 0 && errno != EINTR)
+		return true;
+	return !(pf[0].revents & POLLIN);
+}
+
+static void *watch_main(void *arg)
+{
+	db_watch *w = arg;
+	for (;;) {
+		PGconn *c = PQconnectdb(w->where);
+		PGresult *r = c && PQstatus(c) == CONNECTION_OK ? PQexec(c, "LISTEN tird_best") : NULL;
+		bool listening = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+		PQclear(r);
+		if (listening) {
+			atomic_fetch_add(w->changes, 1);   /* what it missed, if anything */
+			atomic_store(w->live, true);
+			bool go;
+			while ((go = watch_wait(w, c, -1)) && PQconsumeInput(c)) {
+				PGnotify *n;
+				while ((n = PQnotifies(c))) {
+					atomic_fetch_add(w->changes, 1);
+					PQfreemem(n);
+				}
+			}
+			atomic_store(w->live, false);
+			PQfinish(c);
+			if (!go)
+				return NULL;
+		} else {
+			PQfinish(c);
+		}
+		if (!watch_wait(w, NULL, 1000))
+			return NULL;
+	}
+}
+
+static db_watch *pg_watch(const char *where, _Atomic uint64_t *changes, _Atomic bool *live)
+{
+	db_watch *w = xcalloc(1, sizeof *w);
+	w->changes = changes;
+	w->live = live;
+	w->where = strdup(where);
+	if (!w->where || pipe(w->wake)) {
+		free(w->where);
+		free(w);
+		return NULL;
+	}
+	if (pthread_create(&w->tid, NULL, watch_main, w)) {
+		close(w->wake[0]);
+		close(w->wake[1]);
+		free(w->where);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+static void pg_unwatch(db_watch *w)
+{
+	if (!w)
+		return;
+	ssize_t k = write(w->wake[1], "x", 1);
+	(void)k;
+	pthread_join(w->tid, NULL);
+	close(w->wake[0]);
+	close(w->wake[1]);
+	free(w->where);
+	free(w);
+}
+
 const store_backend store_postgres = {
 	.name = "postgresql",
 	.shared = true,
@@ -463,4 +564,6 @@ const store_backend store_postgres = {
 	.real = pg_col_real,
 	.int64 = pg_col_int64,
 	.blob = pg_col_blob,
+	.watch = pg_watch,
+	.unwatch = pg_unwatch,
 };

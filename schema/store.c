@@ -22,6 +22,7 @@
  * shared with store_jobs.c, which holds the jobs and their claims under
  * leases (004_job_lease.sql); this file opens the store and holds the rest.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -212,6 +213,12 @@ store *store_open(const char *where, store_error *err)
 			return NULL;
 		}
 	}
+	if (s->be->watch && !(s->watch = s->be->watch(where, &s->best_changes, &s->best_live))) {
+		fail(err, "%s: cannot start watching the best rows: %s", s->location,
+		     strerror(errno));
+		store_close(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -219,6 +226,8 @@ void store_close(store *s)
 {
 	if (!s)
 		return;
+	if (s->watch)
+		s->be->unwatch(s->watch);
 	for (int i = 0; i < ST_COUNT; i++)
 		if (s->st[i])
 			s->be->finalize(s->st[i]);
@@ -236,6 +245,12 @@ int store_schema_version(store *s)
 bool store_shared(store *s)
 {
 	return s->be->shared;
+}
+
+bool store_best_epoch(store *s, uint64_t *epoch)
+{
+	*epoch = atomic_load(&s->best_changes);
+	return !s->watch || atomic_load(&s->best_live);
 }
 
 const char *store_backend_name(store *s)

@@ -50,8 +50,16 @@ const char *store_backend_name(store *s);
 /* Whether the database may be shared by several tird replicas (PostgreSQL:
  * true; an SQLite file is one replica's).  Jobs are claimed under leases on
  * both; a shared store is also what tells a replica to leave the running
- * jobs of others alone at its start and to read the best rows afresh. */
+ * jobs of others alone at its start. */
 bool store_shared(store *s);
+/* How many times other processes have changed the best rows, as far as
+ * this store has seen (*epoch, only ever growing), and whether it sees
+ * them now: false while a shared store's watcher is not listening (a
+ * reader must then not trust anything it kept of the best rows); on a
+ * store no other process writes, always true with *epoch 0 (its own
+ * changes are the caller's to count).  A change another replica commits is
+ * counted within milliseconds (the NOTIFY of 005_best_notify.sql). */
+bool store_best_epoch(store *s, uint64_t *epoch);
 /* The location store_open was given, its password hidden: for logs. */
 const char *store_location(store *s);
 /* The schema version (the number of the last migration applied). */

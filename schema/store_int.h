@@ -9,6 +9,7 @@
 #define TIRD_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,11 @@ struct store {
 	db_stmt *st[ST_COUNT];
 	int version;
 	char location[256];        /* where, its password hidden */
+	/* changes of the best rows by other processes (store_best_epoch):
+	 * counted by the backend's watcher, NULL where none is watched */
+	db_watch *watch;
+	_Atomic uint64_t best_changes;
+	_Atomic bool best_live;
 };
 
 static inline int fail(store_error *err, const char *fmt, ...)

@@ -9,7 +9,8 @@
 #   (b) the same workload submitted to both while it runs: one job id, one
 #       set of records (12 for 12 trials), all distinct;
 #   (c) a cache hit on the replica that did not tune it, and the same best
-#       on both;
+#       on both; GET /v1/best answered from memory, and the best record
+#       removed on one replica: the other's next answer the new best;
 #   (d) a cancel on the replica that does not run a job: the owner stops it;
 #   (a) kill -9 of the replica running a 24-trial job after 4 records: the
 #       other takes it over within seconds and finishes it, 24 records, all
@@ -155,6 +156,27 @@ bA=$(curl -s "$url_A/v1/best?op=matmul" | jq -r --arg k "$kb" '.best[]|select(.w
 bB=$(curl -s "$url_B/v1/best?op=matmul" | jq -r --arg k "$kb" '.best[]|select(.workload_key==$k)|.record_id')
 [ -n "$bA" ] && [ "$bA" = "$bB" ] && pass "(c) the same best on both replicas" ||
 	fail "(c) best '$bA' on A, '$bB' on B"
+# each replica answers GET /v1/best from memory, and a best changed by the
+# other reaches it at once (the NOTIFY of 005_best_notify.sql): the best
+# record removed on the tuner, the next answer of the other is the new best
+hits() { curl -s "$1/metrics" | sed -n 's/^tird_best_cache_hits_total //p'; }
+h0=$(hits "$ou")
+curl -s "$ou/v1/best?op=matmul" >/dev/null; curl -s "$ou/v1/best?op=matmul" >/dev/null
+h1=$(hits "$ou")
+[ -n "$h0" ] && [ -n "$h1" ] && [ "$h1" -gt "$h0" ] &&
+	pass "(c) $other answers GET /v1/best from memory ($((h1 - h0)) hits)" ||
+	fail "(c) $other's best cache hits: '$h0' then '$h1'"
+eval "obu=\$url_$ob"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X DELETE "$obu/v1/records/$bA")
+bestof() { curl -s "$1/v1/best?op=matmul" | jq -r --arg k "$kb" '.best[]|select(.workload_key==$k)|.record_id'; }
+moved_on() { b=$(bestof "$ou"); [ -n "$b" ] && [ "$b" != "$bA" ]; }
+if [ "$code" = 200 ] && until_ok 20 moved_on; then
+	[ "$(bestof "$ou")" = "$(bestof "$obu")" ] &&
+		pass "(c) the best record removed on $ob: $other answers the new best within 2 s, the same as $ob's" ||
+		fail "(c) after the removal: $other's best $(bestof "$ou"), $ob's $(bestof "$obu")"
+else
+	fail "(c) DELETE /v1/records/$bA on $ob: $code $(cat "$tmp/r"); $other still answers $(bestof "$ou")"
+fi
 
 # ---- (d) cancel on the replica that does not run the job ---------------------------------------
 W3='{"op":"matmul","M":40,"N":40,"K":40}'
