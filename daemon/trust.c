@@ -28,9 +28,11 @@
  *   - the flops are a lower bound of the work of any program tird makes for
  *     the workload: schedule primitives tile, reorder, cache and inline but
  *     never drop an iteration of a reduction, and a padding stage inlined
- *     into one is a select still multiplied (a kernel that skipped padded
- *     taps would do less: the margin of 2 on CUDA, and the generous factors
- *     on a CPU, cover the suite's worst, C2D-3's 18%);
+ *     into one is a select still multiplied (a compiler that skipped the
+ *     padded taps would do less: the margin of 2 on CUDA, and the generous
+ *     factors on a CPU, cover up to half the taps padded, and the suite's
+ *     worst is DIL-3's 25%); a transposed convolution runs as a direct one
+ *     over its stride-dilated input, more multiply-adds than it counts;
  *   - CUDA: per sm architecture the highest dense data-sheet throughput of
  *     any part of that architecture for the dtype, tensor cores included
  *     (float32 as TF32, which tird may not use but a floor must not assume),

@@ -349,8 +349,10 @@ void tir_target_peak(const tir_target *t, tir_peak *out)
  * cores, which tird's code may not use but a ceiling must not assume; the
  * GeForce parts' figures with float16 accumulation, their fastest).  The
  * ceiling is CUDA_MARGIN times the figure: boost clocks above the data
- * sheet's and structured sparsity (2:4), which doubles a data-sheet peak
- * and which no tird kernel uses, both stay under it. */
+ * sheet's, structured sparsity (2:4), which doubles a data-sheet peak and
+ * which no tird kernel uses, and a narrower type than the workload's (FP8
+ * for float16 on sm_89 and sm_90, INT4 for int8 on sm_80 to sm_89: twice
+ * the rate, and no tird kernel's) all stay under it. */
 typedef struct cuda_ceiling {
 	int sm;
 	tir_dtype dtype;
