@@ -395,7 +395,8 @@ static const cuda_ceiling cuda_ceilings[] = {
 #define CEILING_X86_PIPES 3
 #define CEILING_ARM_PIPES 4
 /* The widest SVE registers made (A64FX's 512 bits): a key with "sve" does
- * not say its vector length. */
+ * not say its vector length.  An architecture without a feature table (this
+ * machine's own "cpu:ARCH") is taken as wide, at CEILING_ARM_PIPES pipes. */
 #define CEILING_SVE_BYTES 64
 
 /* Multiply-adds per byte of a vector register, per input dtype, the widest
@@ -428,7 +429,7 @@ static void one_ceiling(const tir_target *t, tir_dtype dt, tir_ceiling *out)
 		for (size_t i = 0; i < sizeof cuda_ceilings / sizeof cuda_ceilings[0]; i++)
 			if (cuda_ceilings[i].sm == t->sm && cuda_ceilings[i].dtype == dt) {
 				out->gflops = CUDA_MARGIN * cuda_ceilings[i].tflops * 1e3;
-				snprintf(out->basis, sizeof out->basis, "%.0f x %s of %.0f %s",
+				snprintf(out->basis, sizeof out->basis, "%g x %s of %g %s",
 					 CUDA_MARGIN, cuda_ceilings[i].part, cuda_ceilings[i].tflops,
 					 dt == TIR_I8 ? "TOP/s" : "TFLOP/s");
 				return;
@@ -438,11 +439,11 @@ static void one_ceiling(const tir_target *t, tir_dtype dt, tir_ceiling *out)
 			 "throughput above any GPU made", t->sm);
 		return;
 	}
-	bool arm = !strncmp(t->key, "cpu:aarch64", 11);
+	bool arm = !strncmp(t->key, "cpu:aarch64", 11), x86 = !strncmp(t->key, "cpu:x86_64", 10);
 	int bytes = t->vector_bytes > 16 ? t->vector_bytes : 16;
-	if (arm && tir_target_has(t, "sve"))
+	if ((arm && tir_target_has(t, "sve")) || (!arm && !x86))
 		bytes = CEILING_SVE_BYTES;
-	int pipes = arm ? CEILING_ARM_PIPES : CEILING_X86_PIPES;
+	int pipes = x86 ? CEILING_X86_PIPES : CEILING_ARM_PIPES;
 	double vec = pipes * bytes * macs_per_byte(dt), amx = amx_macs(t, dt);
 	double macs = vec > amx ? vec : amx;
 	out->gflops = 2 * macs * CEILING_CPU_GHZ * CEILING_CPU_CORES;
