@@ -19,13 +19,36 @@
  *   - %00 in a path or query is not decoded (unescape), so a NUL never cuts
  *     a route argument or parameter short;
  *   - error messages never carry invalid UTF-8: http_error writes each bad
- *     byte as the text \xHH.
- * libmicrohttpd refuses some requests itself before calling us (a request
- * line or header line it cannot parse, HTTP/1.1 without Host, a
- * Content-Length it cannot read, a malformed chunk, a request head over
- * MHD_POOL_BYTES) and answers those with its own HTML body: 0.9.x has no
- * hook for them.  The pool is sized so that every limit above is ours to
- * answer well before libmicrohttpd's.
+ *     byte as the text \xHH;
+ *   - a header name must be a token (no white space before the colon: "Bad
+ *     Name: v"), a Transfer-Encoding other than "chunked" is refused (400:
+ *     libmicrohttpd would read such a body until the connection closes), and
+ *     HTTP/1.1 needs exactly one Host (400): libmicrohttpd 0.9.75 lets all
+ *     three through to us with strict_for_client at its default 0; at 1 it
+ *     refuses a missing Host itself, with HTML, and at -1 refuses white space
+ *     before a colon, with HTML, so 0 it stays and we answer in JSON.
+ *
+ * What libmicrohttpd 0.9.75 (Debian 12) still answers itself, found against
+ * a real tird (tests/http_edges.sh asserts each): it refuses these while it
+ * reads the head or the body, before our handler is called, with a static
+ * HTML body compiled into it (transmit_error_response_static): no option,
+ * callback or hook of 0.9.x sees the request first or changes the answer
+ * (MHD_OPTION_URI_LOG_CALLBACK runs after the request line parsed,
+ * MHD_OPTION_NOTIFY_CONNECTION sees no bytes, the external logger only
+ * hears of it):
+ *   - a header line without a colon: 400 HTML;
+ *   - a Content-Length that is not a number (400 HTML) or overflows (413
+ *     HTML), both sent with their status line and headers twice (a
+ *     libmicrohttpd 0.9.75 bug);
+ *   - a malformed chunk of a chunked body: 400 HTML;
+ *   - an HTTP version that is not HTTP/x.y (or none: "GET /"): 400 HTML; a
+ *     major version other than 1: 505 HTML;
+ *   - a request head over MHD_POOL_BYTES (one header or a URL of 256 KiB):
+ *     431 or 414 HTML;
+ *   - a request line without a space ("GARBAGE"): the connection is closed
+ *     with no answer at all.
+ * The pool is sized so that every limit of ours (MAX_URL, MAX_HEADER_BYTES,
+ * MAX_QUERY_PARAMS) is ours to answer well before libmicrohttpd's.
  *
  * Threads: libmicrohttpd runs one thread per connection (its internal
  * polling thread accepts), so a handler may block — the long polls of
@@ -469,11 +492,29 @@ static http_method method_of(const char *m)
 	return HTTP_NMETHODS;
 }
 
-/* The size of a request's head, for its limits. */
+/* The size of a request's head, for its limits, and what its headers say
+ * of its framing. */
 typedef struct head_size {
-	size_t n, bytes, content_length;
+	size_t n, bytes, content_length, host;
 	bool transfer_encoding;
+	const char *bad_coding;    /* a Transfer-Encoding other than chunked */
+	const char *bad_name;      /* the first header name that is not a token */
 } head_size;
+
+/* Whether name is an RFC 9110 token (field names are): no white space, no
+ * separator, no control byte.  libmicrohttpd 0.9.75 takes "Bad Name: v" as
+ * a header named "Bad Name" (its check of white space before the colon is
+ * on only when strict_for_client is -1, the opposite of its documentation),
+ * which RFC 9112 section 5.1 says a server must refuse with a 400. */
+static bool is_token(const char *name)
+{
+	if (!*name)
+		return false;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p <= ' ' || *p >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", *p))
+			return false;
+	return true;
+}
 
 static MHD_RESULT count_value(void *cls, enum MHD_ValueKind kind, const char *key,
 			      const char *value)
@@ -483,16 +524,27 @@ static MHD_RESULT count_value(void *cls, enum MHD_ValueKind kind, const char *ke
 	h->bytes += strlen(key) + (value ? strlen(value) : 0) + 2;   /* '=' or ": ", '&' */
 	if (kind == MHD_HEADER_KIND) {
 		h->content_length += !strcasecmp(key, "Content-Length");
-		h->transfer_encoding |= !strcasecmp(key, "Transfer-Encoding");
+		h->host += !strcasecmp(key, "Host");
+		if (!strcasecmp(key, "Transfer-Encoding")) {
+			h->transfer_encoding = true;
+			if ((!value || strcasecmp(value, "chunked")) && !h->bad_coding)
+				h->bad_coding = value ? value : "";
+		}
+		if (!h->bad_name && !is_token(key))
+			h->bad_name = key;
 	}
 	return MHD_YES;
 }
 
-/* A JSON error when the request's head is over a limit or ambiguous about
+/* A JSON error when the request's head is over a limit, ambiguous about
  * its body's length (two Content-Lengths, or one with Transfer-Encoding: a
- * proxy in front may read the body differently), else MHD_YES. */
+ * proxy in front may read the body differently; a transfer coding other
+ * than chunked, whose length libmicrohttpd would take as "until the
+ * connection closes"), or malformed in a way libmicrohttpd lets through (a
+ * header name that is not a token; HTTP/1.1 without exactly one Host), else
+ * MHD_YES. */
 static MHD_RESULT check_head(struct MHD_Connection *c, req_ctx *rc, const char *url,
-			     bool *answered)
+			     const char *version, bool *answered)
 {
 	head_size q = { 0 }, h = { 0 };
 	char msg[200];
@@ -522,15 +574,31 @@ static MHD_RESULT check_head(struct MHD_Connection *c, req_ctx *rc, const char *
 	if (h.content_length && h.transfer_encoding)
 		return send_error(c, rc, 400, "bad_request", "the request has both Content-Length "
 				  "and Transfer-Encoding: send one");
+	if (h.bad_coding) {
+		snprintf(msg, sizeof msg, "Transfer-Encoding \"%.60s\" is not supported: send "
+			 "\"chunked\" or a Content-Length", h.bad_coding);
+		return send_error(c, rc, 400, "bad_request", msg);
+	}
+	if (h.bad_name) {
+		snprintf(msg, sizeof msg, "the header name \"%.60s\" is not a token (no white "
+			 "space or separator before the colon)", h.bad_name);
+		return send_error(c, rc, 400, "bad_request", msg);
+	}
+	/* HTTP/1.1 to 1.9 (libmicrohttpd takes 1.2 to 1.9 as 1.1) */
+	if (h.host != 1 && version && !strncmp(version, "HTTP/1.", 7) && version[7] >= '1') {
+		snprintf(msg, sizeof msg, "an %.8s request needs one Host header, this one "
+			 "has %zu", version, h.host);
+		return send_error(c, rc, 400, "bad_request", msg);
+	}
 	*answered = false;
 	return MHD_YES;
 }
 
 static MHD_RESULT first_call(tird *d, struct MHD_Connection *c, req_ctx *rc,
-			     const char *url, const char *method)
+			     const char *url, const char *method, const char *version)
 {
 	bool answered;
-	MHD_RESULT head = check_head(c, rc, url, &answered);
+	MHD_RESULT head = check_head(c, rc, url, version, &answered);
 	if (answered)
 		return head;
 	http_method m = method_of(method);
@@ -584,7 +652,6 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *ur
 			     void **con_cls)
 {
 	tird *d = cls;
-	(void)version;
 	req_ctx *rc = *con_cls;
 	if (!rc) {
 		rc = calloc(1, sizeof *rc);
@@ -593,7 +660,7 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *ur
 		clock_gettime(CLOCK_MONOTONIC, &rc->t0);
 		rc->route = NROUTES;
 		*con_cls = rc;
-		return first_call(d, c, rc, url, method);
+		return first_call(d, c, rc, url, method, version);
 	}
 	if (rc->status)            /* answered already (an early error) */
 		return (*upload_data_size = 0, MHD_YES);

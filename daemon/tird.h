@@ -520,8 +520,9 @@ cJSON *view_batch(const struct worker_batch *b);
 /* The bounds a result of a workload on a target keeps to be stored as ok. */
 typedef struct trust_bounds {
 	double tolerance;          /* the largest max_rel_error (tir_workload_tolerance) */
-	double floor_us;           /* the smallest latency: the flops at a peak no
-				    * hardware of the target's kind reaches */
+	double floor_us;           /* the smallest latency: the flops at the
+				    * target's ceiling (tir_target_ceiling) */
+	char floor_why[448];       /* how floor_us was made, for the refusal */
 } trust_bounds;
 
 /* The bounds of w on t.  0, or -1 with a message when w's program cannot be
@@ -529,7 +530,9 @@ typedef struct trust_bounds {
 int trust_bounds_of(const tir_workload *w, const tir_target *t, trust_bounds *b,
 		    tir_error *err);
 /* Re-checks a result: an ok whose latency is not finite, not > 0 or under
- * the floor becomes run_error; one whose max_rel_error is missing (< 0),
+ * the floor becomes run_error (the message names the floor and how it was
+ * made: "below the floor 69.5 us: 1.4e+11 flops at the ceiling of
+ * cuda:sm_90 for float16, 1,978 TFLOP/s = 2 x H200 SXM's ..."); one whose max_rel_error is missing (< 0),
  * not finite or over the tolerance becomes wrong_result.  true when it
  * stands as given, else false with *status changed and the reason in why. */
 bool trust_check_result(const trust_bounds *b, int *status, double latency_us,

@@ -342,6 +342,136 @@ void tir_target_peak(const tir_target *t, tir_peak *out)
 		 t->emulated ? " (emulated: the timings are the emulator's)" : "");
 }
 
+/* ---- ceilings: throughput no measurement on a key's hardware beats ------------------- */
+
+/* The highest dense throughput of any part of each CUDA architecture, per
+ * input dtype, tensor cores included (data sheets; float32 as TF32 on tensor
+ * cores, which tird's code may not use but a ceiling must not assume; the
+ * GeForce parts' figures with float16 accumulation, their fastest).  The
+ * ceiling is CUDA_MARGIN times the figure: boost clocks above the data
+ * sheet's, structured sparsity (2:4), which doubles a data-sheet peak and
+ * which no tird kernel uses, and a narrower type than the workload's (FP8
+ * for float16 on sm_89 and sm_90, INT4 for int8 on sm_80 to sm_89: twice
+ * the rate, and no tird kernel's) all stay under it. */
+typedef struct cuda_ceiling {
+	int sm;
+	tir_dtype dtype;
+	double tflops;            /* TOP/s for int8 */
+	const char *part;
+} cuda_ceiling;
+
+static const cuda_ceiling cuda_ceilings[] = {
+	{ 80, TIR_F32, 156, "A100 SXM's dense TF32 tensor-core peak" },
+	{ 80, TIR_F16, 312, "A100 SXM's dense tensor-core peak" },
+	{ 80, TIR_BF16, 312, "A100 SXM's dense tensor-core peak" },
+	{ 80, TIR_I8, 624, "A100 SXM's dense int8 tensor-core peak" },
+	{ 86, TIR_F32, 77.4, "RTX A6000's dense TF32 tensor-core peak" },
+	{ 86, TIR_F16, 160, "RTX 3090 Ti's dense tensor-core peak (float16 accumulation)" },
+	{ 86, TIR_BF16, 160, "RTX 3090 Ti's dense tensor-core peak (float16 accumulation)" },
+	{ 86, TIR_I8, 320, "RTX 3090 Ti's dense int8 tensor-core peak" },
+	{ 89, TIR_F32, 183, "L40S's dense TF32 tensor-core peak" },
+	{ 89, TIR_F16, 362, "L40S's dense tensor-core peak" },
+	{ 89, TIR_BF16, 362, "L40S's dense tensor-core peak" },
+	{ 89, TIR_I8, 733, "L40S's dense int8 tensor-core peak" },
+	{ 90, TIR_F32, 495, "H200 SXM's dense TF32 tensor-core peak" },
+	{ 90, TIR_F16, 989, "H200 SXM's dense tensor-core peak" },
+	{ 90, TIR_BF16, 989, "H200 SXM's dense tensor-core peak" },
+	{ 90, TIR_I8, 1979, "H200 SXM's dense int8 tensor-core peak" },
+};
+#define CUDA_MARGIN 2.0
+/* An architecture without rows (a GPU detected with another sm): a
+ * throughput above any GPU made (B200's dense int8: 4.5 POP/s). */
+#define CUDA_UNKNOWN_TFLOPS 1e5
+
+/* CPUs: no key says the clock, the core count or the pipes, so each is taken
+ * above what parts have (no product of the three reaches the bound: the
+ * largest machines, 2 x 192-core EPYC 9965 or 8 x 60-core Xeon 8490H, run
+ * under 1,500 core-GHz all-core, against 512 x 6 = 3,072 here). */
+#define CEILING_CPU_GHZ 6.0
+#define CEILING_CPU_CORES 512
+/* Vector pipes per core: on x86 two FMA pipes plus Zen's two FADD pipes
+ * count as three FMA pipes' flops; AArch64 cores have up to four 128-bit
+ * FMA pipes (Neoverse V2, Apple's). */
+#define CEILING_X86_PIPES 3
+#define CEILING_ARM_PIPES 4
+/* The widest SVE registers made (A64FX's 512 bits): a key with "sve" does
+ * not say its vector length.  An architecture without a feature table (this
+ * machine's own "cpu:ARCH") is taken as wide, at CEILING_ARM_PIPES pipes. */
+#define CEILING_SVE_BYTES 64
+
+/* Multiply-adds per byte of a vector register, per input dtype, the widest
+ * instruction of any ISA: float32 a 4-byte lane; 16-bit types one per byte
+ * (bfmmla: 16 per 128 bits; avx512fp16 and fp16 FMAs half that); int8 two
+ * per byte (smmla: 32 per 128 bits; vpdpbusd and sdot one). */
+static double macs_per_byte(tir_dtype dt)
+{
+	switch (dt) {
+	case TIR_F32: return 0.25;
+	case TIR_F16: case TIR_BF16: return 1;
+	default: return 2;
+	}
+}
+
+/* AMX (Sapphire Rapids and later, whose keys name avx512vnni): a core's
+ * tile unit does 512 bf16/f16 or 1,024 int8 multiply-adds a cycle. */
+static double amx_macs(const tir_target *t, tir_dtype dt)
+{
+	if (strncmp(t->key, "cpu:x86_64", 10) || !tir_target_has(t, "avx512vnni") ||
+	    dt == TIR_F32)
+		return 0;
+	return dt == TIR_I8 ? 1024 : 512;
+}
+
+static void one_ceiling(const tir_target *t, tir_dtype dt, tir_ceiling *out)
+{
+	*out = (tir_ceiling){ .unit = dt == TIR_I8 ? "OP/s" : "FLOP/s" };
+	if (t->kind == TIR_TARGET_CUDA) {
+		for (size_t i = 0; i < sizeof cuda_ceilings / sizeof cuda_ceilings[0]; i++)
+			if (cuda_ceilings[i].sm == t->sm && cuda_ceilings[i].dtype == dt) {
+				out->gflops = CUDA_MARGIN * cuda_ceilings[i].tflops * 1e3;
+				snprintf(out->basis, sizeof out->basis, "%g x %s of %g %s",
+					 CUDA_MARGIN, cuda_ceilings[i].part, cuda_ceilings[i].tflops,
+					 dt == TIR_I8 ? "TOP/s" : "TFLOP/s");
+				return;
+			}
+		out->gflops = CUDA_UNKNOWN_TFLOPS * 1e3;
+		snprintf(out->basis, sizeof out->basis, "sm_%d has no row in tird's table: a "
+			 "throughput above any GPU made", t->sm);
+		return;
+	}
+	bool arm = !strncmp(t->key, "cpu:aarch64", 11), x86 = !strncmp(t->key, "cpu:x86_64", 10);
+	int bytes = t->vector_bytes > 16 ? t->vector_bytes : 16;
+	if ((arm && tir_target_has(t, "sve")) || (!arm && !x86))
+		bytes = CEILING_SVE_BYTES;
+	int pipes = x86 ? CEILING_X86_PIPES : CEILING_ARM_PIPES;
+	double vec = pipes * bytes * macs_per_byte(dt), amx = amx_macs(t, dt);
+	double macs = vec > amx ? vec : amx;
+	out->gflops = 2 * macs * CEILING_CPU_GHZ * CEILING_CPU_CORES;
+	if (amx > vec)
+		snprintf(out->basis, sizeof out->basis, "%d cores x %.0f GHz x AMX's %.0f "
+			 "multiply-adds a cycle", CEILING_CPU_CORES, CEILING_CPU_GHZ, amx);
+	else
+		snprintf(out->basis, sizeof out->basis, "%d cores x %.0f GHz x %d pipes x "
+			 "%d-byte vectors x %g multiply-adds a byte", CEILING_CPU_CORES,
+			 CEILING_CPU_GHZ, pipes, bytes, macs_per_byte(dt));
+}
+
+void tir_target_ceiling(const tir_target *t, int dtype, tir_ceiling *out)
+{
+	static const tir_dtype any[] = { TIR_F32, TIR_F16, TIR_BF16, TIR_I8 };
+	if (dtype >= 0) {
+		one_ceiling(t, (tir_dtype)dtype, out);
+		return;
+	}
+	*out = (tir_ceiling){ 0 };
+	for (size_t i = 0; i < sizeof any / sizeof any[0]; i++) {
+		tir_ceiling c;
+		one_ceiling(t, any[i], &c);
+		if (c.gflops > out->gflops)
+			*out = c;
+	}
+}
+
 static void cuda_fill(tir_target *t, const cuda_arch *a)
 {
 	t->kind = TIR_TARGET_CUDA;

@@ -67,6 +67,9 @@ const char *tir_workload_canonical(const tir_workload *w);
 const char *tir_workload_key(const tir_workload *w);
 /* The operator's name ("conv2d", ...). */
 const char *tir_workload_op(const tir_workload *w);
+/* The dtype of an operator workload's inputs (a tir_dtype, tir_dtype_name);
+ * -1 for a graph, whose nodes may each have their own. */
+int tir_workload_dtype(const tir_workload *w);
 /* Useful floating-point operations of one call (2 per multiply-add). */
 double tir_workload_flops(const tir_workload *w);
 
@@ -117,6 +120,24 @@ typedef struct tir_peak {
 	char basis[256];
 } tir_peak;
 void tir_target_peak(const tir_target *t, tir_peak *out);
+
+/* The ceiling of a target for an input dtype: a throughput that no genuine
+ * measurement on any hardware the key can name beats, from the key alone (an
+ * importing tird may have no such hardware).  Unlike tir_target_peak's
+ * nominal figures it is an upper bound: for a CUDA key 2 x the highest dense
+ * data-sheet throughput of any part of its architecture for the dtype,
+ * tensor cores included (TF32 for float32); for a CPU key the key's vector
+ * width at 512 cores x 6 GHz x 3 (x86) or 4 (AArch64) pipes of the dtype's
+ * widest multiply-add instruction (AMX on an x86 key naming avx512vnni).
+ * dtype is a tir_dtype (tir_workload_dtype) or -1: the highest of float32,
+ * float16, bfloat16 and int8.  basis says how it was made ("2 x H200 SXM's
+ * dense tensor-core peak of 989 TFLOP/s"), for error messages. */
+typedef struct tir_ceiling {
+	double gflops;            /* GFLOP/s (GOP/s for int8), 1e9 a second */
+	const char *unit;         /* "FLOP/s", or "OP/s" for int8 */
+	char basis[160];
+} tir_ceiling;
+void tir_target_ceiling(const tir_target *t, int dtype, tir_ceiling *out);
 
 /* measure/cuda_props.c: fills the GPU fields of *t (sm, sm_count,
  * max_threads_per_block, max_shared_per_block (opt-in), warp_size, l2_bytes;

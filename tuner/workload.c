@@ -107,6 +107,11 @@ const char *tir_workload_op(const tir_workload *w)
 	return op_names[w->op];
 }
 
+int tir_workload_dtype(const tir_workload *w)
+{
+	return w->graph ? -1 : (int)w->dtype;
+}
+
 /* ---- the parse state --------------------------------------------------------- */
 
 typedef wl_parse parse;
