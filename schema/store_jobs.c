@@ -198,15 +198,12 @@ int store_job_get(store *s, int64_t id, store_job *j, store_error *err)
 	return ret;
 }
 
-int store_jobs_list(store *s, int state, int limit,
-		    void (*fn)(void *ctx, const store_job *j), void *ctx,
+/* Steps q, bound, the mutex held: fn with each job row, then q finished.
+ * The rows counted, or -1 with the message in err. */
+static int each_job(db_stmt *q, void (*fn)(void *ctx, const store_job *j), void *ctx,
 		    store_error *err)
 {
 	int n = 0, rc;
-	pthread_mutex_lock(&s->mu);
-	db_stmt *q = stmt(s, ST_JOB_LIST);
-	bind_text(q, 1, state >= 0 ? store_job_state_name((store_job_state)state) : NULL);
-	bind_int64(q, 2, limit > 0 ? limit : NO_LIMIT);
 	while ((rc = step(q, err)) == DB_ROW) {
 		store_job j;
 		job_from_row(q, &j);
@@ -214,9 +211,19 @@ int store_jobs_list(store *s, int state, int limit,
 		store_job_clear(&j);
 		n++;
 	}
-	if (rc != DB_DONE)
-		n = -1;
 	finish(q);
+	return rc == DB_DONE ? n : -1;
+}
+
+int store_jobs_list(store *s, int state, int limit,
+		    void (*fn)(void *ctx, const store_job *j), void *ctx,
+		    store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_JOB_LIST);
+	bind_text(q, 1, state >= 0 ? store_job_state_name((store_job_state)state) : NULL);
+	bind_int64(q, 2, limit > 0 ? limit : NO_LIMIT);
+	int n = each_job(q, fn, ctx, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
@@ -227,20 +234,10 @@ int store_jobs_claimable(store *s, double now,
 			 void (*fn)(void *ctx, const store_job *j), void *ctx,
 			 store_error *err)
 {
-	int n = 0, rc;
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_JOB_CLAIMABLE);
 	bind_double(q, 1, now);
-	while ((rc = step(q, err)) == DB_ROW) {
-		store_job j;
-		job_from_row(q, &j);
-		fn(ctx, &j);
-		store_job_clear(&j);
-		n++;
-	}
-	if (rc != DB_DONE)
-		n = -1;
-	finish(q);
+	int n = each_job(q, fn, ctx, err);
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
