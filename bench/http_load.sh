@@ -28,10 +28,10 @@
 # Needs wrk (deploy/install-deps.sh --bench), curl, jq, python3; --pg needs
 # PostgreSQL's server programs and psql, and a tird built with libpq.
 set -euo pipefail
-pg=0; pos=()
+with_pg=0; pos=()
 for a in "$@"; do
 	case $a in
-	--pg) pg=1 ;;
+	--pg) with_pg=1 ;;
 	-h|--help) sed -n '2,25p' "$0"; exit 0 ;;
 	-*) echo "http_load.sh: unknown option $a (try --help)" >&2; exit 2 ;;
 	*) pos+=("$a") ;;
@@ -41,47 +41,30 @@ build=$(cd "${pos[0]:-.}" && pwd); secs=${pos[1]:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 TIRD=$build/daemon/tird; TIRCTL=$build/client/tirctl
 for t in wrk curl jq python3; do command -v $t >/dev/null || { echo "http_load.sh: needs $t" >&2; exit 2; }; done
-if [ $pg = 1 ]; then
+if [ $with_pg = 1 ]; then
 	command -v psql >/dev/null || { echo "http_load.sh: --pg needs psql (Debian: postgresql)" >&2; exit 2; }
-	pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-	[ -n "$pgbin" ] && [ -x "$pgbin/initdb" ] || pgbin=$(dirname "$(command -v initdb 2>/dev/null || echo /none/initdb)")
-	[ -x "$pgbin/initdb" ] && [ -x "$pgbin/pg_ctl" ] ||
-		{ echo "http_load.sh: --pg needs PostgreSQL's initdb and pg_ctl (Debian: postgresql)" >&2; exit 2; }
+	# shellcheck source=../tests/pg_server.sh
+	. "$here/../tests/pg_server.sh"
+	pg_find || { echo "http_load.sh: --pg: $pg_why" >&2; exit 2; }
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tird-load.XXXXXX")
 pids=""; pgdata=$tmp/pg
-as_server() {   # COMMAND...: as the user the PostgreSQL server runs as
-	if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
-}
 cleanup() {
 	for p in $pids; do kill "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
-	if [ -f "$pgdata/data/postmaster.pid" ]; then
-		as_server "$pgbin/pg_ctl" -D "$pgdata/data" -m fast stop >/dev/null 2>&1 || true
-	fi
+	[ $with_pg = 1 ] && pg_stop "$pgdata" fast
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 # ---- the throwaway PostgreSQL (--pg) ---------------------------------------------------------
-if [ $pg = 1 ]; then
-	if [ "$(id -u)" = 0 ]; then
-		chmod 711 "$tmp"; mkdir "$pgdata"; chown nobody "$pgdata"
-	else
-		mkdir "$pgdata"
-	fi
-	pgport=$(free_port)
-	as_server "$pgbin/initdb" -D "$pgdata/data" -A trust -U tird -E UTF8 --no-locale --no-sync \
-		>"$tmp/initdb.log" 2>&1 || { echo "http_load.sh: initdb: $(tail -3 "$tmp/initdb.log")" >&2; exit 1; }
+if [ $with_pg = 1 ]; then
 	# fsync stays on (the server's default): the figure is a real server's
-	as_server "$pgbin/pg_ctl" -D "$pgdata/data" -l "$pgdata/server.log" -w -t 60 \
-		-o "-c listen_addresses=127.0.0.1 -p $pgport -k $pgdata" start >"$tmp/pg_ctl.log" 2>&1 ||
-		{ echo "http_load.sh: pg_ctl start: $(tail -3 "$tmp/pg_ctl.log")" >&2; exit 1; }
-	psql -qX -d "postgresql://tird@127.0.0.1:$pgport/postgres" -c "CREATE DATABASE bench" \
+	pg_start "$pgdata" || { echo "http_load.sh: $pg_why" >&2; exit 1; }
+	psql -qX -d "$pg/postgres" -c "CREATE DATABASE bench" \
 		-c "CREATE DATABASE bench_async" -c "ALTER DATABASE bench_async SET synchronous_commit = off" >/dev/null
-	pgver=$("$pgbin/pg_ctl" --version | sed 's/.*(PostgreSQL) \([^ ]*\).*/\1/')
 fi
 
 # ---- the records every tird imports ----------------------------------------------------------
@@ -169,7 +152,7 @@ field() {
 
 # the code measured: the source tree the build was configured from
 codedir=$(sed -n 's/^abs_top_srcdir = //p' "$build/Makefile" 2>/dev/null); codedir=${codedir:-$here/..}
-suffix=; [ $pg = 1 ] && suffix=-pg
+suffix=; [ $with_pg = 1 ] && suffix=-pg
 out=$here/results/$(date +%Y-%m-%d)-http-load$suffix.txt
 {
 	echo "# tird HTTP load, $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -177,14 +160,14 @@ out=$here/results/$(date +%Y-%m-%d)-http-load$suffix.txt
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) (cores shared with other work)"
 	echo "# command: bench/http_load.sh $build $secs${suffix:+ --pg}   (tird and wrk on the same cores, loopback)"
 	echo "# code: $(git -C "$codedir" log -1 --format='%h %s' 2>/dev/null || echo unknown)$(git -C "$codedir" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
-	if [ $pg = 1 ]; then
+	if [ $with_pg = 1 ]; then
 		echo "# PostgreSQL $pgver on 127.0.0.1 (throwaway, initdb's defaults: fsync and synchronous_commit on,"
 		echo "#   a WAL flush per commit; \"async\": a database with synchronous_commit = off), tird through"
 		echo "#   libpq, one connection; SQLite: WAL, synchronous=NORMAL (no fsync per commit).  Loopback: a"
 		echo "#   real server adds a network round trip per statement."
 	fi
 	bench sqlite "$tmp/bench.db"
-	if [ $pg = 1 ]; then
+	if [ $with_pg = 1 ]; then
 		bench postgresql "postgresql://tird@127.0.0.1:$pgport/bench"
 		bench postgresql-async "postgresql://tird@127.0.0.1:$pgport/bench_async"
 		echo

@@ -27,10 +27,8 @@ TIRCTL=$top/client/tirctl
 for t in curl jq python3 psql; do
 	command -v $t >/dev/null 2>&1 || { echo "SKIP: $t not installed"; exit 77; }
 done
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-[ -n "$pgbin" ] && [ -x "$pgbin/initdb" ] || pgbin=$(dirname "$(command -v initdb 2>/dev/null || echo /none/initdb)")
-[ -x "$pgbin/initdb" ] && [ -x "$pgbin/pg_ctl" ] ||
-	{ echo "SKIP: PostgreSQL's server (initdb, pg_ctl) not installed (Debian: postgresql)"; exit 77; }
+. "$src/tests/pg_server.sh"
+pg_find || { echo "SKIP: $pg_why"; exit 77; }
 [ -x "$TIRD" ] && [ -x "$TIRCTL" ] && [ -x "$top/tests/check_store" ] ||
 	{ echo "FAIL: binaries not built"; exit 1; }
 [ "${TIRD_HAVE_LIBPQ:-}" = 1 ] ||
@@ -42,14 +40,10 @@ fails=0
 pids=""
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-as_server() {   # COMMAND...: as the user the server runs as
-	if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
-}
 pgdata=$tmp/pg
 cleanup() {
 	for p in $pids; do kill -9 "$p" 2>/dev/null; done
-	[ -f "$pgdata/data/postmaster.pid" ] &&
-		as_server "$pgbin/pg_ctl" -D "$pgdata/data" -m immediate stop >/dev/null 2>&1
+	pg_stop "$pgdata"
 	if [ "$fails" -ne 0 ]; then
 		for f in "$tmp"/*.log "$pgdata"/server.log; do [ -f "$f" ] && { echo "---- $f"; tail -30 "$f"; }; done
 	fi
@@ -63,23 +57,8 @@ wait_up() {
 }
 
 # ---- the server -----------------------------------------------------------------------------
-if [ "$(id -u)" = 0 ]; then
-	command -v runuser >/dev/null 2>&1 || { echo "SKIP: running as root without runuser"; exit 77; }
-	chmod 711 "$tmp"
-	mkdir "$pgdata" && chown nobody "$pgdata"
-	who="nobody (the test runs as root)"
-else
-	mkdir "$pgdata"
-	who=$(id -un)
-fi
-pgport=$(free_port)
-pg=postgresql://tird@127.0.0.1:$pgport
-as_server "$pgbin/initdb" -D "$pgdata/data" -A trust -U tird -E UTF8 --no-locale --no-sync \
-	>"$tmp/initdb.log" 2>&1 || { fail "initdb: $(tail -3 "$tmp/initdb.log")"; exit 1; }
-as_server "$pgbin/pg_ctl" -D "$pgdata/data" -l "$pgdata/server.log" -w -t 60 \
-	-o "-c listen_addresses=127.0.0.1 -p $pgport -k $pgdata -F -c shared_buffers=16MB" start \
-	>"$tmp/pg_ctl.log" 2>&1 || { fail "pg_ctl start: $(tail -3 "$tmp/pg_ctl.log")"; exit 1; }
-pass "a throwaway PostgreSQL $("$pgbin/pg_ctl" --version | sed 's/.*(PostgreSQL) \([^ ]*\).*/\1/') on 127.0.0.1:$pgport, run by $who"
+pg_start "$pgdata" -F -c shared_buffers=16MB || { fail "$pg_why"; exit 1; }
+pass "a throwaway PostgreSQL $pgver on 127.0.0.1:$pgport, run by $pg_who"
 mkdb() { psql -qX -d "$pg/postgres" -c "CREATE DATABASE $1" >/dev/null; }
 
 # ---- the store tests ------------------------------------------------------------------------
