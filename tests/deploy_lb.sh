@@ -26,6 +26,7 @@
 set -u
 top=$(pwd)
 src=${srcdir:-$(dirname "$0")/..}
+. "$src/tests/lib.sh"
 TIRD=$top/daemon/tird
 TIRCTL=$top/client/tirctl
 WORKER=$top/daemon/tird-worker
@@ -49,7 +50,6 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 until_true() {   # SECONDS COMMAND...: polls COMMAND every 0.2 s until it succeeds
 	n=$(($1 * 5)); shift
 	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done

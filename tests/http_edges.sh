@@ -16,10 +16,12 @@
 # at the end, twice on one kept-alive connection.
 set -u
 top=$(pwd)
+src=${srcdir:-$(dirname "$0")/..}
 TIRD=$top/daemon/tird
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed"; exit 77; }
 [ -x "$TIRD" ] || { echo "FAIL: daemon/tird not built"; exit 1; }
 ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0; export ASAN_OPTIONS
+. "$src/tests/lib.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tird-edges.XXXXXX")
 tird_pid=
@@ -30,20 +32,7 @@ cleanup() {
 	[ -n "${TIRD_TEST_KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
-port=$(python3 - <<'PY'
-import socket
-for p in list(range(19300, 19400)) + [0]:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        print(s.getsockname()[1])
-        break
-    except OSError:
-        pass
-    finally:
-        s.close()
-PY
-)
+port=$(free_port)
 "$TIRD" --listen 127.0.0.1:$port --db "$tmp/t.db" --local-workers none --model-seed none \
 	>"$tmp/tird.log" 2>&1 &
 tird_pid=$!

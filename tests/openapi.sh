@@ -3,7 +3,7 @@
 # check` from the build directory; needs python3 with jsonschema, Debian's
 # python3-jsonschema, else it is skipped).
 #
-# It starts a real tird on a free loopback port (19200-19299, else any) with
+# It starts a real tird on a free loopback port with
 # a temporary database, a token file and protect_reads, and runs
 # tests/openapi_check.py against it: every route of TIRD_ROUTES
 # (daemon/tird.h) is in daemon/openapi.json and every path and method there
@@ -25,6 +25,7 @@ python3 -c 'import jsonschema' 2>/dev/null ||
 	{ echo "SKIP: python3's jsonschema not installed (Debian: python3-jsonschema)"; exit 77; }
 [ -x "$TIRD" ] || { echo "FAIL: daemon/tird not built"; exit 1; }
 ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0; export ASAN_OPTIONS
+. "$src/tests/lib.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tird-openapi.XXXXXX")
 tird_pid=
@@ -35,20 +36,7 @@ cleanup() {
 	[ -n "${TIRD_TEST_KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
-port=$(python3 - <<'PY'
-import socket
-for p in list(range(19200, 19300)) + [0]:
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        print(s.getsockname()[1])
-        break
-    except OSError:
-        pass
-    finally:
-        s.close()
-PY
-)
+port=$(free_port)
 cat > "$tmp/token" <<'EOF2'
 oa-admin-token-0123456789
 oa-ci-token-0123456789 read,submit ci

@@ -31,7 +31,9 @@ TIRD=$top/daemon/tird
 for t in curl jq python3 psql; do
 	command -v $t >/dev/null 2>&1 || { echo "SKIP: $t not installed"; exit 77; }
 done
-. "${srcdir:-$(dirname "$0")/..}/tests/pg_server.sh"
+src=${srcdir:-$(dirname "$0")/..}
+. "$src/tests/lib.sh"
+. "$src/tests/pg_server.sh"
 pg_find || { echo "SKIP: $pg_why"; exit 77; }
 [ -x "$TIRD" ] || { echo "FAIL: tird not built"; exit 1; }
 [ "${TIRD_HAVE_LIBPQ:-}" = 1 ] ||
@@ -53,11 +55,6 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-wait_up() {
-	for i in $(seq 1 600); do curl -sf "$1/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
-	return 1
-}
 until_ok() {   # TENTHS COMMAND...: true once COMMAND succeeds within TENTHS/10 s
 	n=$1; shift
 	for i in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
