@@ -54,7 +54,8 @@ void tirctl_lower_usage(void)
 	       "               accepted it; --json: {\"candidates\": [{\"trace\",\n"
 	       "               \"source\", \"compiled\"}...]}\n"
 	       "With --json: {\"workload_key\", \"target\", \"program\", \"source\", \"trace\",\n"
-	       "and with --run \"status\", \"max_rel_error\", \"median_us\", \"gflops\"}.\n");
+	       "and with --run \"status\", \"max_rel_error\", \"median_us\", \"gflops\"\n"
+	       "(and on CUDA \"launch_us\", the launch term per kernel in median_us)}.\n");
 }
 
 static int parse_args(int argc, char **argv, tirctl_globals *g, lower_opts *o)
@@ -188,6 +189,8 @@ static void print_json(const lowered *l)
 			cJSON_AddNullToObject(o, "max_rel_error");
 		if (r->nrepeats > 0) {
 			cJSON_AddNumberToObject(o, "median_us", r->median_us);
+			if (r->launch_us > 0)
+				cJSON_AddNumberToObject(o, "launch_us", r->launch_us);
 			cJSON *rep = cJSON_AddArrayToObject(o, "repeats_us");
 			for (int i = 0; i < r->nrepeats; i++)
 				cJSON_AddItemToArray(rep, cJSON_CreateNumber(r->repeat_us[i]));
@@ -223,6 +226,8 @@ static void print_text(const lowered *l)
 	if (r->status == TIR_MEASURE_OK)
 		printf(", median %.3f us over %d repeats, %.2f GFLOP/s", r->median_us,
 		       r->nrepeats, gflops(l));
+	if (r->status == TIR_MEASURE_OK && r->launch_us > 0)
+		printf(" (including a launch term of %.3f us per kernel)", r->launch_us);
 	if (r->status != TIR_MEASURE_OK)
 		printf(": %s", r->msg);
 	putchar('\n');

@@ -104,6 +104,9 @@ typedef struct tir_measure_result {
 	double run_s;              /* run_batch: wall seconds in the measuring
 				    * process: loading, checking and timing */
 	double timing_s;           /* of which in tir_time_repeats */
+	/* CUDA: the launch term per kernel that median_us and latency_us
+	 * include (cuda_run.c: what back-to-back calls hide); 0 elsewhere */
+	double launch_us;
 } tir_measure_result;
 
 /* Frees result->output and zeroes the result (max_rel_error -1). */

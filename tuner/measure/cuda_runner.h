@@ -142,6 +142,9 @@ typedef struct cuda_ctx {
 	int ncopies;
 	cuda_copy *copies;
 	bool warm_l2;              /* TIRD_CUDA_L2=warm: one set of buffers */
+	/* the launch term (cuda_timing_init): an empty kernel's time per call
+	 * back to back on this device, added per kernel to every figure */
+	double launch_us;
 } cuda_ctx;
 
 /* Launches every kernel once, in order; no synchronisation. */
@@ -152,8 +155,12 @@ int cuda_launch_params(cuda_ctx *x, tir_child_report *rep);
 /* x->fn[] for every launch of x->c from mod, opted in to the dynamic shared
  * memory each launch asks for beyond the default 48 KiB. */
 int cuda_get_kernels(cuda_ctx *x, CUmodule mod, tir_child_report *rep);
-/* The events, the stream and the L2-flush buffer (twice l2) of the timing. */
+/* The events, the stream and the L2-flush buffer (twice l2) of the timing,
+ * and the launch term x->launch_us, measured on the device. */
 int cuda_timing_init(cuda_ctx *x, int l2, tir_child_report *rep);
+/* Adds the launch term once per kernel of x->c to the figures of rep
+ * (its median and each repeat) and records it in rep->launch_us. */
+void cuda_add_launch_term(const cuda_ctx *x, tir_child_report *rep);
 /* The flush and timed calls of tir_time_repeats (ctx is a cuda_ctx). */
 int cuda_flush(void *ctx, tir_child_report *rep);
 int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep);

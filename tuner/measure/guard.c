@@ -230,6 +230,7 @@ void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 	memcpy(r->repeat_us, rep->repeat_us, sizeof r->repeat_us);
 	r->median_us = r->latency_us = rep->median_us;
 	r->timing_s = rep->timing_s;
+	r->launch_us = rep->launch_us;
 	free(r->output);
 	r->output = NULL;
 	r->out_elems = 0;
@@ -257,6 +258,7 @@ typedef struct batch_item {
 	double repeat_us[TIR_MEASURE_MAX_REPEATS];
 	double max_rel_error;
 	double run_s, timing_s;    /* wall seconds: the item, its timing */
+	double launch_us;
 } batch_item;
 
 /* The mapping every child of one stream shares with the parent.  Items
@@ -354,6 +356,7 @@ static void batch_child(batch_shared *sh, int first, const batch_fns *f)
 		batch_item *it = &sh->items[i];
 		it->run_s = tir_now_s() - t0;
 		it->timing_s = rep.timing_s;
+		it->launch_us = rep.launch_us;
 		it->status = rep.status;
 		rep.msg[sizeof rep.msg - 1] = '\0';
 		snprintf(it->msg, sizeof it->msg, "%s", rep.msg);
@@ -603,6 +606,7 @@ int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r)
 		r[i].max_rel_error = it->max_rel_error;
 		r[i].run_s = it->run_s;
 		r[i].timing_s = it->timing_s;
+		r[i].launch_us = it->launch_us;
 	}
 	int children = s->children;
 	if (s->sh)
