@@ -402,6 +402,15 @@ int tir_transform_block_layout(tir_sched *s, int block, const char *groups,
  * copying into or out of it.  Returns the stage block. */
 int tir_reindex(tir_sched *s, int block, int is_write, int index, const char *dims,
 		tir_error *err);
+/* Packs read `read_index` of the block (an input it loads) into a blocked
+ * copy laid out by `map` — the copy's dimensions, outermost first, each "d"
+ * (the original's dimension d), "d/f" or "d%f" (its outer and inner parts
+ * split by f); a bijection: "3/16,0,1,2,3%16" packs HWIO weights as
+ * O/16,H,W,I,16 — filled by a stage block at the top level (0 past an
+ * extent f does not divide), the block's loads rewritten to it.  Returns
+ * the stage block. */
+int tir_transform_layout(tir_sched *s, int block, int read_index, const char *map,
+			 tir_error *err);
 /* Splits the reduction over iterator `iterator` into `factor` partial
  * reductions written to a new buffer with a leading dimension, summed by a
  * new block after it (split-K).  Returns the summing block, or 0 if factor

@@ -268,8 +268,8 @@ int prim_transform_block_layout(tir_sched *s, tir_inst *in, tir_error *err)
 
 /* Where a stage feeding block b from buffer buf goes: at the top level after
  * the last writer of buf and before b's nest. */
-static int input_stage_pos(const tir_program *p, const tir_block *b, const tir_buffer *buf,
-			   tir_error *err)
+int sched_input_stage_pos(const tir_program *p, const tir_block *b, const tir_buffer *buf,
+			  tir_error *err)
 {
 	tir_stmt *top = sched_top_stmt(b->stmt);
 	int pos = stmt_index(top);
@@ -307,9 +307,9 @@ static int check_output_stage(const tir_program *p, const tir_block *b, tir_erro
 
 /* A spatial block `name` storing dst[w0..] over `ext`, with the value given
  * in its own iterators, nested fresh at the top level at pos. */
-static tir_block *stage_block(tir_program *p, const char *name, tir_buffer *dst, int n,
-			      const int64_t *ext, tir_var **w, tir_expr *const *store_idx,
-			      tir_expr *value, int pos)
+tir_block *sched_stage_block(tir_program *p, const char *name, tir_buffer *dst, int n,
+			     const int64_t *ext, tir_var **w, tir_expr *const *store_idx,
+			     tir_expr *value, int pos)
 {
 	tir_block *c = block_new(p, name);
 	for (int d = 0; d < n; d++)
@@ -440,7 +440,7 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 			return tir_fail(err, "block \"%s\" writes \"%s\" at reduction iterator \"%s\"",
 					b->name, buf->name, b->iters[used[j]].var->name);
 	int pos;
-	if (kind == 0 && (pos = input_stage_pos(p, b, buf, err)) < 0)
+	if (kind == 0 && (pos = sched_input_stage_pos(p, b, buf, err)) < 0)
 		return -1;
 	if (kind == 1)
 		pos = stmt_index(sched_top_stmt(b->stmt)) + 1;
@@ -466,10 +466,10 @@ int prim_reindex(tir_sched *s, tir_inst *in, tir_error *err)
 	free(sub.map);
 	tir_block *stage;
 	if (kind == 0) {
-		stage = stage_block(p, name, rb, nu, shape, w, wv, mk_load(a, buf, nidx, orig), pos);
+		stage = sched_stage_block(p, name, rb, nu, shape, w, wv, mk_load(a, buf, nidx, orig), pos);
 		b->value = expr_replace_loads(a, b->value, buf, mk_load(a, rb, nu, uv));
 	} else {
-		stage = stage_block(p, name, buf, nu, shape, w, orig, mk_load(a, rb, nu, wv), pos);
+		stage = sched_stage_block(p, name, buf, nu, shape, w, orig, mk_load(a, rb, nu, wv), pos);
 		b->store = rb;
 		memcpy(b->store_idx, uv, sizeof(tir_expr *) * (size_t)nu);
 	}
@@ -797,7 +797,7 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 	if (check_pad_meaning(a, b, ext, err))
 		return -1;
 	for (int r = 0; r < b->nreads; r++)
-		if (b->reads[r].buf != b->store && input_stage_pos(p, b, b->reads[r].buf, err) < 0)
+		if (b->reads[r].buf != b->store && sched_input_stage_pos(p, b, b->reads[r].buf, err) < 0)
 			return -1;
 	if (check_output_stage(p, b, err))
 		return -1;
@@ -841,8 +841,8 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 		}
 		tir_expr *v = mk_select(a, in_bounds, mk_load(a, x, x->ndim, wv),
 					pad_value(a, b->reduce, x->dtype));
-		int pos = input_stage_pos(p, b, x, err);
-		tir_block *st = stage_block(p, name, xp, x->ndim, shape, w, wv, v, pos);
+		int pos = sched_input_stage_pos(p, b, x, err);
+		tir_block *st = sched_stage_block(p, name, xp, x->ndim, shape, w, wv, v, pos);
 		st->name = name;
 		b->value = expr_replace_buffer(a, b->value, x, xp);
 	}
@@ -870,7 +870,7 @@ int prim_pad_einsum(tir_sched *s, tir_inst *in, tir_error *err)
 			wv[d] = mk_var(a, w[d]);
 		}
 		int pos = stmt_index(sched_top_stmt(b->stmt)) + 1;
-		crop = stage_block(p, arena_printf(a, "%s_crop", y->name), y, y->ndim, y->shape, w,
+		crop = sched_stage_block(p, arena_printf(a, "%s_crop", y->name), y, y->ndim, y->shape, w,
 				   wv, mk_load(a, yp, y->ndim, wv), pos);
 		b->store = yp;
 	}

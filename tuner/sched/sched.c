@@ -437,6 +437,16 @@ int tir_reindex(tir_sched *s, int block, int is_write, int index, const char *di
 	return first_out(s, &in, err);
 }
 
+int tir_transform_layout(tir_sched *s, int block, int read_index, const char *map,
+			 tir_error *err)
+{
+	tir_inst in = inst_of(PRIM_TRANSFORM_LAYOUT);
+	in.in[in.nin++] = TIR_RV(block);
+	in.attr[in.nattr++] = read_index;
+	in.str = map;
+	return first_out(s, &in, err);
+}
+
 int tir_pad_einsum(tir_sched *s, int block, int n, const tir_int *factors, tir_error *err)
 {
 	if (n < 1 || n >= TIR_MAX_IO)

@@ -112,6 +112,18 @@ tir_sched *sched_replay_valid(const tir_workload *w, const tir_target *t,
 void sched_place_stage(tir_program *p, tir_block *b, tir_stmt *scope, int pos,
 		       tir_block *const *others, int nothers, const tir_buffer *src, bool writes);
 
+/* ---- layout.c: stages at the top level (reindex, pad_einsum, pack.c) ---- */
+/* Where a stage feeding block b from buffer buf goes: the child position at
+ * the top level after the last writer of buf and before b's nest; -1 with a
+ * message when a writer of buf is in or after that nest. */
+int sched_input_stage_pos(const tir_program *p, const tir_block *b, const tir_buffer *buf,
+			  tir_error *err);
+/* A spatial block `name` storing dst[store_idx] over the iterators w[0..n)
+ * of extents ext, with `value` in those iterators, nested fresh at the top
+ * level at child position pos. */
+tir_block *sched_stage_block(tir_program *p, const char *name, tir_buffer *dst, int n,
+			     const int64_t *ext, tir_var **w, tir_expr *const *store_idx,
+			     tir_expr *value, int pos);
 /* ---- sample_loc.c ---- */
 
 /* The side a trace without one implies (compute_at when something reads b's
