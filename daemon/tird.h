@@ -633,9 +633,9 @@ typedef struct worker_batch {
 int workers_register(workers *ws, const tir_target *t, const char *name, const tird_token *tok,
 		     const char *peer, worker_info *out, tird_error *e);
 /* Waits up to wait_s seconds (at most 30) for a pending batch of the
- * worker's target and leases it: 1 with fn(ctx, batch) called under the
- * registry's lock (to copy what it needs), 0 when none came, -1 with e
- * (UNKNOWN_WORKER, FORBIDDEN). */
+ * worker's target, queued by any replica, and leases it: 1 with fn(ctx,
+ * batch) called (to copy what it needs: the batch is freed after it), 0
+ * when none came, -1 with e (UNKNOWN_WORKER, FORBIDDEN, STORE). */
 int workers_lease(workers *ws, const char *id, const tird_token *tok, double wait_s,
 		  void (*fn)(void *ctx, const worker_batch *b), void *ctx, tird_error *e);
 /* The results of batch batch_id from worker id: res[0..n) (status,

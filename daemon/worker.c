@@ -163,9 +163,8 @@ static bool register_once(wk *w)
 }
 
 /* A registration forgotten sooner than this was not tird restarting or
- * thinking the worker dead: another tird answered (a load balancer that
- * spreads one worker's requests over replicas, each knowing only the
- * workers registered with it). */
+ * thinking the worker dead: another tird answered that does not share its
+ * database (replicas of one database share the worker registry). */
 #define FORGOT_SOON_S 10.0
 #define FORGOT_WAIT_MAX_S 30.0
 
@@ -182,9 +181,9 @@ static void register_loop(wk *w)
 		if (w->forgot_wait_s <= 0)
 			w->forgot_wait_s = 1;
 		wlog("tird forgot this worker %.1f s after it registered: is a load balancer "
-		     "sending its requests to another tird replica? (point the worker at one "
-		     "replica, or make the balancer keep each client on one); registering "
-		     "again in %.0f s", since, w->forgot_wait_s);
+		     "sending its requests to tirds that do not share one database? (point "
+		     "the worker at one replica, or the replicas at one database); "
+		     "registering again in %.0f s", since, w->forgot_wait_s);
 		nap(w->forgot_wait_s);
 		w->forgot_wait_s = w->forgot_wait_s * 2 < FORGOT_WAIT_MAX_S ? w->forgot_wait_s * 2
 									: FORGOT_WAIT_MAX_S;

@@ -4,32 +4,43 @@
  * HTTP.
  *
  * A tuning thread hands a batch of candidates to workers_measure(), which
- * queues it and waits; a tird-worker of the batch's full target leases it
- * (a long poll), measures it and posts the results, which wake the tuning
- * thread.  A batch's lifecycle:
+ * queues it in the store and waits; a tird-worker of the batch's full target
+ * leases it (a long poll), measures it and posts the results, which wake the
+ * tuning thread.  The registry and the batches live in the store
+ * (store_workers.c), not in this process: the replicas of one database
+ * share them, so a worker registered with replica A may lease from replica
+ * B a batch that replica C's tuning thread waits for, and post its results
+ * to A.  A batch's lifecycle (its state column):
  *
- *   pending ──lease──▶ leased ──results──▶ measured ──stored──▶ stored
+ *   pending ──lease──▶ leased ──results──▶ measured ──stored──▶ stored ──▶ (deleted)
  *      ▲                  │
  *      └──── lease lost ──┘   (the worker went silent past lease_s, or left)
- *   pending / leased ──▶ error   (job cancelled, tird stopping, or no live
- *                                 worker of the target for 2 lease_s, at most
- *                                 worker_wait_s: the job then goes back to
- *                                 the queue, giving its tuning thread back)
+ *   pending / leased ──▶ (deleted)   (job cancelled, tird stopping, or no
+ *                        live worker of the target for 2 lease_s, at most
+ *                        worker_wait_s: the job then goes back to the
+ *                        queue, giving its tuning thread back)
  *
- * Results are taken from the worker that holds the lease only (with the token
- * it registered with), and re-checked (trust.c) before the job sees them.
- * The worker is answered only once the tuning thread stored them
- * (measure_ctx.store): a 200 means the records are in the database, so a
- * tird killed or a disk full between the post and the store never loses a
+ * Every move is one statement that names the state it moves from, so two
+ * replicas never both make it.  Results are taken from the live worker
+ * that holds the lease only (with the token it registered with), and
+ * re-checked (trust.c) before the job sees them.  The worker is answered
+ * only once the tuning thread stored them (measure_ctx.store) and moved the
+ * batch to stored: a 200 means the records are in the database, so a tird
+ * killed or a disk full between the post and the store never loses a
  * result the worker was told was taken (it is told it was not, instead).
- * A worker is alive while it polls, heartbeats or posts; silent for lease_s
- * it is marked gone by the cron duty (workers_cron) and its batch goes back
- * to the queue to be finished by another worker.
+ * A worker is alive while it polls, heartbeats or posts (last_seen); silent
+ * for lease_s it is marked gone by the cron duty of any replica
+ * (workers_cron), and its batch goes back to pending to be finished by
+ * another worker.  A batch whose job is no longer run by the replica that
+ * queued it (that replica died and another took the job over) is never
+ * leased and is purged by the cron duty.
  *
- * Ownership: a batch lives on the stack of the tuning thread waiting in
- * workers_measure and is in ws->queue only while it waits; HTTP threads touch
- * it only under ws->mu.  Workers live on the heap in ws->list until cron
- * frees them some time after they are gone.  do_x() expects ws->mu held.
+ * Waiting: the tuning thread, a lease poll and a poster awaiting the store
+ * each read the store again every POLL_S (LEASE_POLL_S for a lease poll),
+ * or sooner when something in this process wakes them (ws->avail: a batch
+ * was queued or went back; ws->changed: one was posted or stored), so that
+ * one replica (SQLite) answers at once and replicas see each other's moves
+ * within a poll.  ws holds nothing but those wake-ups.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,48 +51,17 @@
 #include <unistd.h>
 #include "tird.h"
 
-typedef enum { B_PENDING, B_LEASED, B_MEASURED, B_STORED, B_ERROR } batch_state;
-static const char *const batch_state_names[] = { "pending", "leased", "measured", "stored",
-						 "error" };
-
-typedef struct batch {
-	int64_t id, job_id;
-	char target[128];
-	const char *canonical, *workload_key;
-	int n;
-	const char *const *traces;
-	tir_candidate *out;        /* out[i].msg malloc'd: tir_tune frees them */
-	batch_state state;
-	char worker[48];
-	char token[64], host[200];     /* of the worker that posted the results */
-	int not_stored;            /* B_STORED: results the store refused */
-	bool answered;             /* the worker that posted them was answered */
-	double deadline;
-	struct batch *next;
-} batch;
-
-typedef struct worker {
-	char id[48];
-	char target[128];
-	char name[128];
-	char token[64];            /* its token's identity, "" when tird has none */
-	char peer[64];
-	char emulator[64];         /* "" on real hardware */
-	double registered, last_seen;
-	bool live;
-	int polling;               /* lease requests waiting now */
-	int64_t batch_id;          /* the batch it holds, 0: none */
-	struct worker *next;
-} worker;
+#define POLL_S 0.1
+#define LEASE_POLL_S 0.25
+/* how long a poster waits for its results to be stored: under its own
+ * request's timeout (tird-worker's is 30 s) */
+#define STORED_WAIT_S 20.0
 
 struct workers {
 	tird *d;
 	pthread_mutex_t mu;
-	pthread_cond_t avail;      /* a batch became pending */
-	pthread_cond_t changed;    /* a batch was measured (tuning threads wait) */
-	worker *list;
-	batch *queue;
-	int64_t next_batch;
+	pthread_cond_t avail;      /* a batch became pending here */
+	pthread_cond_t changed;    /* a batch was posted or stored here */
 };
 
 workers *workers_new(tird *d)
@@ -98,98 +78,54 @@ void workers_free(workers *ws)
 {
 	if (!ws)
 		return;
-	while (ws->list) {
-		worker *w = ws->list;
-		ws->list = w->next;
-		free(w);
-	}
 	pthread_cond_destroy(&ws->avail);
 	pthread_cond_destroy(&ws->changed);
 	pthread_mutex_destroy(&ws->mu);
 	free(ws);
 }
 
-static void set_batch_state(workers *ws, batch *b, batch_state to, const char *why)
+static void wake(workers *ws, pthread_cond_t *c)
 {
-	log_debug("batch %lld (job %lld): %s -> %s%s%s", (long long)b->id, (long long)b->job_id,
-		  batch_state_names[b->state], batch_state_names[to], why ? ": " : "",
-		  why ? why : "");
-	b->state = to;
-	if (to == B_PENDING) {
-		b->worker[0] = '\0';
-		pthread_cond_broadcast(&ws->avail);
-	}
-	pthread_cond_broadcast(&ws->changed);
+	pthread_mutex_lock(&ws->mu);
+	pthread_cond_broadcast(c);
+	pthread_mutex_unlock(&ws->mu);
 }
 
-static worker *do_find_worker(workers *ws, const char *id)
+/* Waits up to s seconds for c (a wake-up missed costs one poll). */
+static void nap(workers *ws, pthread_cond_t *c, double s)
 {
-	for (worker *w = ws->list; w; w = w->next)
-		if (!strcmp(w->id, id))
-			return w;
-	return NULL;
-}
-
-static batch *do_find_batch(workers *ws, int64_t id)
-{
-	for (batch *b = ws->queue; b; b = b->next)
-		if (b->id == id)
-			return b;
-	return NULL;
-}
-
-/* The worker lost its lease: its batch goes back to the queue. */
-static void do_requeue_of(workers *ws, worker *w, const char *why)
-{
-	for (batch *b = ws->queue; b; b = b->next)
-		if (b->state == B_LEASED && !strcmp(b->worker, w->id)) {
-			log_warn("batch %lld of job %lld re-queued: worker %s %s", (long long)b->id,
-				 (long long)b->job_id, w->id, why);
-			set_batch_state(ws, b, B_PENDING, why);
-			atomic_fetch_add(&ws->d->metrics.batches_requeued, 1);
-		}
-	w->batch_id = 0;
-}
-
-static void do_worker_gone(workers *ws, worker *w, const char *why)
-{
-	w->live = false;
-	log_warn("worker %s (%s, %s) %s", w->id, w->name, w->target, why);
-	store_error err;
-	if (store_worker_put(ws->d->db, w->id, w->target, w->name, "gone", w->registered,
-			     w->last_seen, &err))
-		log_warn("worker %s: %s", w->id, err.msg);
-	do_requeue_of(ws, w, why);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	long ns = until.tv_nsec + (long)(s * 1e9);
+	until.tv_sec += ns / 1000000000L;
+	until.tv_nsec = ns % 1000000000L;
+	pthread_mutex_lock(&ws->mu);
+	pthread_cond_timedwait(c, &ws->mu, &until);
+	pthread_mutex_unlock(&ws->mu);
 }
 
 void workers_cron(workers *ws)
 {
+	tird *d = ws->d;
 	double now = store_now();
-	long lease = ws->d->cfg.lease_s;
-	pthread_mutex_lock(&ws->mu);
-	for (worker **p = &ws->list; *p;) {
-		worker *w = *p;
-		if (w->live && !w->polling && now - w->last_seen > (double)lease)
-			do_worker_gone(ws, w, "went silent");
-		if (!w->live && !w->polling && now - w->last_seen > 600) {
-			*p = w->next;
-			free(w);
-			continue;
-		}
-		p = &w->next;
+	store_error err;
+	int back = store_workers_expire(d->db, now - (double)d->cfg.lease_s, now, &err);
+	if (back < 0) {
+		log_warn("expiring silent workers' leases: %s", err.msg);
+	} else if (back > 0) {
+		log_warn("%d batch%s re-queued: %s lease expired or %s worker went silent", back,
+			 back == 1 ? "" : "es", back == 1 ? "its" : "their",
+			 back == 1 ? "its" : "their");
+		atomic_fetch_add(&d->metrics.batches_requeued, (unsigned)back);
+		wake(ws, &ws->avail);
 	}
-	/* a lease past its deadline without heartbeats from its worker */
-	for (batch *b = ws->queue; b; b = b->next)
-		if (b->state == B_LEASED && now > b->deadline) {
-			worker *w = do_find_worker(ws, b->worker);
-			log_warn("batch %lld of job %lld re-queued: its lease expired",
-				 (long long)b->id, (long long)b->job_id);
-			if (w)
-				w->batch_id = 0;
-			set_batch_state(ws, b, B_PENDING, "lease expired");
-			atomic_fetch_add(&ws->d->metrics.batches_requeued, 1);
-		}
-	pthread_mutex_unlock(&ws->mu);
+	int gone = store_batches_purge(d->db, now - 300, &err);
+	if (gone < 0)
+		log_warn("purging batches of jobs no longer run: %s", err.msg);
+	else if (gone > 0)
+		log_info("%d batch%s purged: %s job is no longer run by the replica that queued "
+			 "%s", gone, gone == 1 ? "" : "es", gone == 1 ? "its" : "their",
+			 gone == 1 ? "it" : "them");
 }
 
 void workers_wake(workers *ws)
@@ -200,66 +136,43 @@ void workers_wake(workers *ws)
 	pthread_mutex_unlock(&ws->mu);
 }
 
-static bool do_has_worker(workers *ws, const char *target)
-{
-	for (worker *w = ws->list; w; w = w->next)
-		if (w->live && !strcmp(w->target, target))
-			return true;
-	return false;
-}
-
 bool workers_serve(workers *ws, const char *target)
 {
-	pthread_mutex_lock(&ws->mu);
-	bool yes = do_has_worker(ws, target);
-	pthread_mutex_unlock(&ws->mu);
-	return yes;
+	store_error err;
+	int r = store_worker_serves(ws->d->db, target, &err);
+	if (r < 0)
+		log_warn("looking up workers of %s: %s", target, err.msg);
+	return r > 0;
 }
 
 bool workers_find_kind(workers *ws, const char *kind, char *key, size_t n)
 {
-	size_t kl = strlen(kind);
-	bool found = false;
-	pthread_mutex_lock(&ws->mu);
-	for (worker *w = ws->list; w && !found; w = w->next)
-		if (w->live && !strncmp(w->target, kind, kl) && w->target[kl] == ':') {
-			snprintf(key, n, "%s", w->target);
-			found = true;
-		}
-	pthread_mutex_unlock(&ws->mu);
-	return found;
+	store_error err;
+	int r = store_worker_of_kind(ws->d->db, kind, key, n, &err);
+	if (r < 0)
+		log_warn("looking up workers of kind %s: %s", kind, err.msg);
+	return r > 0;
 }
 
 int workers_live(workers *ws)
 {
-	int n = 0;
-	pthread_mutex_lock(&ws->mu);
-	for (worker *w = ws->list; w; w = w->next)
-		n += w->live;
-	pthread_mutex_unlock(&ws->mu);
-	return n;
+	store_error err;
+	int n = store_workers_live(ws->d->db, &err);
+	if (n < 0)
+		log_warn("counting live workers: %s", err.msg);
+	return n > 0 ? n : 0;
 }
 
 int workers_queue_depth(workers *ws)
 {
-	int n = 0;
-	pthread_mutex_lock(&ws->mu);
-	for (batch *b = ws->queue; b; b = b->next)
-		n += b->state == B_PENDING;
-	pthread_mutex_unlock(&ws->mu);
-	return n;
+	store_error err;
+	int n = store_batches_pending(ws->d->db, &err);
+	if (n < 0)
+		log_warn("counting pending batches: %s", err.msg);
+	return n > 0 ? n : 0;
 }
 
 /* ---- the dispatcher (a tir_measure_batch_fn) ------------------------------------------ */
-
-static void do_unlink(workers *ws, batch *b)
-{
-	for (batch **p = &ws->queue; *p; p = &(*p)->next)
-		if (*p == b) {
-			*p = b->next;
-			return;
-		}
-}
 
 /* The worker's word is not taken: every "ok" is checked against the bounds
  * of w on t (trust.c) and stored as the error it is when beyond them. */
@@ -294,13 +207,38 @@ static void recheck(measure_ctx *mc, const tir_workload *w, const tir_target *t,
 	}
 }
 
+/* The posted results of batch id into out[0..n): 0, or -1 with mc->why. */
+static int take_results(measure_ctx *mc, int64_t id, int n, tir_candidate *out)
+{
+	store_result *res = tird_xcalloc((size_t)n, sizeof *res);
+	store_error err;
+	int r = store_batch_results(mc->d->db, id, n, res, &err);
+	if (r <= 0)
+		snprintf(mc->why, sizeof mc->why, "reading the results of batch %lld: %.200s",
+			 (long long)id, r < 0 ? err.msg : "the batch is gone");
+	for (int i = 0; i < n; i++) {
+		int st = tir_measure_status_parse(res[i].status);
+		if (r > 0) {
+			out[i].status = st >= 0 ? st : TIR_MEASURE_RUN_ERROR;
+			out[i].latency_us = res[i].latency_us;
+			out[i].max_rel_error = res[i].max_rel_error;
+			free((char *)out[i].msg);
+			out[i].msg = st >= 0 ? res[i].msg : tird_strdup("no result stored for it");
+			if (st >= 0)
+				res[i].msg = NULL;
+		}
+		free(res[i].msg);
+	}
+	free(res);
+	return r > 0 ? 0 : -1;
+}
+
 int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		    const char *const *traces, tir_candidate *out)
 {
 	measure_ctx *mc = ctx;
 	tird *d = mc->d;
 	workers *ws = d->workers;
-	(void)w;
 	mc->why[0] = '\0';
 	mc->no_worker_since = 0;
 	/* how long a pending batch waits with no live worker of its target
@@ -313,29 +251,40 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 		out[i] = (tir_candidate){ traces[i], TIR_MEASURE_RUN_ERROR, 0, -1, NULL };
 	if (n <= 0)
 		return 0;
-	batch b = { .job_id = mc->job_id, .canonical = mc->canonical,
-		    .workload_key = mc->workload_key, .n = n, .traces = traces, .out = out,
-		    .state = B_PENDING };
+	store_batch_row b = { .job_id = mc->job_id, .n = n };
+	snprintf(b.replica, sizeof b.replica, "%s", d->replica);
 	snprintf(b.target, sizeof b.target, "%s", t->key);
-
-	pthread_mutex_lock(&ws->mu);
-	b.id = ++ws->next_batch;
-	b.next = ws->queue;
-	ws->queue = &b;
-	pthread_cond_broadcast(&ws->avail);
-	log_debug("batch %lld of job %lld: %d candidates for %s", (long long)b.id,
+	snprintf(b.workload_key, sizeof b.workload_key, "%s", mc->workload_key);
+	store_error err;
+	if (store_batch_add(d->db, &b, mc->canonical, traces, &err)) {
+		snprintf(mc->why, sizeof mc->why, "queueing a batch: %.200s", err.msg);
+		return -1;
+	}
+	int64_t id = b.id;
+	wake(ws, &ws->avail);
+	log_debug("batch %lld of job %lld: %d candidates for %s", (long long)id,
 		  (long long)b.job_id, n, b.target);
 	double no_worker_since = 0;
 	int rc = 0;
-	while (b.state != B_MEASURED) {
+	for (;;) {
 		if (atomic_load(mc->cancel) || atomic_load(&d->stopping)) {
 			snprintf(mc->why, sizeof mc->why, "%s",
 				 atomic_load(&d->stopping) ? "tird is stopping" : "cancelled");
 			rc = -1;
 			break;
 		}
+		int r = store_batch_get(d->db, id, &b, &err);
+		if (r <= 0) {
+			snprintf(mc->why, sizeof mc->why, "batch %lld: %.200s", (long long)id,
+				 r < 0 ? err.msg : "purged (the job is no longer run by this "
+				 "replica)");
+			rc = -1;
+			break;
+		}
+		if (!strcmp(b.state, "measured"))
+			break;
 		double now = store_now();
-		if (b.state == B_PENDING && !do_has_worker(ws, b.target)) {
+		if (!strcmp(b.state, "pending") && !workers_serve(ws, b.target)) {
 			if (!no_worker_since) {
 				no_worker_since = now;
 				log_warn("job %lld: no live worker for %s; its batch waits %.0f s",
@@ -350,42 +299,30 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 		} else {
 			no_worker_since = 0;
 		}
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 250000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&ws->changed, &ws->mu, &until);
+		nap(ws, &ws->changed, POLL_S);
 	}
+	if (!rc && take_results(mc, id, n, out))
+		rc = -1;
 	if (rc) {
-		if (b.state == B_LEASED) {
-			worker *wk = do_find_worker(ws, b.worker);
-			if (wk)
-				wk->batch_id = 0;
-		}
-		set_batch_state(ws, &b, B_ERROR, mc->why);
-		do_unlink(ws, &b);
-		pthread_mutex_unlock(&ws->mu);
+		/* a worker posting for it later is told its lease was lost */
+		if (store_batch_delete(d->db, id, &err))
+			log_warn("batch %lld: %s (the cron duty purges it)", (long long)id, err.msg);
+		log_debug("batch %lld of job %lld given up: %s", (long long)id,
+			  (long long)mc->job_id, mc->why);
+		wake(ws, &ws->changed);
 		return rc;
 	}
 	snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
 	snprintf(mc->token, sizeof mc->token, "%s", b.token);
 	snprintf(mc->host, sizeof mc->host, "%s", b.host);
 	/* re-checked and stored before the worker that posted them is answered
-	 * (workers_results waits for B_STORED; b stays queued, and on this
-	 * stack, until it was answered) */
-	pthread_mutex_unlock(&ws->mu);
+	 * (workers_results waits for the batch to be stored) */
 	recheck(mc, w, t, n, out);
 	int not_stored = mc->store ? mc->store(mc->store_ctx, n, out) : 0;
-	pthread_mutex_lock(&ws->mu);
-	b.not_stored = not_stored;
-	set_batch_state(ws, &b, B_STORED, not_stored ? "some not stored" : NULL);
-	while (!b.answered)
-		pthread_cond_wait(&ws->changed, &ws->mu);
-	do_unlink(ws, &b);
-	pthread_mutex_unlock(&ws->mu);
+	if (store_batch_stored(d->db, id, not_stored, &err) < 0)
+		log_warn("batch %lld: %s: its worker is told its results were not stored",
+			 (long long)id, err.msg);
+	wake(ws, &ws->changed);
 	return 0;
 }
 
@@ -405,7 +342,7 @@ static void random_id(char *out, size_t n)
 	snprintf(out, n, "w-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
 }
 
-static void info_of(const workers *ws, const worker *w, worker_info *out)
+static void info_of(const workers *ws, const store_worker *w, worker_info *out)
 {
 	*out = (worker_info){ 0 };
 	memcpy(out->id, w->id, sizeof out->id);
@@ -415,6 +352,7 @@ static void info_of(const workers *ws, const worker *w, worker_info *out)
 	out->registered = w->registered;
 	out->last_seen = w->last_seen;
 	out->batch_id = w->batch_id;
+	out->job_id = w->job_id;
 	memcpy(out->token, w->token, sizeof out->token);
 	memcpy(out->peer, w->peer, sizeof out->peer);
 	memcpy(out->emulator, w->emulator, sizeof out->emulator);
@@ -427,39 +365,31 @@ int workers_register(workers *ws, const tir_target *t, const char *name, const t
 		     const char *peer, worker_info *out, tird_error *e)
 {
 	tird *d = ws->d;
-	worker *w = tird_xcalloc(1, sizeof *w);
-	random_id(w->id, sizeof w->id);
-	snprintf(w->target, sizeof w->target, "%s", t->key);
-	snprintf(w->name, sizeof w->name, "%s", name ? name : "unnamed");
-	snprintf(w->token, sizeof w->token, "%s", tok ? tok->name : "");
-	snprintf(w->peer, sizeof w->peer, "%s", peer ? peer : "");
+	store_worker w = { .live = true };
+	random_id(w.id, sizeof w.id);
+	snprintf(w.target, sizeof w.target, "%s", t->key);
+	snprintf(w.name, sizeof w.name, "%s", name ? name : "unnamed");
+	snprintf(w.token, sizeof w.token, "%s", tok ? tok->name : "");
+	snprintf(w.peer, sizeof w.peer, "%s", peer ? peer : "");
 	if (t->emulated)
-		snprintf(w->emulator, sizeof w->emulator, "%s", t->emulator[0] ? t->emulator
-										: "an unnamed emulator");
-	w->registered = w->last_seen = store_now();
-	w->live = true;
+		snprintf(w.emulator, sizeof w.emulator, "%s", t->emulator[0] ? t->emulator
+									: "an unnamed emulator");
+	w.registered = w.last_seen = store_now();
 	store_error err;
 	if (store_target_put(d->db, t->key, t->kind == TIR_TARGET_CUDA ? "cuda" : "cpu", &err) ||
-	    store_worker_put(d->db, w->id, w->target, w->name, "live", w->registered,
-			     w->last_seen, &err)) {
-		free(w);
+	    store_worker_put(d->db, &w, &err))
 		return tird_store_fail(e, &err, "registering a worker");
-	}
-	pthread_mutex_lock(&ws->mu);
-	w->next = ws->list;
-	ws->list = w;
-	info_of(ws, w, out);
-	pthread_cond_broadcast(&ws->changed);
-	pthread_mutex_unlock(&ws->mu);
+	info_of(ws, &w, out);
+	wake(ws, &ws->changed);
 	log_info("worker %s registered (%s, %s, token %s, from %s%s%s)", out->id, out->name,
 		 out->target, out->token[0] ? out->token : "none", out->peer,
 		 out->emulator[0] ? "; emulated by " : "", out->emulator);
 	return 0;
 }
 
-/* Whether tok is the token worker w registered with (ws->mu held); else
- * fills e (FORBIDDEN). */
-static bool do_same_token(const worker *w, const tird_token *tok, tird_error *e)
+/* Whether tok is the token worker w registered with; else fills e
+ * (FORBIDDEN). */
+static bool same_token(const store_worker *w, const tird_token *tok, tird_error *e)
 {
 	const char *name = tok ? tok->name : "";
 	if (!strcmp(w->token, name))
@@ -470,17 +400,20 @@ static bool do_same_token(const worker *w, const tird_token *tok, tird_error *e)
 	return false;
 }
 
-/* The live worker id (ws->mu held), or NULL with e (UNKNOWN_WORKER, or
- * FORBIDDEN for another token). */
-static worker *do_live_worker(workers *ws, const char *id, const tird_token *tok,
-			      tird_error *e)
+/* The live worker id into *w: 0, or -1 with e (UNKNOWN_WORKER, FORBIDDEN
+ * for another token, STORE). */
+static int live_worker(workers *ws, const char *id, const tird_token *tok, store_worker *w,
+		       tird_error *e)
 {
-	worker *w = do_find_worker(ws, id);
-	if (!w || !w->live) {
+	store_error err;
+	int r = store_worker_get(ws->d->db, id, w, &err);
+	if (r < 0)
+		return tird_store_fail(e, &err, "looking up a worker");
+	if (!r || !w->live) {
 		tird_fail(e, TIRD_E_UNKNOWN_WORKER, "no live worker %s; register again", id);
-		return NULL;
+		return -1;
 	}
-	return do_same_token(w, tok, e) ? w : NULL;
+	return same_token(w, tok, e) ? 0 : -1;
 }
 
 int workers_lease(workers *ws, const char *id, const tird_token *tok, double wait_s,
@@ -491,158 +424,197 @@ int workers_lease(workers *ws, const char *id, const tird_token *tok, double wai
 		wait_s = 0;
 	if (wait_s > 30)
 		wait_s = 30;
-	double until = store_now() + wait_s;
-	pthread_mutex_lock(&ws->mu);
-	worker *w = do_live_worker(ws, id, tok, e);
-	if (!w) {
-		pthread_mutex_unlock(&ws->mu);
+	store_worker w;
+	if (live_worker(ws, id, tok, &w, e))
 		return -1;
-	}
-	w->polling++;
-	batch *found = NULL;
+	double until = store_now() + wait_s, seen = 0;
+	store_batch_row b;
+	store_error err;
 	for (;;) {
 		double now = store_now();
-		w->last_seen = now;
-		for (batch *b = ws->queue; b && !found; b = b->next)
-			if (b->state == B_PENDING && !strcmp(b->target, w->target))
-				found = b;
-		if (found || now >= until || atomic_load(&d->stopping) || !w->live)
-			break;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 500000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
+		/* a long poll keeps the worker alive (at most one write a second) */
+		if (now - seen >= 1) {
+			int r = store_worker_seen(d->db, id, now, 0, &err);
+			if (r < 0)
+				return tird_store_fail(e, &err, "a worker's lease poll");
+			if (!r)            /* left, or expired by some replica meanwhile */
+				return 0;
+			seen = now;
 		}
-		pthread_cond_timedwait(&ws->avail, &ws->mu, &ts);
+		int r = store_batch_lease(d->db, w.target, id, now, now + (double)d->cfg.lease_s,
+					  &b, &err);
+		if (r < 0)
+			return tird_store_fail(e, &err, "leasing a batch");
+		if (r)
+			break;
+		if (now >= until || atomic_load(&d->stopping))
+			return 0;
+		nap(ws, &ws->avail, LEASE_POLL_S);
 	}
-	w->polling--;
-	w->last_seen = store_now();
-	if (!found) {
-		pthread_mutex_unlock(&ws->mu);
-		return 0;
-	}
-	snprintf(found->worker, sizeof found->worker, "%s", w->id);
-	found->deadline = store_now() + (double)d->cfg.lease_s;
-	w->batch_id = found->id;
-	set_batch_state(ws, found, B_LEASED, w->id);
-	log_info("batch %lld of job %lld (%d candidates) leased to %s", (long long)found->id,
-		 (long long)found->job_id, found->n, w->id);
-	worker_batch wb = { found->id, found->job_id, found->workload_key, found->canonical,
-			    found->target, found->n, found->traces };
+	log_info("batch %lld of job %lld (%d candidates) leased to %s", (long long)b.id,
+		 (long long)b.job_id, b.n, id);
+	worker_batch wb = { b.id, b.job_id, b.workload_key, b.canonical, b.target, b.n,
+			    (const char *const *)b.traces };
 	fn(ctx, &wb);
-	pthread_mutex_unlock(&ws->mu);
+	store_batch_clear(&b);
 	return 1;
+}
+
+/* Waits until batch id, posted, was stored by its tuning thread (on this
+ * replica or another), then deletes it: 0 every result stored, or -1 with
+ * e (STORE: some or all of them count as not measured). */
+static int await_stored(workers *ws, int64_t id, int n, tird_error *e)
+{
+	tird *d = ws->d;
+	double until = store_now() + STORED_WAIT_S;
+	store_batch_row b;
+	store_error err;
+	for (;;) {
+		int r = store_batch_get(d->db, id, &b, &err);
+		if (r < 0)
+			return tird_store_fail(e, &err, "waiting for results to be stored");
+		if (!r)
+			return tird_fail(e, TIRD_E_STORE, "batch %lld was given up before its "
+					 "results were stored (its job was cancelled, stopped or "
+					 "moved to another replica); they count as not measured",
+					 (long long)id);
+		if (!strcmp(b.state, "stored"))
+			break;
+		if (store_now() > until || atomic_load(&d->stopping))
+			return tird_fail(e, TIRD_E_STORE, "batch %lld: its results were not "
+					 "stored within %.0f s (is the replica running its job "
+					 "alive?); they count as not measured", (long long)id,
+					 STORED_WAIT_S);
+		nap(ws, &ws->changed, POLL_S);
+	}
+	if (store_batch_delete(d->db, id, &err))
+		log_warn("batch %lld: %s (the cron duty purges it)", (long long)id, err.msg);
+	if (b.not_stored)
+		return tird_fail(e, TIRD_E_STORE, "batch %lld: %d of its %d results could not be "
+				 "stored (see tird's log); they count as not measured",
+				 (long long)id, b.not_stored, n);
+	return 0;
 }
 
 int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t batch_id,
 		    int n, const tir_candidate *res, tird_error *e)
 {
-	pthread_mutex_lock(&ws->mu);
-	worker *w = do_find_worker(ws, id);
-	batch *b = do_find_batch(ws, batch_id);
-	int rc = -1;
-	if (!w || !w->live) {
-		tird_fail(e, TIRD_E_FORBIDDEN, "worker %s is not registered (or is gone): only the "
-			  "worker that holds batch %lld's lease may post its results", id,
-			  (long long)batch_id);
-		goto out;
-	}
-	if (!do_same_token(w, tok, e))
-		goto out;
-	w->last_seen = store_now();
+	tird *d = ws->d;
+	store_worker w;
+	store_batch_row b;
+	store_error err;
+	int r = store_worker_get(d->db, id, &w, &err);
+	if (r < 0)
+		return tird_store_fail(e, &err, "looking up a worker");
+	if (!r || !w.live)
+		return tird_fail(e, TIRD_E_FORBIDDEN, "worker %s is not registered (or is gone): "
+				 "only the worker that holds batch %lld's lease may post its "
+				 "results", id, (long long)batch_id);
+	if (!same_token(&w, tok, e))
+		return -1;
+	if (store_worker_seen(d->db, id, store_now(), 0, &err) < 0)
+		return tird_store_fail(e, &err, "a worker's results");
 	/* the worker's own lease only: a batch re-queued or leased to another
 	 * is no longer this worker's to answer */
-	if (!b || b->state != B_LEASED || strcmp(b->worker, id) != 0) {
-		tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
-			  (long long)batch_id, id);
-		goto out;
-	}
-	if (strcmp(b->target, w->target) != 0) {
-		tird_fail(e, TIRD_E_FORBIDDEN, "batch %lld is for %s, worker %s measures %s",
-			  (long long)batch_id, b->target, id, w->target);
-		goto out;
-	}
-	if (n != b->n) {
-		tird_fail(e, TIRD_E_BAD_REQUEST, "batch %lld has %d candidates, not %d",
-			  (long long)b->id, b->n, n);
-		goto out;
-	}
+	r = store_batch_get(d->db, batch_id, &b, &err);
+	if (r < 0)
+		return tird_store_fail(e, &err, "looking up a batch");
+	if (!r || strcmp(b.state, "leased") != 0 || strcmp(b.worker, id) != 0)
+		return tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
+				 (long long)batch_id, id);
+	if (strcmp(b.target, w.target) != 0)
+		return tird_fail(e, TIRD_E_FORBIDDEN, "batch %lld is for %s, worker %s measures %s",
+				 (long long)batch_id, b.target, id, w.target);
+	if (n != b.n)
+		return tird_fail(e, TIRD_E_BAD_REQUEST, "batch %lld has %d candidates, not %d",
+				 (long long)b.id, b.n, n);
+	store_result *sr = tird_xcalloc((size_t)n, sizeof *sr);
 	for (int i = 0; i < n; i++) {
-		tir_candidate *c = &b->out[i];
-		c->status = res[i].status;
-		c->latency_us = res[i].latency_us;
-		c->max_rel_error = res[i].max_rel_error;
-		free((char *)c->msg);
-		c->msg = NULL;
-		if (c->status == TIR_MEASURE_OK && !(c->latency_us > 0)) {
-			c->status = TIR_MEASURE_RUN_ERROR;
-			c->msg = tird_strdup("worker reported ok without a latency");
-		} else {
-			c->msg = tird_strdup(res[i].msg);
+		int st = res[i].status;
+		const char *msg = res[i].msg;
+		if (st == TIR_MEASURE_OK && !(res[i].latency_us > 0)) {
+			st = TIR_MEASURE_RUN_ERROR;
+			msg = "worker reported ok without a latency";
 		}
+		snprintf(sr[i].status, sizeof sr[i].status, "%s",
+			 tir_measure_status_name((tir_measure_status)st));
+		sr[i].latency_us = st == TIR_MEASURE_OK ? res[i].latency_us : 0;
+		sr[i].max_rel_error = res[i].max_rel_error;
+		sr[i].msg = (char *)msg;   /* not freed: the caller's */
 	}
-	snprintf(b->token, sizeof b->token, "%s", w->token);
-	snprintf(b->host, sizeof b->host, "%s (%s)", w->name, w->peer);
-	w->batch_id = 0;
-	set_batch_state(ws, b, B_MEASURED, id);
+	char host[200];
+	snprintf(host, sizeof host, "%s (%s)", w.name, w.peer);
+	r = store_batch_post(d->db, batch_id, id, n, sr, w.token, host, &err);
+	free(sr);
+	if (r < 0)
+		return tird_store_fail(e, &err, "storing a worker's results");
+	if (!r)                    /* lost between the read and the post */
+		return tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
+				 (long long)batch_id, id);
+	wake(ws, &ws->changed);
 	/* answered once they are stored: the tuning thread re-checks and
-	 * stores them (workers_measure), and keeps b until b->answered */
-	while (b->state == B_MEASURED)
-		pthread_cond_wait(&ws->changed, &ws->mu);
-	if (b->not_stored) {
-		tird_fail(e, TIRD_E_STORE, "batch %lld: %d of its %d results could not be stored "
-			  "(see tird's log); they count as not measured", (long long)b->id,
-			  b->not_stored, n);
-	} else {
-		rc = 0;
-	}
-	b->answered = true;
-	pthread_cond_broadcast(&ws->changed);
-out:
-	pthread_mutex_unlock(&ws->mu);
-	return rc;
+	 * stores them (workers_measure) */
+	return await_stored(ws, batch_id, n, e);
 }
 
 int workers_heartbeat(workers *ws, const char *id, const tird_token *tok, tird_error *e)
 {
-	pthread_mutex_lock(&ws->mu);
-	worker *w = do_live_worker(ws, id, tok, e);
-	if (w) {
-		double now = store_now();
-		w->last_seen = now;
-		for (batch *b = ws->queue; b; b = b->next)
-			if (b->state == B_LEASED && !strcmp(b->worker, w->id))
-				b->deadline = now + (double)ws->d->cfg.lease_s;
-	}
-	pthread_mutex_unlock(&ws->mu);
-	return w ? 0 : -1;
+	store_worker w;
+	if (live_worker(ws, id, tok, &w, e))
+		return -1;
+	double now = store_now();
+	store_error err;
+	int r = store_worker_seen(ws->d->db, id, now, now + (double)ws->d->cfg.lease_s, &err);
+	if (r < 0)
+		return tird_store_fail(e, &err, "a worker's heartbeat");
+	if (!r)
+		return tird_fail(e, TIRD_E_UNKNOWN_WORKER, "no live worker %s; register again", id);
+	return 0;
 }
 
 int workers_leave(workers *ws, const char *id, const tird_token *tok, tird_error *e)
 {
-	pthread_mutex_lock(&ws->mu);
-	worker *w = do_live_worker(ws, id, tok, e);
-	if (w)
-		do_worker_gone(ws, w, "left");
-	pthread_mutex_unlock(&ws->mu);
-	return w ? 0 : -1;
+	store_worker w;
+	if (live_worker(ws, id, tok, &w, e))
+		return -1;
+	store_error err;
+	int back = store_worker_gone(ws->d->db, id, store_now(), &err);
+	if (back < 0)
+		return tird_store_fail(e, &err, "a worker leaving");
+	log_warn("worker %s (%s, %s) left", w.id, w.name, w.target);
+	if (back > 0) {
+		log_warn("%d batch%s of worker %s re-queued: it left", back, back == 1 ? "" : "es",
+			 id);
+		atomic_fetch_add(&ws->d->metrics.batches_requeued, (unsigned)back);
+		wake(ws, &ws->avail);
+	}
+	return 0;
+}
+
+typedef struct list_ctx {
+	const workers *ws;
+	worker_info *v;
+	int n, cap;
+} list_ctx;
+
+static void list_one(void *ctx, const store_worker *w)
+{
+	list_ctx *l = ctx;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		l->v = tird_xrealloc(l->v, (size_t)l->cap * sizeof *l->v);
+	}
+	info_of(l->ws, w, &l->v[l->n++]);
 }
 
 int workers_list(workers *ws, worker_info **out)
 {
-	pthread_mutex_lock(&ws->mu);
-	int n = 0;
-	for (worker *w = ws->list; w; w = w->next)
-		n++;
-	*out = tird_xcalloc((size_t)(n ? n : 1), sizeof **out);
-	int i = 0;
-	for (worker *w = ws->list; w; w = w->next, i++) {
-		info_of(ws, w, &(*out)[i]);
-		batch *b = w->batch_id ? do_find_batch(ws, w->batch_id) : NULL;
-		(*out)[i].job_id = b ? b->job_id : 0;
-	}
-	pthread_mutex_unlock(&ws->mu);
-	return n;
+	list_ctx l = { ws, NULL, 0, 0 };
+	store_error err;
+	if (store_worker_each(ws->d->db, store_now() - 600, list_one, &l, &err) < 0)
+		log_warn("listing workers: %s", err.msg);
+	if (!l.v)
+		l.v = tird_xcalloc(1, sizeof *l.v);
+	*out = l.v;
+	return l.n;
 }

@@ -774,24 +774,7 @@ int store_best_each(store *s, const char *op, const char *target,
 	return n;
 }
 
-/* ---- workers, cost models ------------------------------------------------------------------ */
-
-int store_worker_put(store *s, const char *id, const char *target, const char *name,
-		     const char *state, double registered, double last_seen,
-		     store_error *err)
-{
-	pthread_mutex_lock(&s->mu);
-	db_stmt *q = stmt(s, ST_WRK_PUT);
-	bind_text(q, 1, id);
-	bind_text(q, 2, target);
-	bind_text(q, 3, name);
-	bind_text(q, 4, state);
-	bind_double(q, 5, registered);
-	bind_double(q, 6, last_seen);
-	int rc = exec(q, err);
-	pthread_mutex_unlock(&s->mu);
-	return rc;
-}
+/* ---- cost models ------------------------------------------------------------------------- */
 
 int store_model_put(store *s, const char *target_kind, const char *name,
 		    const void *blob, size_t len, const char *writer, double now,

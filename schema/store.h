@@ -322,11 +322,123 @@ int store_best_each(store *s, const char *op, const char *target,
 		    void (*fn)(void *ctx, const store_best *b), void *ctx,
 		    store_error *err);
 
-/* ---- workers and cost models -------------------------------------------------------- */
+/* ---- workers and the batches leased to them (006_worker_leases.sql; store_workers.c) --
+ *
+ * The registry of measuring workers and the batches of candidates the jobs'
+ * tuning threads wait to have measured, kept here so that every replica of
+ * one database sees the same: a worker registered with one replica may
+ * lease from and post to any other.  A batch's state moves only forward
+ * along pending -> leased -> measured -> stored, each move one statement
+ * that tests the state (and the lease's holder) it moves from, so that two
+ * replicas never both win it; a lease lost (past its deadline, or its worker
+ * gone) moves it back to pending.  Times are seconds since the epoch. */
 
-int store_worker_put(store *s, const char *id, const char *target, const char *name,
-		     const char *state, double registered, double last_seen,
-		     store_error *err);
+typedef struct store_worker {
+	char id[48];
+	char target[128];          /* its full target key */
+	char name[128];
+	char token[64];            /* the identity of the token it registered with, "" */
+	char peer[64];             /* the address it registered from */
+	char emulator[64];         /* "" on real hardware */
+	bool live;                 /* false: gone (left, or went silent) */
+	double registered, last_seen;
+	int64_t batch_id, job_id;  /* the batch it holds and its job (store_worker_each), 0 */
+} store_worker;
+
+/* Registers w (live, its id new) or, for an id stored, sets its state and
+ * last_seen.  0 or -1. */
+int store_worker_put(store *s, const store_worker *w, store_error *err);
+/* The worker of this id, live or gone: 1 with *w, 0 none, -1 error. */
+int store_worker_get(store *s, const char *id, store_worker *w, store_error *err);
+/* A live worker was heard from at now: its last_seen moves, and with
+ * lease_until > 0 the batches it holds are leased to it until then.  1
+ * touched, 0 no live worker of that id, -1 error. */
+int store_worker_seen(store *s, const char *id, double now, double lease_until,
+		      store_error *err);
+/* Worker id is gone (it left) at now: the batches it held go back to
+ * pending.  Returns how many went back, or -1. */
+int store_worker_gone(store *s, const char *id, double now, store_error *err);
+/* Cron duty, any replica: the live workers silent since before
+ * silent_before are gone, and every lease past its deadline at now or held
+ * by a worker not live goes back to pending.  Returns the batches that went
+ * back, or -1. */
+int store_workers_expire(store *s, double silent_before, double now, store_error *err);
+/* Whether a live worker of exactly this full target key is registered (1),
+ * or not (0), or -1. */
+int store_worker_serves(store *s, const char *target, store_error *err);
+/* A live worker's full key whose kind is `kind` ("cuda"), copied to key:
+ * 1, 0 none, -1 error. */
+int store_worker_of_kind(store *s, const char *kind, char *key, size_t n, store_error *err);
+/* The live workers' count, or -1. */
+int store_workers_live(store *s, store_error *err);
+/* Calls fn for each worker live, or gone but seen since `since`, newest
+ * first, with the batch it holds.  Returns the count or -1. */
+int store_worker_each(store *s, double since, void (*fn)(void *ctx, const store_worker *w),
+		      void *ctx, store_error *err);
+
+typedef struct store_batch_row {
+	int64_t id, job_id;
+	char replica[160];         /* the replica whose tuning thread waits for it */
+	char target[128];
+	char workload_key[65];
+	char *canonical;           /* malloc'd: the workload (store_batch_lease only) */
+	int n;
+	char state[12];            /* "pending", "leased", "measured", "stored" */
+	char worker[48];           /* leased and on: the lease's holder */
+	double deadline;           /* leased: its end unless renewed */
+	char token[64], host[200]; /* measured and on: the poster's token identity, name */
+	int not_stored;            /* stored: results the store refused */
+	char **traces;             /* malloc'd, n of them (store_batch_lease only) */
+} store_batch_row;
+
+/* One candidate's result as its worker posted it. */
+typedef struct store_result {
+	char status[24];           /* a measurement status's name; "": none */
+	double latency_us;         /* > 0 or none */
+	double max_rel_error;      /* < 0: none */
+	char *msg;                 /* may be NULL; malloc'd by store_batch_results */
+} store_result;
+
+void store_batch_clear(store_batch_row *b);
+/* Queues a batch of b's job_id, replica, target, workload_key, the
+ * workload's canonical text and n traces, pending, in one transaction; 0
+ * with b->id, or -1. */
+int store_batch_add(store *s, store_batch_row *b, const char *canonical, const char *const *traces,
+		    store_error *err);
+/* Leases the oldest pending batch of exactly target whose job is running
+ * under its replica's claim at now to worker, until deadline: 1 with *b
+ * (canonical and traces filled; store_batch_clear frees them), 0 none, -1
+ * error.  Two replicas leasing at once never get the same batch. */
+int store_batch_lease(store *s, const char *target, const char *worker, double now,
+		      double deadline, store_batch_row *b, store_error *err);
+/* The batch's row without its workload and traces: 1 with *b, 0 none (it
+ * was finished, given up or purged), -1. */
+int store_batch_get(store *s, int64_t id, store_batch_row *b, store_error *err);
+/* Worker's results of batch id, res[0..n), with the poster's token identity
+ * and host, in one transaction: 1 taken (the batch is measured), 0 the
+ * batch is not leased to worker (any more) or has not n candidates:
+ * nothing changed; -1 error. */
+int store_batch_post(store *s, int64_t id, const char *worker, int n, const store_result *res,
+		     const char *token, const char *host, store_error *err);
+/* The results of measured batch id into res[0..n) (msg malloc'd, the
+ * caller frees; status "" where none was posted): 1, 0 no such batch,
+ * -1. */
+int store_batch_results(store *s, int64_t id, int n, store_result *res, store_error *err);
+/* Batch id's results were stored but not_stored of them: measured ->
+ * stored.  1, 0 it was not measured (nothing changed), -1. */
+int store_batch_stored(store *s, int64_t id, int not_stored, store_error *err);
+/* Deletes batch id (given up, or its poster answered); 0 or -1. */
+int store_batch_delete(store *s, int64_t id, store_error *err);
+/* Cron duty: deletes the batches whose job is no longer run by their
+ * replica (it stopped, died and was taken over, or gave the batch up
+ * without deleting it), except stored ones, which go once stored before
+ * stored_before (their poster never came back for its answer).  Returns the
+ * count or -1. */
+int store_batches_purge(store *s, double stored_before, store_error *err);
+/* Pending batches (the measuring queue's depth), or -1. */
+int store_batches_pending(store *s, store_error *err);
+
+/* ---- cost models ------------------------------------------------------------------------ */
 
 /* Saves the cost model of a target key (replacing the last one), only by
  * the holder of the key's writer lease: writer takes (or keeps) the lease

@@ -1,8 +1,9 @@
 /*
  * store_int.h — what the store's files share (schema/ only): the statements,
  * the store itself and the small helpers that bind, step and read through
- * the backend.  store.c opens the store and holds workloads, records, bests,
- * workers and cost models; store_jobs.c holds the jobs and their claims.
+ * the backend.  store.c opens the store and holds workloads, records, bests
+ * and cost models; store_jobs.c holds the jobs and their claims;
+ * store_workers.c the workers and the batches leased to them.
  * Every function here expects the store's mutex held.
  */
 #ifndef TIRD_STORE_INT_H
@@ -27,6 +28,14 @@
 /* The columns of a record row, in record_from_row's order. */
 #define REC_COLS "id, workload_key, target, trace, status, latency_us, max_rel_error, " \
 	"message, worker, job_id, created, origin, trusted, source, token, host"
+
+/* The columns of a worker row, in worker_from_row's order. */
+#define WRK_COLS "workers.id, workers.target, workers.name, workers.token, workers.peer, " \
+	"workers.emulator, workers.state, workers.registered, workers.last_seen"
+
+/* The columns of a batch row, in batch_from_row's order. */
+#define BAT_COLS "id, job_id, replica, target, workload_key, n, state, worker, deadline, " \
+	"token, host, not_stored"
 
 /* X(id, SQL) */
 #define STORE_STMTS(X) \
@@ -119,9 +128,53 @@
 		      "(CAST(?2 AS TEXT) IS NULL OR b.target = ?2 OR " \
 		      "(CAST(?3 AS TEXT) IS NOT NULL AND substr(b.target, 1, length(?3)) = ?3)) " \
 		      "ORDER BY b.op, b.workload_key, b.target") \
-	X(WRK_PUT,    "INSERT INTO workers(id, target, name, state, registered, last_seen) " \
-		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET " \
+	X(WRK_PUT,    "INSERT INTO workers(id, target, name, state, registered, last_seen, " \
+		      "token, peer, emulator) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) " \
+		      "ON CONFLICT(id) DO UPDATE SET " \
 		      "state = excluded.state, last_seen = excluded.last_seen") \
+	X(WRK_GET,    "SELECT " WRK_COLS ", 0, 0 FROM workers WHERE id = ?1") \
+	X(WRK_SEEN,   "UPDATE workers SET last_seen = ?2 WHERE id = ?1 AND state = 'live'") \
+	X(WRK_GONE,   "UPDATE workers SET state = 'gone', last_seen = ?2 WHERE id = ?1") \
+	X(WRK_SILENT, "UPDATE workers SET state = 'gone' WHERE state = 'live' AND last_seen < ?1") \
+	X(WRK_SERVES, "SELECT 1 FROM workers WHERE state = 'live' AND target = ?1 LIMIT 1") \
+	X(WRK_KIND,   "SELECT target FROM workers WHERE state = 'live' AND " \
+		      "substr(target, 1, length(?1)) = ?1 ORDER BY registered DESC LIMIT 1") \
+	X(WRK_LIVE,   "SELECT count(*) FROM workers WHERE state = 'live'") \
+	X(WRK_EACH,   "SELECT " WRK_COLS ", coalesce(b.id, 0), coalesce(b.job_id, 0) " \
+		      "FROM workers LEFT JOIN batches b ON b.worker = workers.id AND " \
+		      "b.state = 'leased' WHERE workers.state = 'live' OR workers.last_seen >= ?1 " \
+		      "ORDER BY workers.registered DESC, workers.id") \
+	X(BAT_INSERT, "INSERT INTO batches(job_id, replica, target, workload_key, canonical, n, " \
+		      "state, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7) RETURNING id") \
+	X(BAT_ITEM,   "INSERT INTO batch_items(batch_id, i, trace) VALUES (?1, ?2, ?3)") \
+	X(BAT_NEXT,   "SELECT b.id FROM batches b JOIN jobs j ON j.id = b.job_id " \
+		      "WHERE b.state = 'pending' AND b.target = ?1 AND j.state = 'running' AND " \
+		      "j.owner = b.replica AND coalesce(j.lease_until, 0) >= ?2 " \
+		      "ORDER BY b.id LIMIT 1") \
+	X(BAT_TAKE,   "UPDATE batches SET state = 'leased', worker = ?2, deadline = ?3 " \
+		      "WHERE id = ?1 AND state = 'pending'") \
+	X(BAT_GET,    "SELECT " BAT_COLS " FROM batches WHERE id = ?1") \
+	X(BAT_FULL,   "SELECT " BAT_COLS ", canonical FROM batches WHERE id = ?1") \
+	X(BAT_TRACES, "SELECT trace FROM batch_items WHERE batch_id = ?1 ORDER BY i") \
+	X(BAT_POST,   "UPDATE batches SET state = 'measured', token = ?3, host = ?4 " \
+		      "WHERE id = ?1 AND state = 'leased' AND worker = ?2 AND n = ?5") \
+	X(BAT_RESULT, "UPDATE batch_items SET status = ?3, latency_us = ?4, " \
+		      "max_rel_error = ?5, message = ?6 WHERE batch_id = ?1 AND i = ?2") \
+	X(BAT_RESULTS, "SELECT i, status, latency_us, max_rel_error, message FROM batch_items " \
+		      "WHERE batch_id = ?1 ORDER BY i") \
+	X(BAT_STORED, "UPDATE batches SET state = 'stored', not_stored = ?2 " \
+		      "WHERE id = ?1 AND state = 'measured'") \
+	X(BAT_DELETE, "DELETE FROM batches WHERE id = ?1") \
+	X(BAT_EXTEND, "UPDATE batches SET deadline = ?2 WHERE worker = ?1 AND state = 'leased'") \
+	X(BAT_BACK_OF, "UPDATE batches SET state = 'pending', worker = NULL, deadline = NULL " \
+		      "WHERE worker = ?1 AND state = 'leased'") \
+	X(BAT_EXPIRE, "UPDATE batches SET state = 'pending', worker = NULL, deadline = NULL " \
+		      "WHERE state = 'leased' AND (deadline < ?1 OR NOT EXISTS (SELECT 1 FROM " \
+		      "workers w WHERE w.id = batches.worker AND w.state = 'live'))") \
+	X(BAT_PURGE,  "DELETE FROM batches WHERE (state <> 'stored' AND NOT EXISTS (SELECT 1 " \
+		      "FROM jobs j WHERE j.id = batches.job_id AND j.state = 'running' AND " \
+		      "j.owner = batches.replica)) OR (state = 'stored' AND created < ?1)") \
+	X(BAT_PENDING, "SELECT count(*) FROM batches WHERE state = 'pending'") \
 	X(MODEL_PUT,  "INSERT INTO cost_models(target_kind, name, model, updated, writer, " \
 		      "writer_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(target_kind) " \
 		      "DO UPDATE SET name = excluded.name, model = excluded.model, " \

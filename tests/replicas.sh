@@ -18,6 +18,9 @@
 #   (e) SIGSTOP of the replica running a job past its lease: the other takes
 #       it over; after SIGCONT the stopped one writes nothing over its work
 #       (no state, no record: exactly the job's trials stored);
+#   (f) a worker registered at replica D that leases at E and posts at D
+#       (an haproxy splits its routes): the job done, every record stored
+#       once; a post for a batch it does not hold: 409, nothing stored;
 # and that the CPU cost model is written by one replica, the holder of its
 # writer lease (--model-save-s 1: written a second after it learnt), taken
 # over by the survivor of (a) once the killed writer's lease passed.
@@ -225,6 +228,66 @@ fin=$(job "$ou" "$je" | jq -r '.state + " " + .owner')
 grep -q "job $je: lease lost\|job $je: stopped here" "$tmp/$oe.log" &&
 	pass "(e) the woken replica saw its claim lost and stopped the job" ||
 	fail "(e) no 'lease lost' in $oe's log"
+
+# ---- (f) one worker whose requests go to different replicas ------------------------------------
+# Two more replicas on a database of their own, without local workers, and
+# one tird-worker behind an haproxy that sends its lease polls to E and
+# every other request (registration, heartbeats, results) to D: the worker
+# registered at D pulls at E and posts at D.  Skipped without haproxy.
+if command -v haproxy >/dev/null 2>&1; then
+	psql -qX -d "$pg/postgres" -c "CREATE DATABASE rr" >/dev/null || fail "(f) CREATE DATABASE rr"
+	for n in D E; do
+		p=$(free_port)
+		"$TIRD" --listen 127.0.0.1:$p --db "$pg/rr" --model-seed none --local-workers none \
+			--job-lease-s 3 --job-lease-renew-s 1 >>"$tmp/$n.log" 2>&1 &
+		pids="$pids $!"
+		eval "url_$n=http://127.0.0.1:$p port_$n=$p"
+		wait_up "http://127.0.0.1:$p" || fail "(f) replica $n did not start"
+	done
+	pl=$(free_port)
+	cat >"$tmp/split.cfg" <<CFG
+defaults
+	mode http
+	timeout connect 2s
+	timeout client 60s
+	timeout server 60s
+frontend worker
+	bind 127.0.0.1:$pl
+	acl lease path_end /lease
+	use_backend e if lease
+	default_backend d
+backend d
+	server d 127.0.0.1:$port_D
+backend e
+	server e 127.0.0.1:$port_E
+CFG
+	haproxy -db -f "$tmp/split.cfg" >"$tmp/haproxy.log" 2>&1 &
+	pids="$pids $!"
+	wait_up "http://127.0.0.1:$pl" || fail "(f) haproxy did not start"
+	"$top/daemon/tird-worker" --server "http://127.0.0.1:$pl" --target cpu --name split \
+		>>"$tmp/split-worker.log" 2>&1 &
+	wpid=$!; pids="$pids $wpid"
+	until_ok 300 live "$url_E" || fail "(f) the worker is not live on E"
+	W5='{"op":"matmul","M":40,"N":40,"K":40}'
+	submit "$url_D" "$W5" 12 4; jf=$(jq -r .job_id "$tmp/r"); kf=$(jq -r .workload_key "$tmp/r")
+	until_ok 1200 state_is "$url_E" "$jf" done || fail "(f) job $jf did not end: $(job "$url_E" "$jf")"
+	rd=$url_E
+	n=$(nrec "$kf"); d=$(ndistinct "$kf")
+	reg=$(grep -c "worker w-.* registered" "$tmp/D.log"); regE=$(grep -c "worker w-.* registered" "$tmp/E.log")
+	lE=$(grep -c "leased to w-" "$tmp/E.log"); lD=$(grep -c "leased to w-" "$tmp/D.log")
+	[ "$n" = 12 ] && [ "$d" = 12 ] && [ "$reg" -ge 1 ] && [ "$regE" = 0 ] && [ "$lE" -ge 3 ] && [ "$lD" = 0 ] &&
+		pass "(f) registered at D, $lE batches leased at E, results posted at D: job $jf done, 12 records, all distinct" ||
+		fail "(f) $n records ($d distinct); registrations D $reg E $regE; leases D $lD E $lE"
+	wid=$(curl -s "$url_E/v1/workers" | jq -r '[.workers[]|select((.name|endswith(" split")) and .state=="live")][0].worker_id')
+	c=$(curl -s -o "$tmp/r" -w '%{http_code}' -X POST "$url_E/v1/workers/$wid/results" \
+		--data-binary '{"batch_id":999999,"results":[]}')
+	[ "$c" = 409 ] && [ "$(nrec "$kf")" = 12 ] &&
+		pass "(f) results for a batch the worker does not hold, at E: 409 $(jq -r .error.code "$tmp/r"), nothing stored" ||
+		fail "(f) a post for a batch not held: $c $(cat "$tmp/r")"
+	kill "$wpid" 2>/dev/null
+else
+	echo "SKIP (f): haproxy not installed (Debian: haproxy)"
+fi
 
 [ "$fails" -eq 0 ] || exit 1
 exit 0
