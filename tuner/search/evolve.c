@@ -29,7 +29,9 @@
  *      rest at random from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
- *      GFLOP/s (0 for a failure).
+ *      GFLOP/s (0 for a failure): in line, or with opts->async_update on
+ *      the search's updater thread (below), the next round going on at
+ *      once and scoring with the model's last finished training.
  *
  * The search stops at the trial budget, on cancel (after the round), or at a
  * plateau (search.h: SEARCH_STALE_ROUNDS, SEARCH_PATIENCE).
@@ -37,16 +39,22 @@
  * Determinism: every random choice draws from one generator seeded by
  * opts->seed, or from schedules seeded by values derived from it; sorting
  * breaks ties by the candidates' hashes; nothing depends on time or threads.
- * Same seed and same measurements, same sequence of measured traces.
+ * Same seed and same measurements, same sequence of measured traces — with
+ * the update in line; with async_update the scores depend on which
+ * trainings had ended, a matter of time.
  *
  * Only a candidate measured with status ok and a positive, finite latency
  * can become the best; a crash, a timeout or a wrong result is recorded and
  * the search goes on.
  */
+#define _GNU_SOURCE          /* setpriority on one thread: gettid */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
 #include "search.h"
 #include "../ir/ir.h"
 #include "../sched/sched.h"
@@ -173,6 +181,11 @@ typedef struct search {
 	int round, done, errors;
 	search_stats st;
 	double search_s, measure_s, update_s;   /* the last round's phases */
+	double start_s, measure_total_s;        /* when the search began; all measuring */
+
+	struct updater *up;        /* async_update: the model's thread; NULL: in line */
+	double train_s;            /* updates that ended this round (their own time) */
+	int model_lag;             /* batches measured, not yet learnt, at the last pick */
 } search;
 
 static void note_invalid(search *S, const char *what, const char *msg)
@@ -692,6 +705,148 @@ static void model_update(search *S, int n, tir_sched *const *s, const double *gf
 	free(g);
 }
 
+/* Measured traces given to the model: each replayed on a fresh schedule
+ * (the model's input is the program), then model_update.  Reads only what
+ * never changes during a search (w, t, the model), so it may run on the
+ * updater's thread. */
+static void learn(search *S, int n, char *const *traces, const double *gflops)
+{
+	tir_error e;
+	tir_sched **s = xcalloc((size_t)n + 1, sizeof *s);
+	for (int i = 0; i < n; i++)
+		s[i] = sched_replay_valid(S->w, S->t, traces[i], &e);
+	model_update(S, n, s, gflops);
+	for (int i = 0; i < n; i++)
+		tir_sched_free(s[i]);
+	free(s);
+}
+
+/* ---- the model's update, beside the search (async_update) ----------------
+ *
+ * One thread per search learns the batches in the order they were measured.
+ * The search hands it each batch's traces (copies the thread owns) and
+ * throughputs and goes on at once: it scores the next generations with
+ * whatever the model holds then (cm_xgboost installs a booster whole when
+ * its training ends, costmodel/xgb.c).  Batches that arrive while the
+ * thread is busy are learnt together when it is done ("train on what has
+ * arrived"), so a training slower than a round never queues up.  The thread
+ * runs at the lowest priority (nice 19, which the threads it starts
+ * inherit): on a machine whose cores also build and time the candidates (a
+ * CPU target with a local worker) it takes the cycles they leave, instead
+ * of slowing the timed runs.  The search waits for it only at its end
+ * (updater_stop), so that every measured row is in the model when tir_tune
+ * returns. */
+typedef struct updater {
+	search *S;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char **traces;             /* queued: owned, with their throughputs */
+	double *gflops;
+	int n, cap, batches;       /* rows and batches queued */
+	bool busy, stop;
+	double done_s;             /* the own time of updates ended since last read */
+} updater;
+
+static void *updater_main(void *arg)
+{
+	updater *u = arg;
+	/* this thread only (a Linux thread id is a process id to setpriority);
+	 * failing leaves it at the search's priority */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+	pthread_mutex_lock(&u->mu);
+	for (;;) {
+		while (!u->n && !u->stop)
+			pthread_cond_wait(&u->cv, &u->mu);
+		if (!u->n)
+			break;
+		char **traces = u->traces;
+		double *gflops = u->gflops;
+		int n = u->n;
+		u->traces = NULL;
+		u->gflops = NULL;
+		u->n = u->cap = u->batches = 0;
+		u->busy = true;
+		pthread_mutex_unlock(&u->mu);
+		double t0 = tir_now_s();
+		learn(u->S, n, traces, gflops);
+		double took = tir_now_s() - t0;
+		for (int i = 0; i < n; i++)
+			free(traces[i]);
+		free(traces);
+		free(gflops);
+		pthread_mutex_lock(&u->mu);
+		u->busy = false;
+		u->done_s += took;
+		pthread_cond_broadcast(&u->cv);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+/* The updater of S, started; NULL when no thread could start (the search
+ * then learns in line). */
+static updater *updater_start(search *S)
+{
+	updater *u = xcalloc(1, sizeof *u);
+	u->S = S;
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	if (pthread_create(&u->th, NULL, updater_main, u)) {
+		pthread_mutex_destroy(&u->mu);
+		pthread_cond_destroy(&u->cv);
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+/* Queues a batch (the traces copied) for the updater's thread. */
+static void updater_push(updater *u, int n, char *const *traces, const double *gflops)
+{
+	pthread_mutex_lock(&u->mu);
+	if (u->n + n > u->cap) {
+		u->cap = 2 * (u->n + n);
+		u->traces = xrealloc(u->traces, sizeof(char *) * (size_t)u->cap);
+		u->gflops = xrealloc(u->gflops, sizeof(double) * (size_t)u->cap);
+	}
+	for (int i = 0; i < n; i++) {
+		u->traces[u->n + i] = xstrdup(traces[i]);
+		u->gflops[u->n + i] = gflops[i];
+	}
+	u->n += n;
+	u->batches++;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+/* Batches handed over and not yet learnt (queued, or the one being
+ * learnt), and the own time of the updates that ended since the last call. */
+static int updater_poll(updater *u, double *done_s)
+{
+	pthread_mutex_lock(&u->mu);
+	int lag = u->batches + u->busy;
+	*done_s = u->done_s;
+	u->done_s = 0;
+	pthread_mutex_unlock(&u->mu);
+	return lag;
+}
+
+/* Learns what is queued, stops the thread and frees u. */
+static void updater_stop(updater *u)
+{
+	pthread_mutex_lock(&u->mu);
+	u->stop = true;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	pthread_join(u->th, NULL);
+	pthread_mutex_destroy(&u->mu);
+	pthread_cond_destroy(&u->cv);
+	free(u);
+}
+
+/* ---- e. measurement --------------------------------------------------------------- */
+
 static int measure(search *S, int n, const int *batch, tir_error *err)
 {
 	const char **traces = xmalloc(sizeof(char *) * (size_t)n);
@@ -705,6 +860,7 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 	int failed = S->measure(S->measure_ctx, S->w, S->t, n, traces, out);
 	double t1 = tir_now_s();
 	S->measure_s = t1 - t0;
+	S->measure_total_s += S->measure_s;
 	if (failed) {
 		for (int i = 0; i < n; i++)
 			free((char *)out[i].msg);
@@ -712,8 +868,6 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 		free(out);
 		return tir_fail(err, "tune: the measure function failed on a batch of %d", n);
 	}
-	tir_error e;
-	tir_sched **s = xcalloc((size_t)n, sizeof *s);
 	double *gflops = xcalloc((size_t)n, sizeof(double));
 	for (int i = 0; i < n; i++) {
 		cand *c = &S->pool[batch[i]];
@@ -728,12 +882,16 @@ static int measure(search *S, int n, const int *batch, tir_error *err)
 			S->o->on_result(S->o->cb_ctx, &out[i]);
 		free((char *)out[i].msg);
 		gflops[i] = gflops_of(S, out[i].status, out[i].latency_us);
-		s[i] = sched_replay_valid(S->w, S->t, c->trace, &e);   /* the model's input */
 	}
-	model_update(S, n, s, gflops);
-	for (int i = 0; i < n; i++)
-		tir_sched_free(s[i]);
-	free(s);
+	/* the model learns the batch: in line, or on the updater's thread while
+	 * the next round searches and measures */
+	if (S->up) {
+		updater_push(S->up, n, (char *const *)traces, gflops);
+	} else {
+		double u0 = tir_now_s();
+		learn(S, n, (char *const *)traces, gflops);
+		S->train_s += tir_now_s() - u0;
+	}
 	free(gflops);
 	free(traces);
 	free(out);
@@ -771,7 +929,10 @@ static int search_round(search *S, tir_error *err)
 	int *batch = xmalloc(sizeof(int) * (size_t)(max + 1));
 
 	double t0 = tir_now_s();
-	S->search_s = S->measure_s = S->update_s = 0;
+	S->search_s = S->measure_s = S->update_s = S->train_s = 0;
+	/* what the model has not learnt yet as this round starts scoring */
+	if (S->up)
+		S->model_lag = updater_poll(S->up, &S->train_s);
 	/* a. population: the best measured traces, fresh samples of each sketch */
 	init_population(S, &g);
 	/* b, c. evolution under the cost model; every candidate scored */
@@ -836,6 +997,8 @@ static void progress(search *S)
 		.errors = S->errors, .best_us = best_us(S),
 		.best_gflops = S->best >= 0 ? gflops_of(S, 0, best_us(S)) : 0,
 		.search_s = S->search_s, .measure_s = S->measure_s, .update_s = S->update_s,
+		.train_s = S->train_s, .model_lag = S->model_lag,
+		.elapsed_s = tir_now_s() - S->start_s, .measure_total_s = S->measure_total_s,
 	};
 	S->o->on_progress(S->o->cb_ctx, &p);
 }
@@ -866,7 +1029,10 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	S.measure = o->measure ? o->measure : tir_measure_local;
 	S.measure_ctx = o->measure ? o->measure_ctx : &S.local;
 
+	S.start_s = tir_now_s();
 	load_prior(&S);
+	if (o->async_update && S.model->update)
+		S.up = updater_start(&S);
 	int rc = 0, stale = 0, flat = 0;
 	while (S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
 		double before = best_us(&S);
@@ -882,6 +1048,26 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		progress(&S);
 		if (stale >= SEARCH_STALE_ROUNDS || flat >= SEARCH_PATIENCE)
 			break;
+	}
+	if (S.up) {
+		/* every measured row in the model before tir_tune returns: the
+		 * wait, on the job's time, is reported as the last round's */
+		double w0 = tir_now_s();
+		updater_stop(S.up);
+		S.up = NULL;
+		if (o->on_progress && S.round > 0) {
+			S.update_s = tir_now_s() - w0;
+			S.search_s = S.measure_s = S.train_s = 0;
+			S.model_lag = 0;
+			tir_tune_progress p = {
+				.round = S.round, .drain = true, .trials_done = S.done, .trials_total = S.trials,
+				.errors = S.errors, .best_us = best_us(&S),
+				.best_gflops = S.best >= 0 ? gflops_of(&S, 0, best_us(&S)) : 0,
+				.update_s = S.update_s, .elapsed_s = tir_now_s() - S.start_s,
+				.measure_total_s = S.measure_total_s,
+			};
+			o->on_progress(o->cb_ctx, &p);
+		}
 	}
 	if (!rc && S.nrec == 0 && stale >= SEARCH_STALE_ROUNDS)
 		rc = tir_fail(err, "tune: no valid candidate in %d rounds (%d samples%s%s)",
