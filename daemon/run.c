@@ -326,6 +326,15 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	o.prior = prior.c;
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
+	/* GPU: the next batch searched while a worker measures this one (the
+	 * callbacks stay on this thread: tir_tune records a batch after the
+	 * next is picked; workers_measure and its store_batch run on the
+	 * search's measuring thread, one batch at a time).  Not on a CPU: its
+	 * cores build and time the candidates, and a search beside them
+	 * slowed each batch's measuring more than it saved (this 2-core VM,
+	 * GMM-2: measuring 3.8 -> 4.7 s a batch, the job 37.6 -> 42.1 s;
+	 * bench/results/2026-12-03-cpu-tuning-loop.txt) */
+	o.pipeline = j->target.kind == TIR_TARGET_CUDA;
 	o.threads = tird_search_threads(j->target.kind);
 	/* "xgboost": the model shared by every job of the full target key, so
 	 * each workload teaches the next (tir_tune draws random scores while it

@@ -705,6 +705,12 @@ typedef struct tir_tune_opts {
 	 * (cm_xgboost is; the random model learns nothing).  false: the update
 	 * in line after each batch, the old order, deterministic. */
 	bool async_update;
+	/* the batch of round k+1 is searched while round k's is measured (the
+	 * measure function then runs on a thread of the search's own, and is
+	 * called for one batch at a time): each batch is picked without the
+	 * results of the one before it.  Deterministic as the other order
+	 * (with the update in line), not the same sequence of candidates. */
+	bool pipeline;
 	tir_measure_batch_fn measure;  /* NULL: tir_measure_local */
 	void *measure_ctx;
 	/* called for every measured candidate and after every round */

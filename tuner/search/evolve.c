@@ -177,6 +177,7 @@ typedef struct search {
 	int npool, cappool;
 	hashset in_pool;
 	hashset in_pool_prog;      /* their program_hash */
+	hashset flying, flying_prog;   /* pipeline: the batch being measured */
 
 	int round, done, errors;
 	search_stats st;
@@ -264,7 +265,8 @@ static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned 
 	c->s = s;
 	c->score = 0;
 	c->sketch = sketch;
-	c->measured = set_find(&S->measured, h) >= 0 || set_find(&S->measured_prog, ph) >= 0;
+	c->measured = set_find(&S->measured, h) >= 0 || set_find(&S->measured_prog, ph) >= 0 ||
+		      set_find(&S->flying, h) >= 0 || set_find(&S->flying_prog, ph) >= 0;
 	set_put(&S->in_pool, h, S->npool);
 	set_put(&S->in_pool_prog, ph, S->npool);
 	return S->npool++;
@@ -685,7 +687,7 @@ static int pick_batch(search *S, int max, int *batch)
 	return k;
 }
 
-/* ---- e. measurement --------------------------------------------------------------- */
+/* ---- the model's input ------------------------------------------------------------ */
 
 static void model_update(search *S, int n, tir_sched *const *s, const double *gflops)
 {
@@ -847,54 +849,127 @@ static void updater_stop(updater *u)
 
 /* ---- e. measurement --------------------------------------------------------------- */
 
-static int measure(search *S, int n, const int *batch, tir_error *err)
+/* A batch picked and sent to be measured: copies of what the search knows
+ * of its candidates (the pool is cleared at the end of the round that
+ * picked it), the measure function's results, and the times.  With
+ * opts->pipeline the measure function runs on a thread of the flight's own
+ * while the search picks the next batch; else in line. */
+typedef struct flight {
+	search *S;
+	int n, round;
+	char **traces;             /* owned */
+	unsigned char (*hash)[32], (*prog)[32];
+	int *sketch;
+	tir_candidate *out;
+	int failed;
+	double search_s, t0, t1;   /* the search that picked it; the measuring */
+	int model_lag;
+	pthread_t th;
+	bool threaded;
+} flight;
+
+/* The batch (pool indices) copied into f. */
+static void flight_fill(search *S, flight *f, int n, const int *batch)
 {
-	const char **traces = xmalloc(sizeof(char *) * (size_t)n);
-	tir_candidate *out = xcalloc((size_t)n, sizeof *out);
+	memset(f, 0, sizeof *f);
+	f->S = S;
+	f->n = n;
+	f->round = S->round;
+	f->traces = xcalloc((size_t)n + 1, sizeof *f->traces);
+	f->hash = xcalloc((size_t)n + 1, sizeof *f->hash);
+	f->prog = xcalloc((size_t)n + 1, sizeof *f->prog);
+	f->sketch = xcalloc((size_t)n + 1, sizeof *f->sketch);
+	f->out = xcalloc((size_t)n + 1, sizeof *f->out);
 	for (int i = 0; i < n; i++) {
-		traces[i] = S->pool[batch[i]].trace;
-		out[i].status = TIR_MEASURE_RUN_ERROR;
-		out[i].max_rel_error = -1;
+		const cand *c = &S->pool[batch[i]];
+		f->traces[i] = xstrdup(c->trace);
+		memcpy(f->hash[i], c->hash, 32);
+		memcpy(f->prog[i], c->prog, 32);
+		f->sketch[i] = c->sketch;
+		f->out[i].status = TIR_MEASURE_RUN_ERROR;
+		f->out[i].max_rel_error = -1;
 	}
-	double t0 = tir_now_s();
-	int failed = S->measure(S->measure_ctx, S->w, S->t, n, traces, out);
-	double t1 = tir_now_s();
-	S->measure_s = t1 - t0;
+}
+
+static void flight_free(flight *f)
+{
+	for (int i = 0; i < f->n; i++)
+		free(f->traces[i]);
+	free(f->traces);
+	free(f->hash);
+	free(f->prog);
+	free(f->sketch);
+	free(f->out);
+	memset(f, 0, sizeof *f);
+}
+
+static void *flight_main(void *arg)
+{
+	flight *f = arg;
+	search *S = f->S;
+	f->t0 = tir_now_s();
+	f->failed = S->measure(S->measure_ctx, S->w, S->t, f->n,
+			       (const char *const *)f->traces, f->out);
+	f->t1 = tir_now_s();
+	return NULL;
+}
+
+/* Measures f: on a thread (pipelined; flight_wait joins it), or in line
+ * when threaded is false or no thread can start. */
+static void flight_start(flight *f, bool threaded)
+{
+	f->threaded = threaded && !pthread_create(&f->th, NULL, flight_main, f);
+	if (!f->threaded)
+		flight_main(f);
+}
+
+static void flight_wait(flight *f)
+{
+	if (f->threaded)
+		pthread_join(f->th, NULL);
+	f->threaded = false;
+}
+
+/* The results of a measured flight: every one recorded (whatever its
+ * status), reported through on_result and learnt by the model — in line,
+ * or handed to the updater's thread.  Sets the phases progress() reports. */
+static int flight_record(search *S, flight *f, tir_error *err)
+{
+	int n = f->n;
+	S->search_s = f->search_s;
+	S->measure_s = f->t1 - f->t0;
 	S->measure_total_s += S->measure_s;
-	if (failed) {
+	S->model_lag = f->model_lag;
+	if (f->failed) {
 		for (int i = 0; i < n; i++)
-			free((char *)out[i].msg);
-		free(traces);
-		free(out);
+			free((char *)f->out[i].msg);
 		return tir_fail(err, "tune: the measure function failed on a batch of %d", n);
 	}
-	double *gflops = xcalloc((size_t)n, sizeof(double));
+	double t1 = tir_now_s();
+	double *gflops = xcalloc((size_t)n + 1, sizeof(double));
 	for (int i = 0; i < n; i++) {
-		cand *c = &S->pool[batch[i]];
-		out[i].trace = c->trace;
-		if (!is_ok(out[i].status, out[i].latency_us))
+		tir_candidate *out = &f->out[i];
+		out->trace = f->traces[i];
+		if (!is_ok(out->status, out->latency_us))
 			S->errors++;
-		record_add(S, c->trace, c->hash, c->prog, c->sketch, out[i].status,
-			   out[i].latency_us);
-		c->measured = true;
+		record_add(S, f->traces[i], f->hash[i], f->prog[i], f->sketch[i], out->status,
+			   out->latency_us);
 		S->done++;
 		if (S->o->on_result)
-			S->o->on_result(S->o->cb_ctx, &out[i]);
-		free((char *)out[i].msg);
-		gflops[i] = gflops_of(S, out[i].status, out[i].latency_us);
+			S->o->on_result(S->o->cb_ctx, out);
+		free((char *)out->msg);
+		out->msg = NULL;
+		gflops[i] = gflops_of(S, out->status, out->latency_us);
 	}
 	/* the model learns the batch: in line, or on the updater's thread while
 	 * the next round searches and measures */
 	if (S->up) {
-		updater_push(S->up, n, (char *const *)traces, gflops);
+		updater_push(S->up, n, f->traces, gflops);
 	} else {
-		double u0 = tir_now_s();
-		learn(S, n, (char *const *)traces, gflops);
-		S->train_s += tir_now_s() - u0;
+		learn(S, n, f->traces, gflops);
+		S->train_s = tir_now_s() - t1;
 	}
 	free(gflops);
-	free(traces);
-	free(out);
 	S->update_s = tir_now_s() - t1;
 	return 0;
 }
@@ -919,16 +994,17 @@ static int evolve_generations(search *S, gen *g, tir_error *err)
 	return rc;
 }
 
-/* The steps of one round (see the top of the file).  Returns how many
- * candidates it measured (0: it found nothing new), or -1. */
-static int search_round(search *S, tir_error *err)
+/* Steps a-d of a round (see the top of the file): the next batch, at most
+ * `max` candidates, into f (nothing in f when it returns 0: nothing new
+ * was found).  Returns its size, or -1. */
+static int search_pick(search *S, int max, flight *f, tir_error *err)
 {
 	gen g = { 0 };
-	int left = S->trials - S->done;
-	int max = left < S->batch ? left : S->batch, n = 0;
+	int n = 0;
 	int *batch = xmalloc(sizeof(int) * (size_t)(max + 1));
 
 	double t0 = tir_now_s();
+	memset(f, 0, sizeof *f);
 	S->search_s = S->measure_s = S->update_s = S->train_s = 0;
 	/* what the model has not learnt yet as this round starts scoring */
 	if (S->up)
@@ -941,13 +1017,31 @@ static int search_round(search *S, tir_error *err)
 	if (!rc)
 		n = pick_batch(S, max, batch);
 	S->search_s = tir_now_s() - t0;
-	/* e. measurement; results recorded, reported, fed to the model */
-	if (!rc && n)
-		rc = measure(S, n, batch, err);
-
+	if (!rc && n) {
+		flight_fill(S, f, n, batch);
+		f->search_s = S->search_s;
+		f->model_lag = S->model_lag;
+	}
 	free(batch);
 	pool_clear(S);
 	return rc ? -1 : n;
+}
+
+/* One round in order: the batch picked (a-d), then measured, recorded,
+ * reported and learnt (e).  Returns how many candidates it measured (0: it
+ * found nothing new), or -1. */
+static int search_round(search *S, tir_error *err)
+{
+	int left = S->trials - S->done;
+	flight f;
+	int n = search_pick(S, left < S->batch ? left : S->batch, &f, err);
+	if (n > 0) {
+		flight_start(&f, false);
+		if (flight_record(S, &f, err))
+			n = -1;
+		flight_free(&f);
+	}
+	return n;
 }
 
 /* ---- the search ---------------------------------------------------------------------- */
@@ -988,12 +1082,12 @@ static void load_prior(search *S)
 	free(gflops);
 }
 
-static void progress(search *S)
+static void progress(search *S, int round)
 {
 	if (!S->o->on_progress)
 		return;
 	tir_tune_progress p = {
-		.round = S->round, .trials_done = S->done, .trials_total = S->trials,
+		.round = round, .trials_done = S->done, .trials_total = S->trials,
 		.errors = S->errors, .best_us = best_us(S),
 		.best_gflops = S->best >= 0 ? gflops_of(S, 0, best_us(S)) : 0,
 		.search_s = S->search_s, .measure_s = S->measure_s, .update_s = S->update_s,
@@ -1001,6 +1095,80 @@ static void progress(search *S)
 		.elapsed_s = tir_now_s() - S->start_s, .measure_total_s = S->measure_total_s,
 	};
 	S->o->on_progress(S->o->cb_ctx, &p);
+}
+
+/* The rounds with opts->pipeline: the batch of round k+1 is picked while
+ * that of round k is measured (on the flight's thread), from what was
+ * recorded up to round k-1 — the candidates in flight count as measured,
+ * so none is picked twice — and round k's results are recorded (reported,
+ * learnt, counted by the plateau rules) once the pick is made.  The order
+ * of every draw is fixed, so a pipelined search is as deterministic as the
+ * other (with the update in line); it differs from it, each batch picked
+ * one batch of results earlier.  Returns 0 or -1; the plateau counters
+ * are search_run's. */
+static int pipelined(search *S, int *stale, int *flat, tir_error *err)
+{
+	const tir_tune_opts *o = S->o;
+	flight cur = { 0 };
+	bool flying = false;
+	int rc = 0;
+	for (;;) {
+		int inflight = flying ? cur.n : 0;
+		int left = S->trials - S->done - inflight;
+		bool more = left > 0 && !(o->cancel && atomic_load(o->cancel));
+		flight next = { 0 };
+		int n = 0;
+		if (more) {
+			S->round++;
+			n = search_pick(S, left < S->batch ? left : S->batch, &next, err);
+			if (n < 0)
+				rc = -1;
+		}
+		if (flying) {
+			double before = best_us(S);
+			flight_wait(&cur);
+			set_clear(&S->flying);
+			set_clear(&S->flying_prog);
+			double search_s = S->search_s;
+			int lag = S->model_lag;
+			if (!rc)
+				rc = flight_record(S, &cur, err);
+			if (!rc) {
+				*stale = 0;
+				bool better = S->best >= 0 &&
+					      (before == 0 || best_us(S) < before * 0.999);
+				*flat = better ? 0 : *flat + 1;
+				progress(S, cur.round);
+			}
+			S->search_s = search_s;     /* the round just picked: its own */
+			S->model_lag = lag;
+			flight_free(&cur);
+			flying = false;
+		}
+		if (rc || !more) {
+			flight_free(&next);
+			break;
+		}
+		if (n == 0) {
+			(*stale)++;
+			S->measure_s = S->update_s = 0;
+			progress(S, S->round);
+		}
+		if (*stale >= SEARCH_STALE_ROUNDS || *flat >= SEARCH_PATIENCE) {
+			flight_free(&next);
+			break;
+		}
+		if (n > 0) {
+			cur = next;
+			for (int i = 0; i < cur.n; i++) {
+				set_put(&S->flying, cur.hash[i], i);
+				set_put(&S->flying_prog, cur.prog[i], i);
+			}
+			flight_start(&cur, true);
+			flying = true;
+		}
+	}
+	return rc;
 }
 
 int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *opts,
@@ -1034,7 +1202,7 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	if (o->async_update && S.model->update)
 		S.up = updater_start(&S);
 	int rc = 0, stale = 0, flat = 0;
-	while (S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
+	while (!o->pipeline && S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
 		double before = best_us(&S);
 		S.round++;
 		int n = search_round(&S, err);
@@ -1045,10 +1213,12 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		stale = n ? 0 : stale + 1;
 		bool better = S.best >= 0 && (before == 0 || best_us(&S) < before * 0.999);
 		flat = !n ? flat : better ? 0 : flat + 1;
-		progress(&S);
+		progress(&S, S.round);
 		if (stale >= SEARCH_STALE_ROUNDS || flat >= SEARCH_PATIENCE)
 			break;
 	}
+	if (o->pipeline && !rc)
+		rc = pipelined(&S, &stale, &flat, err);
 	if (S.up) {
 		/* every measured row in the model before tir_tune returns: the
 		 * wait, on the job's time, is reported as the last round's */
@@ -1092,6 +1262,8 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	free(S.rec);
 	set_clear(&S.measured);
 	set_clear(&S.measured_prog);
+	set_clear(&S.flying);
+	set_clear(&S.flying_prog);
 	pool_clear(&S);
 	free(S.pool);
 	measure_local_clear(&S.local);
