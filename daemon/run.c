@@ -33,6 +33,7 @@ typedef struct run_ctx {
 	double flops;
 	int measured;              /* candidates measured in this run */
 	bool async;                /* the model learns beside the search */
+	int cache_hits;            /* compiles the workers' caches saved, in this run */
 	/* the last batch workers_measure stored (store_batch): its results and
 	 * what store_record_add said of each (1 new, 0 held, -1 not stored) */
 	const tir_candidate *batch;
@@ -88,6 +89,7 @@ static int store_batch(void *ctx, int n, const tir_candidate *out)
 	}
 	rc->batch = out;
 	rc->batch_n = n;
+	rc->cache_hits += rc->mc.compile_cache_hits;
 	return failed;
 }
 
@@ -136,20 +138,23 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
 	if (p->round > 0 && p->drain) {
 		log_info("job %lld: after round %d, the model learnt the last batches in %.2f s; "
-			 "%.2f candidates/s, measurer busy %.0f%% of %.1f s", (long long)j->id,
-			 p->round, p->update_s, p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
+			 "%.2f candidates/s, measurer busy %.0f%% of %.1f s, compile cache hits %d",
+			 (long long)j->id, p->round, p->update_s,
+			 p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
 			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0,
-			 p->elapsed_s);
+			 p->elapsed_s, rc->cache_hits);
 	} else if (p->round > 0) {  /* 0: the final store after tir_tune */
 		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "
 			 "measuring %.2f s, recording and model update %.2f s (model training "
-			 "%.2f s%s, %d batch%s behind); %.2f candidates/s, measurer busy %.0f%%",
+			 "%.2f s%s, %d batch%s behind); %.2f candidates/s, measurer busy %.0f%%, "
+			 "compile cache hits %d",
 			 (long long)j->id, p->round, done, j->trials, best, p->search_s,
 			 p->measure_s, p->update_s, p->train_s,
 			 rc->async ? " beside" : " of it", p->model_lag,
 			 p->model_lag == 1 ? "" : "es",
 			 p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
-			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0);
+			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0,
+			 rc->cache_hits);
 	}
 }
 

@@ -55,6 +55,7 @@ typedef struct batch {
 	char worker[48];
 	char token[64], host[200];     /* of the worker that posted the results */
 	int not_stored;            /* B_STORED: results the store refused */
+	int cache_hits;            /* compiles the worker's compile cache saved */
 	bool answered;             /* the worker that posted them was answered */
 	double deadline;
 	struct batch *next;
@@ -373,6 +374,7 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
 	snprintf(mc->token, sizeof mc->token, "%s", b.token);
 	snprintf(mc->host, sizeof mc->host, "%s", b.host);
+	mc->compile_cache_hits = b.cache_hits;
 	/* re-checked and stored before the worker that posted them is answered
 	 * (workers_results waits for B_STORED; b stays queued, and on this
 	 * stack, until it was answered) */
@@ -537,7 +539,7 @@ int workers_lease(workers *ws, const char *id, const tird_token *tok, double wai
 }
 
 int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t batch_id,
-		    int n, const tir_candidate *res, tird_error *e)
+		    int n, const tir_candidate *res, int cache_hits, tird_error *e)
 {
 	pthread_mutex_lock(&ws->mu);
 	worker *w = do_find_worker(ws, id);
@@ -585,6 +587,8 @@ int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t 
 	}
 	snprintf(b->token, sizeof b->token, "%s", w->token);
 	snprintf(b->host, sizeof b->host, "%s (%s)", w->name, w->peer);
+	b->cache_hits = cache_hits;
+	atomic_fetch_add(&ws->d->metrics.compile_cache_hits, (unsigned long)cache_hits);
 	w->batch_id = 0;
 	set_batch_state(ws, b, B_MEASURED, id);
 	/* answered once they are stored: the tuning thread re-checks and
