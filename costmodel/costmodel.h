@@ -50,7 +50,10 @@ void cm_model_set_threads(cm_model *m, int threads);
 
 /* Adds measured candidates: n rows of features with their GFLOP/s (0 for a
  * candidate that failed), of the workload `group` (its key).  Then retrains
- * when enough rows exist.  Thread-safe. */
+ * when enough rows exist, and returns when the new booster is installed.
+ * Thread-safe: the retraining does not hold the model's lock, so
+ * predictions on other threads go on meanwhile with the booster installed
+ * before (never a half-trained one). */
 int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 		 const double *gflops, tir_error *err);
 /* The same rows added without training, for many workloads at once (a

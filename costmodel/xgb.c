@@ -30,6 +30,17 @@
  * in different calls).  The own booster is remade when the workload's rows
  * or the shared booster change, and is not saved: it is a function of the
  * rows.
+ *
+ * Threads: every job of a target shares its model, and a search may learn
+ * a batch on one thread while it scores on another (tir_tune_opts
+ * async_update).  The model's mutex guards its rows and boosters, but a
+ * training of the shared booster (a second or two on the CPU seed's 15,000
+ * rows) holds it only to copy its rows out and to install the booster it
+ * made (train_begin / train_fit / train_end): scoring meanwhile uses the
+ * booster installed before, whole.  The model owns every booster it holds
+ * and frees one when it installs the next; a booster being fitted belongs
+ * to its training until installed.  The own booster (make_local, tens to
+ * hundreds of rows) is made under the lock.
  */
 #include <math.h>
 #include <pthread.h>
@@ -77,6 +88,7 @@ struct cm_model {
 	BoosterHandle booster;  /* NULL until trained */
 	int threads;            /* for features (cm_model_set_threads) */
 	int trained_rows;       /* rows the booster was last trained on */
+	int booster_data;       /* the model's row count when they were chosen */
 	unsigned version;       /* counts the trainings: which booster it is */
 	/* the blend (predict_group): the last workload's own booster and what
 	 * it was made from, and both boosters' scales on its rows */
@@ -315,41 +327,94 @@ static int gather(const cm_model *m, int only, const bool *keep, float *feat,
 	return k;
 }
 
-/* Retrains the booster on the rows train_rows chooses, when there is
- * something to learn: enough rows and labels that are not all equal.
- * Pairs are only ever compared within one workload (its group). */
-static int train(cm_model *m, int current, tir_error *err)
+/* A training taken out of the model: the rows train_rows chose, copied
+ * under the model's lock (train_begin), fitted without it (train_fit), the
+ * booster installed under it again (train_end).  Readers (predictions,
+ * judge, make_local, save) hold the lock while they use m->booster, so they
+ * see the old booster or the new one, never one being trained; a fit never
+ * blocks them.  data is the row count the copy was made of: of two
+ * trainings of one model that overlap (two jobs of a target), the one made
+ * of fewer rows is not installed over the other's. */
+typedef struct training {
+	int k, ng, data;
+	bool varied;
+	float *feat, *label;
+	unsigned *group;
+	BoosterHandle bst;
+} training;
+
+/* Under m->mu.  Returns false when there is nothing to learn: too few rows,
+ * or labels all equal (pairs are only ever compared within one workload,
+ * its group). */
+static bool train_begin(cm_model *m, int current, training *tr)
 {
+	memset(tr, 0, sizeof *tr);
 	if (m->nrows < CM_MIN_ROWS)
-		return 0;
+		return false;
 	bool *keep = xcalloc((size_t)m->nrows + 1, sizeof(bool));
 	train_rows(m, current, keep);
-	float *label = xmalloc(sizeof(float) * (size_t)m->nrows);
-	float *feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
-	unsigned *group = xcalloc((size_t)m->ngroups + 1, sizeof(unsigned));
-	int ng;
-	bool varied;
-	int k = gather(m, -1, keep, feat, label, group, &ng, &varied);
-	int rc = 0;
-	if (varied) {
-		BoosterHandle bst = fit(feat, label, k, group, ng, err);
-		if (!bst) {
-			rc = -1;
-		} else {
-			if (m->booster)
-				XGBoosterFree(m->booster);
-			m->booster = bst;
-			m->trained_rows = k;
-			m->version++;
-			struct timespec now;
-			clock_gettime(CLOCK_REALTIME, &now);
-			m->trained_at = (double)now.tv_sec + now.tv_nsec * 1e-9;
-		}
-	}
+	tr->label = xmalloc(sizeof(float) * (size_t)m->nrows);
+	tr->feat = xmalloc(sizeof(float) * (size_t)m->nrows * CM_NFEATURES);
+	tr->group = xcalloc((size_t)m->ngroups + 1, sizeof(unsigned));
+	tr->k = gather(m, -1, keep, tr->feat, tr->label, tr->group, &tr->ng, &tr->varied);
+	tr->data = m->nrows;
 	free(keep);
-	free(label);
-	free(feat);
-	free(group);
+	if (!tr->varied) {
+		free(tr->label);
+		free(tr->feat);
+		free(tr->group);
+		memset(tr, 0, sizeof *tr);
+	}
+	return tr->varied;
+}
+
+/* Without the lock: the long part.  0, or -1 with err set. */
+static int train_fit(training *tr, tir_error *err)
+{
+	tr->bst = fit(tr->feat, tr->label, tr->k, tr->group, tr->ng, err);
+	free(tr->label);
+	free(tr->feat);
+	free(tr->group);
+	tr->label = tr->feat = NULL;
+	tr->group = NULL;
+	return tr->bst ? 0 : -1;
+}
+
+/* Under m->mu: the fitted booster replaces the model's, unless a training
+ * of more rows was installed meanwhile (the booster is then freed). */
+static void train_end(cm_model *m, training *tr)
+{
+	if (!tr->bst)
+		return;
+	if (m->booster && m->booster_data > tr->data) {
+		XGBoosterFree(tr->bst);
+		tr->bst = NULL;
+		return;
+	}
+	if (m->booster)
+		XGBoosterFree(m->booster);
+	m->booster = tr->bst;
+	tr->bst = NULL;
+	m->booster_data = tr->data;
+	m->trained_rows = tr->k;
+	m->version++;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	m->trained_at = (double)now.tv_sec + now.tv_nsec * 1e-9;
+}
+
+/* Retrains the booster on the rows train_rows chooses, when there is
+ * something to learn.  Called with m->mu held; the lock is released during
+ * the fit and held again when it returns. */
+static int train(cm_model *m, int current, tir_error *err)
+{
+	training tr;
+	if (!train_begin(m, current, &tr))
+		return 0;
+	pthread_mutex_unlock(&m->mu);
+	int rc = train_fit(&tr, err);
+	pthread_mutex_lock(&m->mu);
+	train_end(m, &tr);
 	return rc;
 }
 
@@ -764,6 +829,7 @@ cm_model *cm_model_load(const void *blob, size_t len, tir_error *err)
 			return NULL;
 		}
 		XGBoosterSetParam(m->booster, "nthread", CM_XGB_THREADS);
+		m->booster_data = m->nrows;
 		r.p += blen;
 		r.left -= blen;
 	}

@@ -1199,8 +1199,9 @@ void api_worker_lease(http_req *r, http_resp *out)
 }
 
 /* POST /v1/workers/{id}/results {"batch_id": N, "results": [{"status",
- * "latency_us", "max_rel_error", "message"}...]}: every result is checked
- * before the batch is touched. */
+ * "latency_us", "max_rel_error", "message"}...], "compile_cache_hits": H}:
+ * every result is checked before the batch is touched (H, optional: the
+ * compiles the worker's cache saved, 0 to the batch's size). */
 void api_worker_results(http_req *r, http_resp *out)
 {
 	cJSON *body = http_body_object(r, out);
@@ -1240,9 +1241,19 @@ void api_worker_results(http_req *r, http_resp *out)
 					    cJSON_IsNumber(mre) ? mre->valuedouble : -1,
 					    cJSON_IsString(msg) ? msg->valuestring : NULL };
 	}
+	const cJSON *hj = cJSON_GetObjectItemCaseSensitive(body, "compile_cache_hits");
+	if (hj && !(cJSON_IsNumber(hj) && hj->valuedouble >= 0 && hj->valuedouble <= n &&
+		    hj->valuedouble == (double)(int)hj->valuedouble)) {
+		free(res);
+		cJSON_Delete(body);
+		http_error(out, 400, "bad_request", "compile_cache_hits: expected an integer from 0 "
+			   "to the %d results", n);
+		return;
+	}
+	int hits = hj ? (int)hj->valuedouble : 0;
 	tird_error e = { 0 };
 	if (workers_results(r->d->workers, r->arg, r->token, (int64_t)bj->valuedouble, n, res,
-			    &e)) {
+			    hits, &e)) {
 		answer_error(out, &e);
 	} else {
 		cJSON *o = cJSON_CreateObject();

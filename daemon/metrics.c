@@ -83,6 +83,10 @@ char *metrics_render(tird *d)
 	put(&b, "# HELP tird_trials_measured_total Measured candidates stored.\n"
 		"# TYPE tird_trials_measured_total counter\n"
 		"tird_trials_measured_total %lu\n", atomic_load(&m->trials));
+	put(&b, "# HELP tird_compile_cache_hits_total Candidates workers did not compile again: "
+		"the same source was built already (their compile cache).\n"
+		"# TYPE tird_compile_cache_hits_total counter\n"
+		"tird_compile_cache_hits_total %lu\n", atomic_load(&m->compile_cache_hits));
 	put(&b, "# HELP tird_measure_errors_total Candidates that did not end ok, by kind.\n"
 		"# TYPE tird_measure_errors_total counter\n");
 	for (int s = 1; s < TIR_MEASURE_NSTATUSES && s < 8; s++)

@@ -32,6 +32,8 @@ typedef struct run_ctx {
 	measure_ctx mc;
 	double flops;
 	int measured;              /* candidates measured in this run */
+	bool async;                /* the model learns beside the search */
+	int cache_hits;            /* compiles the workers' caches saved, in this run */
 	/* the last batch workers_measure stored (store_batch): its results and
 	 * what store_record_add said of each (1 new, 0 held, -1 not stored) */
 	const tir_candidate *batch;
@@ -87,6 +89,7 @@ static int store_batch(void *ctx, int n, const tir_candidate *out)
 	}
 	rc->batch = out;
 	rc->batch_n = n;
+	rc->cache_hits += rc->mc.compile_cache_hits;
 	return failed;
 }
 
@@ -133,11 +136,26 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 	store_error err;
 	if (store_job_progress(rc->js->d->db, j->id, rc->js->d->replica, done, errors, best, &err))
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
-	if (p->round > 0)           /* 0: the final store after tir_tune */
+	if (p->round > 0 && p->drain) {
+		log_info("job %lld: after round %d, the model learnt the last batches in %.2f s; "
+			 "%.2f candidates/s, measurer busy %.0f%% of %.1f s, compile cache hits %d",
+			 (long long)j->id, p->round, p->update_s,
+			 p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
+			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0,
+			 p->elapsed_s, rc->cache_hits);
+	} else if (p->round > 0) {  /* 0: the final store after tir_tune */
 		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "
-			 "measuring %.2f s, recording and model update %.2f s",
+			 "measuring %.2f s, recording and model update %.2f s (model training "
+			 "%.2f s%s, %d batch%s behind); %.2f candidates/s, measurer busy %.0f%%, "
+			 "compile cache hits %d",
 			 (long long)j->id, p->round, done, j->trials, best, p->search_s,
-			 p->measure_s, p->update_s);
+			 p->measure_s, p->update_s, p->train_s,
+			 rc->async ? " beside" : " of it", p->model_lag,
+			 p->model_lag == 1 ? "" : "es",
+			 p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
+			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0,
+			 rc->cache_hits);
+	}
 }
 
 typedef struct prior_set {
@@ -313,6 +331,15 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	o.prior = prior.c;
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
+	/* GPU: the next batch searched while a worker measures this one (the
+	 * callbacks stay on this thread: tir_tune records a batch after the
+	 * next is picked; workers_measure and its store_batch run on the
+	 * search's measuring thread, one batch at a time).  Not on a CPU: its
+	 * cores build and time the candidates, and a search beside them
+	 * slowed each batch's measuring more than it saved (this 2-core VM,
+	 * GMM-2: measuring 3.8 -> 4.7 s a batch, the job 37.6 -> 42.1 s;
+	 * bench/results/2026-12-03-cpu-tuning-loop.txt) */
+	o.pipeline = j->target.kind == TIR_TARGET_CUDA;
 	o.threads = tird_search_threads(j->target.kind);
 	/* "xgboost": the model shared by every job of the full target key, so
 	 * each workload teaches the next (tir_tune draws random scores while it
@@ -327,6 +354,10 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	if (xgb) {
 		o.model = &cm_xgboost;
 		o.model_self = model;
+		/* the shared model learns each batch on its own thread while the
+		 * next is searched and measured (half a GPU job's time went to
+		 * the update between rounds, the GPU idle) */
+		o.async_update = rc.async = true;
 	}
 	o.on_result = on_result;
 	o.on_progress = on_progress;

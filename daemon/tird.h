@@ -212,6 +212,7 @@ typedef struct tird_metrics {
 	atomic_ulong jobs_ended[8];            /* by store_job_state */
 	atomic_ulong batches_requeued;
 	atomic_ulong best_cache_hits;
+	atomic_ulong compile_cache_hits;       /* compiles workers skipped (their reports) */
 	atomic_ulong model_saves[2];           /* cost-model writes by kind (cpu, cuda) */
 	/* HTTP: by route (index in the table) and status class (1xx..5xx) */
 	atomic_ulong http_requests[64][6];
@@ -578,6 +579,7 @@ typedef struct measure_ctx {
 	char why[512];             /* why the last batch failed, if it did */
 	double no_worker_since;    /* set when it failed for want of a worker:
 				    * since when none was live */
+	int compile_cache_hits;    /* compiles the last batch's worker skipped */
 	trust_bounds bounds;       /* what its results keep to (workers_measure) */
 	int bounds_state;          /* 0 not yet made, 1 made, -1 not to be made */
 	/* stores a batch's re-checked results before the worker that posted
@@ -647,9 +649,11 @@ int workers_lease(workers *ws, const char *id, const tird_token *tok, double wai
  * registered with: a worker id not registered (or gone) is FORBIDDEN, as is
  * another token; a registered worker that does not hold the lease (it was
  * lost, re-queued or given to another) is LEASE_LOST; BAD_REQUEST when n is
- * not the batch's size.  0, or -1 with e. */
+ * not the batch's size.  cache_hits: the compiles the worker says its
+ * compile cache saved on the batch (counted in tird_compile_cache_hits_total
+ * and passed to the job: measure_ctx.compile_cache_hits).  0, or -1 with e. */
 int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t batch_id,
-		    int n, const tir_candidate *res, tird_error *e);
+		    int n, const tir_candidate *res, int cache_hits, tird_error *e);
 /* A live worker says it is alive (its leases are extended) / leaves (its
  * batch goes back to the queue).  0, or -1 with e (UNKNOWN_WORKER,
  * FORBIDDEN). */

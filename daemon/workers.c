@@ -315,6 +315,7 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
 	snprintf(mc->token, sizeof mc->token, "%s", b.token);
 	snprintf(mc->host, sizeof mc->host, "%s", b.host);
+	mc->compile_cache_hits = b.cache_hits;
 	/* re-checked and stored before the worker that posted them is answered
 	 * (workers_results waits for the batch to be stored) */
 	recheck(mc, w, t, n, out);
@@ -497,7 +498,7 @@ static int await_stored(workers *ws, int64_t id, int n, tird_error *e)
 }
 
 int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t batch_id,
-		    int n, const tir_candidate *res, tird_error *e)
+		    int n, const tir_candidate *res, int cache_hits, tird_error *e)
 {
 	tird *d = ws->d;
 	store_worker w;
@@ -544,13 +545,14 @@ int workers_results(workers *ws, const char *id, const tird_token *tok, int64_t 
 	}
 	char host[200];
 	snprintf(host, sizeof host, "%s (%s)", w.name, w.peer);
-	r = store_batch_post(d->db, batch_id, id, n, sr, w.token, host, &err);
+	r = store_batch_post(d->db, batch_id, id, n, sr, w.token, host, cache_hits, &err);
 	free(sr);
 	if (r < 0)
 		return tird_store_fail(e, &err, "storing a worker's results");
 	if (!r)                    /* lost between the read and the post */
 		return tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld is not leased to %s (any more)",
 				 (long long)batch_id, id);
+	atomic_fetch_add(&d->metrics.compile_cache_hits, (unsigned long)cache_hits);
 	wake(ws, &ws->changed);
 	/* answered once they are stored: the tuning thread re-checks and
 	 * stores them (workers_measure) */

@@ -388,6 +388,7 @@ typedef struct store_batch_row {
 	double deadline;           /* leased: its end unless renewed */
 	char token[64], host[200]; /* measured and on: the poster's token identity, name */
 	int not_stored;            /* stored: results the store refused */
+	int cache_hits;            /* measured and on: compiles the poster's cache saved */
 	char **traces;             /* malloc'd, n of them (store_batch_lease only) */
 } store_batch_row;
 
@@ -414,12 +415,12 @@ int store_batch_lease(store *s, const char *target, const char *worker, double n
 /* The batch's row without its workload and traces: 1 with *b, 0 none (it
  * was finished, given up or purged), -1. */
 int store_batch_get(store *s, int64_t id, store_batch_row *b, store_error *err);
-/* Worker's results of batch id, res[0..n), with the poster's token identity
- * and host, in one transaction: 1 taken (the batch is measured), 0 the
+/* Worker's results of batch id, res[0..n), with the poster's token identity,
+ * host and compile-cache hits, in one transaction: 1 taken (the batch is measured), 0 the
  * batch is not leased to worker (any more) or has not n candidates:
  * nothing changed; -1 error. */
 int store_batch_post(store *s, int64_t id, const char *worker, int n, const store_result *res,
-		     const char *token, const char *host, store_error *err);
+		     const char *token, const char *host, int cache_hits, store_error *err);
 /* The results of measured batch id into res[0..n) (msg malloc'd, the
  * caller frees; status "" where none was posted): 1, 0 no such batch,
  * -1. */

@@ -35,7 +35,7 @@
 
 /* The columns of a batch row, in batch_from_row's order. */
 #define BAT_COLS "id, job_id, replica, target, workload_key, n, state, worker, deadline, " \
-	"token, host, not_stored"
+	"token, host, not_stored, cache_hits"
 
 /* X(id, SQL) */
 #define STORE_STMTS(X) \
@@ -156,7 +156,8 @@
 	X(BAT_GET,    "SELECT " BAT_COLS " FROM batches WHERE id = ?1") \
 	X(BAT_FULL,   "SELECT " BAT_COLS ", canonical FROM batches WHERE id = ?1") \
 	X(BAT_TRACES, "SELECT trace FROM batch_items WHERE batch_id = ?1 ORDER BY i") \
-	X(BAT_POST,   "UPDATE batches SET state = 'measured', token = ?3, host = ?4 " \
+	X(BAT_POST,   "UPDATE batches SET state = 'measured', token = ?3, host = ?4, " \
+		      "cache_hits = ?6 " \
 		      "WHERE id = ?1 AND state = 'leased' AND worker = ?2 AND n = ?5") \
 	X(BAT_RESULT, "UPDATE batch_items SET status = ?3, latency_us = ?4, " \
 		      "max_rel_error = ?5, message = ?6 WHERE batch_id = ?1 AND i = ?2") \

@@ -215,6 +215,7 @@ static void batch_from_row(db_stmt *q, store_batch_row *b)
 	col_copy(q, 9, b->token, sizeof b->token);
 	col_copy(q, 10, b->host, sizeof b->host);
 	b->not_stored = (int)col_int64(q, 11);
+	b->cache_hits = (int)col_int64(q, 12);
 }
 
 int store_batch_add(store *s, store_batch_row *b, const char *canonical, const char *const *traces,
@@ -340,7 +341,7 @@ int store_batch_get(store *s, int64_t id, store_batch_row *b, store_error *err)
 }
 
 int store_batch_post(store *s, int64_t id, const char *worker, int n, const store_result *res,
-		     const char *token, const char *host, store_error *err)
+		     const char *token, const char *host, int cache_hits, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
 	int ret = -1;
@@ -352,6 +353,7 @@ int store_batch_post(store *s, int64_t id, const char *worker, int n, const stor
 	bind_text(q, 3, token);
 	bind_text(q, 4, host);
 	bind_int64(q, 5, n);
+	bind_int64(q, 6, cache_hits);
 	if (exec(q, err))
 		goto fail;
 	if (changes(q) != 1) {

@@ -10,6 +10,8 @@
  * the real sketches and tir_measure_local, a few trials each.
  */
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -747,6 +749,202 @@ START_TEST(test_prior)
 }
 END_TEST
 
+/* ---- pipelining: the next batch searched while this one is measured -------------------- */
+
+static atomic_int pipe_measuring, pipe_overlaps;
+
+static int pipe_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
+			const char *const *traces, tir_candidate *out)
+{
+	atomic_store(&pipe_measuring, 1);
+	int rc = fake_measure(ctx, w, t, n, traces, out);
+	usleep(100 * 1000);
+	atomic_store(&pipe_measuring, 0);
+	return rc;
+}
+
+static int pipe_predict(void *self, const tir_workload *w, const tir_target *t, int n,
+			const tir_program *const *progs, double *scores)
+{
+	(void)self, (void)w, (void)t;
+	if (atomic_load(&pipe_measuring))
+		atomic_fetch_add(&pipe_overlaps, 1);
+	for (int i = 0; i < n; i++) {
+		char *text = tir_program_print(progs[i]);
+		scores[i] = (double)(trace_u64(text) % 1000);
+		free(text);
+	}
+	return 0;
+}
+
+static void pipe_run(uint64_t seed, log_ *l, tir_tune_result *r)
+{
+	static const tir_cost_model model = { "pipe", pipe_predict, NULL };
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	search_space sp = local_space();
+	l->w = w;
+	l->t = &t;
+	tir_tune_opts o = fake_opts(l, seed, 36);
+	o.measure = pipe_measure;
+	o.model = &model;
+	o.pipeline = true;
+	tir_error err = { "" };
+	ck_assert_msg(search_run(w, &t, &o, &sp, r, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(l->invalid_seen, 0);
+	tir_workload_free(w);
+}
+
+START_TEST(test_pipeline)
+{
+	log_ a = { 0 }, b = { 0 };
+	tir_tune_result ra, rb;
+	atomic_store(&pipe_overlaps, 0);
+	pipe_run(5, &a, &ra);
+	/* the budget exactly (36 in batches of 8: the last of 4), no
+	 * candidate measured twice though each batch was picked while the one
+	 * before was still being measured */
+	ck_assert_int_eq(a.n, 36);
+	for (int i = 0; i < a.n; i++)
+		for (int j = 0; j < i; j++)
+			ck_assert_msg(strcmp(a.trace[i], a.trace[j]), "trial %d repeats %d", i, j);
+	ck_assert_msg(atomic_load(&pipe_overlaps) > 0, "no scoring during a measurement");
+	/* deterministic: the same sequence again */
+	pipe_run(5, &b, &rb);
+	ck_assert_int_eq(b.n, a.n);
+	for (int i = 0; i < a.n; i++)
+		ck_assert_msg(!strcmp(a.trace[i], b.trace[i]), "run 2 differs at trial %d", i);
+	ck_assert(ra.best_us == rb.best_us);
+	log_free(&a);
+	log_free(&b);
+	tir_tune_result_clear(&ra);
+	tir_tune_result_clear(&rb);
+}
+END_TEST
+
+/* ---- the model learning beside the search (async_update) ------------------------------ */
+
+/* A model that proves its update runs beside the search: its first update
+ * waits (up to 10 s) until the search scores while it is still inside —
+ * which the search, learning in line, could not do — and it counts the rows
+ * it learnt and the thread it learnt them on. */
+typedef struct side_model {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t caller;
+	int rows, updates, predicts;
+	bool in_update, overlapped, other_thread;
+} side_model;
+
+static int side_predict(void *self, const tir_workload *w, const tir_target *t, int n,
+			const tir_program *const *progs, double *scores)
+{
+	side_model *m = self;
+	(void)w, (void)t;
+	pthread_mutex_lock(&m->mu);
+	m->predicts++;
+	if (m->in_update)
+		m->overlapped = true;
+	pthread_cond_broadcast(&m->cv);
+	int rows = m->rows;
+	pthread_mutex_unlock(&m->mu);
+	if (!rows)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		char *text = tir_program_print(progs[i]);
+		scores[i] = (double)(trace_u64(text) % 1000);
+		free(text);
+	}
+	return 0;
+}
+
+static void side_update(void *self, const tir_workload *w, const tir_target *t, int n,
+			const tir_program *const *progs, const double *gflops)
+{
+	side_model *m = self;
+	(void)w, (void)t, (void)progs, (void)gflops;
+	pthread_mutex_lock(&m->mu);
+	m->other_thread = !pthread_equal(pthread_self(), m->caller);
+	if (m->updates++ == 0) {
+		m->in_update = true;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 10;
+		int before = m->predicts;
+		while (m->predicts == before &&
+		       pthread_cond_timedwait(&m->cv, &m->mu, &until) == 0)
+			;
+		m->in_update = false;
+	}
+	m->rows += n;
+	pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct side_log {
+	log_ l;
+	int max_lag, drains;
+	double train_s;
+} side_log;
+
+static void side_progress(void *ctx, const tir_tune_progress *p)
+{
+	side_log *sl = ctx;
+	if (p->drain) {
+		sl->drains++;
+		return;
+	}
+	ck_assert_int_le(p->trials_done, p->trials_total);
+	ck_assert(p->elapsed_s >= p->measure_total_s && p->measure_total_s >= 0);
+	if (p->model_lag > sl->max_lag)
+		sl->max_lag = p->model_lag;
+	sl->train_s += p->train_s;
+}
+
+static void side_result(void *ctx, const tir_candidate *c)
+{
+	on_result(&((side_log *)ctx)->l, c);
+}
+
+START_TEST(test_async_update)
+{
+	static const tir_cost_model model = { "side", side_predict, side_update };
+	side_model m = { .caller = pthread_self() };
+	pthread_mutex_init(&m.mu, NULL);
+	pthread_cond_init(&m.cv, NULL);
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	search_space sp = local_space();
+	side_log sl = { 0 };
+	sl.l.w = w;
+	sl.l.t = &t;
+	tir_tune_opts o = fake_opts(&sl.l, 3, 32);
+	o.model = &model;
+	o.model_self = &m;
+	o.async_update = true;
+	o.on_result = side_result;
+	o.on_progress = side_progress;
+	o.cb_ctx = &sl;
+	tir_tune_result r;
+	tir_error err = { "" };
+	ck_assert_msg(search_run(w, &t, &o, &sp, &r, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(sl.l.n, 32);
+	/* every measured row learnt before tir_tune returned, on another
+	 * thread, and the search scored while the first update was running */
+	ck_assert_int_eq(m.rows, 32);
+	ck_assert(m.other_thread);
+	ck_assert_msg(m.overlapped, "the search did not score during the model's update");
+	ck_assert_int_ge(sl.max_lag, 1);
+	ck_assert_int_eq(sl.drains, 1);
+	ck_assert(sl.train_s > 0);
+	ck_assert_ptr_nonnull(r.best_trace);
+	log_free(&sl.l);
+	tir_tune_result_clear(&r);
+	tir_workload_free(w);
+	pthread_mutex_destroy(&m.mu);
+	pthread_cond_destroy(&m.cv);
+}
+END_TEST
+
 /* ---- tir_measure_local on real code ------------------------------------------------------ */
 
 /* Fast settings: a test machine is shared. */
@@ -806,6 +1004,87 @@ START_TEST(test_measure_local_builder_dies)
 	free(saved);
 	unlink(cc);
 	rmdir(once);
+	rmdir(dir);
+	free(a);
+	free(b);
+	tir_workload_free(w);
+}
+END_TEST
+
+/* The compile cache: a source built once is not compiled again, in the
+ * batch (the same trace twice) or in a later batch of the same context; a
+ * compiler of another name is another build.  A CC wrapper counts the
+ * compiles. */
+START_TEST(test_measure_local_compile_cache)
+{
+	char dir[] = "/tmp/tir-cc-XXXXXX", cc[64], cc2[64], count[64];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cc, sizeof cc, "%s/cc", dir);
+	snprintf(cc2, sizeof cc2, "%s/cc2", dir);
+	snprintf(count, sizeof count, "%s/count", dir);
+	for (int k = 0; k < 2; k++) {
+		FILE *f = fopen(k ? cc2 : cc, "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "#!/bin/sh\necho x >> %s\nexec cc \"$@\"\n", count);
+		fclose(f);
+		ck_assert_int_eq(chmod(k ? cc2 : cc, 0700), 0);
+	}
+	const char *old = getenv("CC");
+	char *saved = old ? strdup(old) : NULL;
+	setenv("CC", cc, 1);
+
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	char *a = sample_trace(w, 1), *b = sample_trace(w, 2);
+	ck_assert_str_ne(a, b);
+	const char *traces[3] = { a, b, a };
+	tir_candidate out[3];
+	measure_local l = fast_local();
+	ck_assert_int_eq(tir_measure_local(&l, w, &t, 3, traces, out), 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_msg(out[i].status == TIR_MEASURE_OK, "%d: %s", i, out[i].msg);
+		free((char *)out[i].msg);
+	}
+	tir_measure_phases ph;
+	tir_measure_cache_phases(&l, &ph);
+	ck_assert_int_eq(ph.cache_hits, 1);
+	ck_assert_int_eq(ph.built, 3);
+	struct stat st;
+	ck_assert_int_eq(stat(count, &st), 0);
+	ck_assert_int_eq(st.st_size, 2 * 2);        /* two compiles: "x\n" each */
+
+	/* a later batch: both from the cache, nothing compiled */
+	ck_assert_int_eq(tir_measure_local(&l, w, &t, 2, traces, out), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_msg(out[i].status == TIR_MEASURE_OK, "%d: %s", i, out[i].msg);
+		free((char *)out[i].msg);
+	}
+	tir_measure_cache_phases(&l, &ph);
+	ck_assert_int_eq(ph.cache_hits, 2);
+	ck_assert_int_eq(ph.cache_hits_total, 3);
+	ck_assert_int_eq(stat(count, &st), 0);
+	ck_assert_int_eq(st.st_size, 2 * 2);
+
+	/* another compiler: another build */
+	setenv("CC", cc2, 1);
+	ck_assert_int_eq(tir_measure_local(&l, w, &t, 1, traces, out), 0);
+	ck_assert_msg(out[0].status == TIR_MEASURE_OK, "%s", out[0].msg);
+	free((char *)out[0].msg);
+	tir_measure_cache_phases(&l, &ph);
+	ck_assert_int_eq(ph.cache_hits, 0);
+	ck_assert_int_eq(stat(count, &st), 0);
+	ck_assert_int_eq(st.st_size, 3 * 2);
+	measure_local_clear(&l);
+	ck_assert_ptr_null(l.builds);
+
+	if (saved)
+		setenv("CC", saved, 1);
+	else
+		unsetenv("CC");
+	free(saved);
+	unlink(cc);
+	unlink(cc2);
+	unlink(count);
 	rmdir(dir);
 	free(a);
 	free(b);
@@ -974,6 +1253,8 @@ static Suite *make_search_suite(void)
 	tcase_add_test(tc, test_planted_timeout);
 	tcase_add_test(tc, test_planted_wrong);
 	tcase_add_test(tc, test_prior);
+	tcase_add_test(tc, test_async_update);
+	tcase_add_test(tc, test_pipeline);
 	suite_add_tcase(s, tc);
 	TCase *share = tcase_create("sketch share");
 	tcase_set_timeout(share, 120);         /* several whole searches each */
@@ -984,6 +1265,7 @@ static Suite *make_search_suite(void)
 	tcase_set_timeout(real, 300);          /* compiles and runs candidates */
 	tcase_add_test(real, test_measure_local_statuses);
 	tcase_add_test(real, test_measure_local_builder_dies);
+	tcase_add_test(real, test_measure_local_compile_cache);
 	tcase_add_test(real, test_real_planted);
 	tcase_add_test(real, test_e2e_matmul);
 	tcase_add_test(real, test_e2e_conv);

@@ -299,6 +299,13 @@ code=$(post POST "/v1/workers/$wid/results" '{"batch_id":1,"results":[{"status":
 [ "$code" = 400 ] && jq -e '.error.message|test("results\\[0\\].status")' "$tmp/r" >/dev/null \
 	&& pass "a result with an unknown status: 400 naming results[0].status" \
 	|| fail "bad result status: HTTP $code $(cat "$tmp/r")"
+code=$(post POST "/v1/workers/$wid/results" '{"batch_id":1,"results":[{"status":"ok"}],"compile_cache_hits":2}')
+[ "$code" = 400 ] && jq -e '.error.message|test("compile_cache_hits")' "$tmp/r" >/dev/null \
+	&& pass "compile_cache_hits past the result count: 400 naming it" \
+	|| fail "bad compile_cache_hits: HTTP $code $(cat "$tmp/r")"
+curl -s "$url/metrics" | grep -Eq '^tird_compile_cache_hits_total 0$' \
+	&& pass "metrics: tird_compile_cache_hits_total, nothing counted from a refused post" \
+	|| fail "metrics: no tird_compile_cache_hits_total 0"
 code=$(post DELETE "/v1/workers/$wid")
 [ "$code" = 200 ] && pass "worker leaves: 200" || fail "leave: HTTP $code"
 code=$(post POST "/v1/workers/$wid/heartbeat")

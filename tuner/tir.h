@@ -658,6 +658,12 @@ typedef struct tir_measure_phases {
 	double generate_s;         /* of build_s: replaying, validating, generating code */
 	double candidates_s, timing_s;
 	int built, processes;
+	/* candidates not compiled because an identical build (the same source
+	 * for the same target, compiler and flags) was at hand: kept from an
+	 * earlier batch in the context's compile cache, or another candidate's
+	 * of this batch; of the context's life, the same counted in all */
+	int cache_hits;
+	long cache_hits_total;
 } tir_measure_phases;
 void tir_measure_cache_phases(const void *cache, tir_measure_phases *out);
 
@@ -669,8 +675,22 @@ typedef struct tir_tune_progress {
 	double best_gflops;
 	/* where this round's wall time went: the search (population,
 	 * evolution, scoring, the batch), waiting for the measurements, and
-	 * recording them and updating the cost model */
+	 * recording them and updating the cost model (with async_update only
+	 * the recording and the hand-over: the update runs beside) */
 	double search_s, measure_s, update_s;
+	/* the model's own time in updates (in line: this round's, update_s's
+	 * part; async_update: those that ended, beside, since the last round
+	 * began), and the batches measured but not yet learnt when this
+	 * round's search began (0 in line; 1: it scored, at least at first,
+	 * without the last batch's rows) */
+	double train_s;
+	int model_lag;
+	/* since the search began: wall seconds, and those spent waiting for
+	 * measurements (their ratio: how busy the measurer was kept) */
+	double elapsed_s, measure_total_s;
+	/* async_update: the report after the last round of the wait for the
+	 * model to learn what was still queued (update_s); round is the last */
+	bool drain;
 } tir_tune_progress;
 
 typedef struct tir_tune_opts {
@@ -686,6 +706,20 @@ typedef struct tir_tune_opts {
 	const tir_candidate *prior;
 	const tir_cost_model *model;   /* NULL: random scores */
 	void *model_self;
+	/* the model learns each measured batch on a thread of the search's own
+	 * while the next batch is searched and measured, and the search scores
+	 * with what the model holds at the time (the last training that ended):
+	 * faster, not deterministic (which rows a score saw depends on timing).
+	 * The model's predict and update must then be safe to call at once
+	 * (cm_xgboost is; the random model learns nothing).  false: the update
+	 * in line after each batch, the old order, deterministic. */
+	bool async_update;
+	/* the batch of round k+1 is searched while round k's is measured (the
+	 * measure function then runs on a thread of the search's own, and is
+	 * called for one batch at a time): each batch is picked without the
+	 * results of the one before it.  Deterministic as the other order
+	 * (with the update in line), not the same sequence of candidates. */
+	bool pipeline;
 	tir_measure_batch_fn measure;  /* NULL: tir_measure_local */
 	void *measure_ctx;
 	/* called for every measured candidate and after every round */

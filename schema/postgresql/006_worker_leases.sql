@@ -35,6 +35,7 @@ CREATE TABLE batches (
 	token        TEXT,               -- measured: the poster's token identity,
 	host         TEXT,               -- and its name and address
 	not_stored   INTEGER NOT NULL DEFAULT 0,
+	cache_hits   INTEGER NOT NULL DEFAULT 0,  -- measured: compiles the poster's cache saved
 	created      DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX batches_state ON batches(state, target);

@@ -21,6 +21,10 @@
  *      candidate runs after every build, timed in a child of its own
  *      (guard.c's guard), and its outputs are compared here.
  *
+ * A candidate whose source was built already (in this batch, or kept in
+ * the context's compile cache from an earlier one) is not compiled again
+ * (below: the compile cache).
+ *
  * The reference (the unscheduled program interpreted in double precision,
  * tir_measure_reference: seconds for the largest workloads) is computed
  * once per (workload, seed): with a measure_local context it is kept there
@@ -60,6 +64,9 @@ typedef struct job {
 	tir_artifact *art;
 	int status;                /* TIR_MEASURE_OK while it may run */
 	char msg[512];
+	unsigned char key[32];     /* build_key of its code */
+	int same;                  /* the job of this batch whose build it shares; -1: none */
+	bool borrowed;             /* art is the cache's or job `same`'s: not freed here */
 } job;
 
 typedef struct builders {
@@ -371,8 +378,8 @@ static void generate_take(void *ctx, int i, bool ok, const char *data, size_t le
 static int build_work(void *ctx, int i, tir_buf *out)
 {
 	builders *b = ctx;
-	if (!b->jobs[i].code)
-		return 1;
+	if (!b->jobs[i].code || b->jobs[i].art || b->jobs[i].same >= 0)
+		return 1;                /* none, or a build at hand (compile cache) */
 	tir_error e = { "" };
 	tir_artifact *a = b->r->build(b->jobs[i].code, b->t, &e);
 	if (!a) {
@@ -396,11 +403,26 @@ static void built(builders *b, int i, tir_artifact *a, const char *msg)
 	if (!a) {
 		j->status = TIR_MEASURE_BUILD_ERROR;
 		snprintf(j->msg, sizeof j->msg, "%s", msg);
-		return;
+	} else {
+		j->art = a;
+		if (b->stream)
+			b->r->stream_put(b->stream, i, a, j->code);
 	}
-	j->art = a;
-	if (b->stream)
-		b->r->stream_put(b->stream, i, a, j->code);
+	/* the candidates of the same source: the same build, or its failure */
+	for (int q = 0; q < b->n; q++) {
+		job *d = &b->jobs[q];
+		if (d->same != i || d->art || d->status != TIR_MEASURE_OK)
+			continue;
+		if (!a) {
+			d->status = TIR_MEASURE_BUILD_ERROR;
+			snprintf(d->msg, sizeof d->msg, "%s", j->msg);
+			continue;
+		}
+		d->art = a;
+		d->borrowed = true;
+		if (b->stream)
+			b->r->stream_put(b->stream, q, a, d->code);
+	}
 }
 
 static void build_take(void *ctx, int i, bool ok, const char *data, size_t len)
@@ -467,7 +489,7 @@ static void build_all(builders *b, int procs)
 	for (int k = 0; k < b->n; k++) {
 		int i = b->order[k];
 		job *j = &b->jobs[i];
-		if (!j->code || j->art || j->status != TIR_MEASURE_OK)
+		if (!j->code || j->art || j->same >= 0 || j->status != TIR_MEASURE_OK)
 			continue;
 		if (ran && taken[i]) {
 			char msg[96] = "the builder process died compiling it";
@@ -482,6 +504,122 @@ static void build_all(builders *b, int procs)
 	}
 	free(taken);
 	free(late);
+}
+
+/* ---- the compile cache ------------------------------------------------------------
+ *
+ * A build depends on the generated source, the target and the compiler with
+ * its flags, nothing else: the arguments and launches a run uses come from
+ * the candidate's own tir_code.  So a candidate whose source is one already
+ * built is not compiled again: within a batch the first of the same source
+ * is compiled and the others share its build (job.same); across batches a
+ * measure_local keeps the builds of its last COMPILE_CACHE_MAX compiles
+ * (a worker's context lives as long as the worker), oldest dropped first.
+ * The key is the SHA-256 (tir_trace_hash, nettle) of the runner's name, the
+ * target key, $CC and the source.  The search already measures a program
+ * once (search/evolve.c: program_hash), but different programs can print
+ * the same code, a worker measures for many jobs, and a job resumed or
+ * asked for more trials measures again what it measured before a crash.
+ * The cache owns its artifacts; a job that uses one borrows it for the
+ * batch (job.borrowed), and only the end of a batch adds or drops entries. */
+#define COMPILE_CACHE_MAX 512
+
+typedef struct compile_cache {
+	int n;                     /* entries, oldest first */
+	unsigned char (*key)[32];
+	tir_artifact **art;
+	long hits;                 /* of the context's life */
+} compile_cache;
+
+static void build_key(const tir_runner *r, const tir_target *t, const char *source,
+		      unsigned char out[32])
+{
+	const char *cc = getenv("CC");
+	tir_buf k = { 0 };
+	buf_printf(&k, "%s\n%s\n%s\n", r->name, t->key, cc ? cc : "");
+	buf_puts(&k, source);
+	tir_trace_hash(k.s, out);
+	free(k.s);
+}
+
+static tir_artifact *cache_find(const compile_cache *c, const unsigned char *key)
+{
+	for (int i = 0; c && i < c->n; i++)
+		if (!memcmp(c->key[i], key, 32))
+			return c->art[i];
+	return NULL;
+}
+
+/* Takes a over (a build of key, not in c), dropping the oldest entry when
+ * full. */
+static void cache_put(compile_cache *c, const unsigned char *key, tir_artifact *a)
+{
+	if (!c->key) {
+		c->key = xcalloc(COMPILE_CACHE_MAX, 32);
+		c->art = xcalloc(COMPILE_CACHE_MAX, sizeof *c->art);
+	}
+	if (c->n == COMPILE_CACHE_MAX) {
+		c->art[0]->runner->free(c->art[0]);
+		memmove(c->key, c->key + 1, 32 * (size_t)(c->n - 1));
+		memmove(c->art, c->art + 1, sizeof *c->art * (size_t)(c->n - 1));
+		c->n--;
+	}
+	memcpy(c->key[c->n], key, 32);
+	c->art[c->n++] = a;
+}
+
+static void cache_free(compile_cache *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->n; i++)
+		c->art[i]->runner->free(c->art[i]);
+	free(c->key);
+	free(c->art);
+	free(c);
+}
+
+/* Before the compiles: every generated candidate's key; those whose build
+ * is in the cache borrow it, those of a source an earlier candidate of the
+ * batch has will share that one's (built).  Returns the compiles saved. */
+static int cache_lookup(builders *b, const compile_cache *c)
+{
+	int hits = 0;
+	for (int i = 0; i < b->n; i++) {
+		job *j = &b->jobs[i];
+		if (!j->code)
+			continue;
+		build_key(b->r, b->t, j->code->source, j->key);
+		tir_artifact *a = cache_find(c, j->key);
+		if (a) {
+			j->art = a;
+			j->borrowed = true;
+			hits++;
+			continue;
+		}
+		for (int q = 0; q < i && j->same < 0; q++)
+			if (b->jobs[q].code && !b->jobs[q].art && b->jobs[q].same < 0 &&
+			    !memcmp(b->jobs[q].key, j->key, 32))
+				j->same = q;
+		hits += j->same >= 0;
+	}
+	return hits;
+}
+
+/* After the batch: each build it made is kept in c (c NULL: freed); the
+ * borrowed ones are left to their owners. */
+static void cache_keep(builders *b, compile_cache *c)
+{
+	for (int i = 0; i < b->n; i++) {
+		job *j = &b->jobs[i];
+		if (!j->art || j->borrowed)
+			continue;
+		if (c)
+			cache_put(c, j->key, j->art);
+		else
+			b->r->free(j->art);
+		j->art = NULL;
+	}
 }
 
 void *tir_measure_cache_new(void)
@@ -503,14 +641,21 @@ void tir_measure_cache_free(void *cache)
 	free(cache);
 }
 
-void measure_local_clear(measure_local *l)
+static void ref_drop(measure_local *l)
 {
-	if (!l)
-		return;
 	free(l->ref);
 	l->ref = NULL;
 	l->ref_n = 0;
 	l->ref_key[0] = '\0';
+}
+
+void measure_local_clear(measure_local *l)
+{
+	if (!l)
+		return;
+	ref_drop(l);
+	cache_free(l->builds);
+	l->builds = NULL;
 }
 
 /* The reference output for w and seed, computed with the argument list of
@@ -532,7 +677,7 @@ static const double *reference(measure_local *l, const tir_workload *w, const ti
 		*owned = true;
 		return ref;
 	}
-	measure_local_clear(l);
+	ref_drop(l);
 	l->ref = ref;
 	l->ref_n = *n;
 	l->ref_seed = seed;
@@ -649,6 +794,7 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	for (int i = 0; i < n; i++) {
 		b.jobs[i].trace = traces[i];
 		b.jobs[i].status = TIR_MEASURE_OK;
+		b.jobs[i].same = -1;
 	}
 	int threads = l && l->threads > 0 ? l->threads : 0;
 	tir_measure_phases ph = { 0 };
@@ -674,8 +820,14 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	/* 1b. compile, in parallel; where the runner streams, its measuring
 	 * process starts now and takes each candidate as it is built */
 	compile_order(&b);
+	if (l && !l->builds)
+		l->builds = xcalloc(1, sizeof *l->builds);
+	ph.cache_hits = cache_lookup(&b, l ? l->builds : NULL);
 	if (ref && b.r->stream_start)
 		b.stream = b.r->stream_start(n, first, &o, ref, ref_n);
+	for (int i = 0; b.stream && i < n; i++)    /* builds from the cache */
+		if (b.jobs[i].art)
+			b.r->stream_put(b.stream, i, b.jobs[i].art, b.jobs[i].code);
 	build_all(&b, procs);
 	double t3 = tir_now_s();
 	ph.build_s = (t1 - t0) + (t3 - t2);
@@ -705,12 +857,14 @@ int tir_measure_local(void *ctx, const tir_workload *w, const tir_target *t, int
 	else if (b.r->run_batch)
 		batch_results(&b, out, &o, ref, ref_n, &ph);
 	ph.run_s = tir_now_s() - t3;
-	if (l)
+	if (l) {
+		l->builds->hits += ph.cache_hits;
+		ph.cache_hits_total = l->builds->hits;
 		l->phases = ph;
-	for (int i = 0; i < n; i++) {
-		b.r->free(b.jobs[i].art);
-		tir_code_free(b.jobs[i].code);
 	}
+	cache_keep(&b, l ? l->builds : NULL);
+	for (int i = 0; i < n; i++)
+		tir_code_free(b.jobs[i].code);
 	if (owned)
 		free((double *)ref);
 	free(b.order);

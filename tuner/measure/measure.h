@@ -330,8 +330,13 @@ typedef struct measure_local {
 	double *ref;
 	int64_t ref_n;
 	tir_measure_phases phases;  /* of the last batch */
+	/* the compile cache (batch.c): builds kept by the SHA-256 of what made
+	 * them, made at the first batch; NULL before */
+	struct compile_cache *builds;
 } measure_local;
 
+/* Frees what l holds (the reference, the compile cache and its builds),
+ * not l itself; l can be used again. */
 void measure_local_clear(measure_local *l);
 
 #endif

@@ -29,7 +29,9 @@
  *      rest at random from all the others;
  *   e. measurement through opts->measure; every result is recorded (whatever
  *      its status), reported through on_result and fed back to the model as
- *      GFLOP/s (0 for a failure).
+ *      GFLOP/s (0 for a failure): in line, or with opts->async_update on
+ *      the search's updater thread (below), the next round going on at
+ *      once and scoring with the model's last finished training.
  *
  * The search stops at the trial budget, on cancel (after the round), or at a
  * plateau (search.h: SEARCH_STALE_ROUNDS, SEARCH_PATIENCE).
@@ -37,16 +39,22 @@
  * Determinism: every random choice draws from one generator seeded by
  * opts->seed, or from schedules seeded by values derived from it; sorting
  * breaks ties by the candidates' hashes; nothing depends on time or threads.
- * Same seed and same measurements, same sequence of measured traces.
+ * Same seed and same measurements, same sequence of measured traces — with
+ * the update in line; with async_update the scores depend on which
+ * trainings had ended, a matter of time.
  *
  * Only a candidate measured with status ok and a positive, finite latency
  * can become the best; a crash, a timeout or a wrong result is recorded and
  * the search goes on.
  */
+#define _GNU_SOURCE          /* setpriority on one thread: gettid */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
 #include "search.h"
 #include "../ir/ir.h"
 #include "../sched/sched.h"
@@ -169,10 +177,16 @@ typedef struct search {
 	int npool, cappool;
 	hashset in_pool;
 	hashset in_pool_prog;      /* their program_hash */
+	hashset flying, flying_prog;   /* pipeline: the batch being measured */
 
 	int round, done, errors;
 	search_stats st;
 	double search_s, measure_s, update_s;   /* the last round's phases */
+	double start_s, measure_total_s;        /* when the search began; all measuring */
+
+	struct updater *up;        /* async_update: the model's thread; NULL: in line */
+	double train_s;            /* updates that ended this round (their own time) */
+	int model_lag;             /* batches measured, not yet learnt, at the last pick */
 } search;
 
 static void note_invalid(search *S, const char *what, const char *msg)
@@ -251,7 +265,8 @@ static int pool_add_traced(search *S, tir_sched *s, char *trace, const unsigned 
 	c->s = s;
 	c->score = 0;
 	c->sketch = sketch;
-	c->measured = set_find(&S->measured, h) >= 0 || set_find(&S->measured_prog, ph) >= 0;
+	c->measured = set_find(&S->measured, h) >= 0 || set_find(&S->measured_prog, ph) >= 0 ||
+		      set_find(&S->flying, h) >= 0 || set_find(&S->flying_prog, ph) >= 0;
 	set_put(&S->in_pool, h, S->npool);
 	set_put(&S->in_pool_prog, ph, S->npool);
 	return S->npool++;
@@ -672,7 +687,7 @@ static int pick_batch(search *S, int max, int *batch)
 	return k;
 }
 
-/* ---- e. measurement --------------------------------------------------------------- */
+/* ---- the model's input ------------------------------------------------------------ */
 
 static void model_update(search *S, int n, tir_sched *const *s, const double *gflops)
 {
@@ -692,51 +707,269 @@ static void model_update(search *S, int n, tir_sched *const *s, const double *gf
 	free(g);
 }
 
-static int measure(search *S, int n, const int *batch, tir_error *err)
+/* Measured traces given to the model: each replayed on a fresh schedule
+ * (the model's input is the program), then model_update.  Reads only what
+ * never changes during a search (w, t, the model), so it may run on the
+ * updater's thread. */
+static void learn(search *S, int n, char *const *traces, const double *gflops)
 {
-	const char **traces = xmalloc(sizeof(char *) * (size_t)n);
-	tir_candidate *out = xcalloc((size_t)n, sizeof *out);
-	for (int i = 0; i < n; i++) {
-		traces[i] = S->pool[batch[i]].trace;
-		out[i].status = TIR_MEASURE_RUN_ERROR;
-		out[i].max_rel_error = -1;
-	}
-	double t0 = tir_now_s();
-	int failed = S->measure(S->measure_ctx, S->w, S->t, n, traces, out);
-	double t1 = tir_now_s();
-	S->measure_s = t1 - t0;
-	if (failed) {
-		for (int i = 0; i < n; i++)
-			free((char *)out[i].msg);
-		free(traces);
-		free(out);
-		return tir_fail(err, "tune: the measure function failed on a batch of %d", n);
-	}
 	tir_error e;
-	tir_sched **s = xcalloc((size_t)n, sizeof *s);
-	double *gflops = xcalloc((size_t)n, sizeof(double));
-	for (int i = 0; i < n; i++) {
-		cand *c = &S->pool[batch[i]];
-		out[i].trace = c->trace;
-		if (!is_ok(out[i].status, out[i].latency_us))
-			S->errors++;
-		record_add(S, c->trace, c->hash, c->prog, c->sketch, out[i].status,
-			   out[i].latency_us);
-		c->measured = true;
-		S->done++;
-		if (S->o->on_result)
-			S->o->on_result(S->o->cb_ctx, &out[i]);
-		free((char *)out[i].msg);
-		gflops[i] = gflops_of(S, out[i].status, out[i].latency_us);
-		s[i] = sched_replay_valid(S->w, S->t, c->trace, &e);   /* the model's input */
-	}
+	tir_sched **s = xcalloc((size_t)n + 1, sizeof *s);
+	for (int i = 0; i < n; i++)
+		s[i] = sched_replay_valid(S->w, S->t, traces[i], &e);
 	model_update(S, n, s, gflops);
 	for (int i = 0; i < n; i++)
 		tir_sched_free(s[i]);
 	free(s);
+}
+
+/* ---- the model's update, beside the search (async_update) ----------------
+ *
+ * One thread per search learns the batches in the order they were measured.
+ * The search hands it each batch's traces (copies the thread owns) and
+ * throughputs and goes on at once: it scores the next generations with
+ * whatever the model holds then (cm_xgboost installs a booster whole when
+ * its training ends, costmodel/xgb.c).  Batches that arrive while the
+ * thread is busy are learnt together when it is done ("train on what has
+ * arrived"), so a training slower than a round never queues up.  The thread
+ * runs at the lowest priority (nice 19, which the threads it starts
+ * inherit): on a machine whose cores also build and time the candidates (a
+ * CPU target with a local worker) it takes the cycles they leave, instead
+ * of slowing the timed runs.  The search waits for it only at its end
+ * (updater_stop), so that every measured row is in the model when tir_tune
+ * returns. */
+typedef struct updater {
+	search *S;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char **traces;             /* queued: owned, with their throughputs */
+	double *gflops;
+	int n, cap, batches;       /* rows and batches queued */
+	bool busy, stop;
+	double done_s;             /* the own time of updates ended since last read */
+} updater;
+
+static void *updater_main(void *arg)
+{
+	updater *u = arg;
+	/* this thread only (a Linux thread id is a process id to setpriority);
+	 * failing leaves it at the search's priority */
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+	pthread_mutex_lock(&u->mu);
+	for (;;) {
+		while (!u->n && !u->stop)
+			pthread_cond_wait(&u->cv, &u->mu);
+		if (!u->n)
+			break;
+		char **traces = u->traces;
+		double *gflops = u->gflops;
+		int n = u->n;
+		u->traces = NULL;
+		u->gflops = NULL;
+		u->n = u->cap = u->batches = 0;
+		u->busy = true;
+		pthread_mutex_unlock(&u->mu);
+		double t0 = tir_now_s();
+		learn(u->S, n, traces, gflops);
+		double took = tir_now_s() - t0;
+		for (int i = 0; i < n; i++)
+			free(traces[i]);
+		free(traces);
+		free(gflops);
+		pthread_mutex_lock(&u->mu);
+		u->busy = false;
+		u->done_s += took;
+		pthread_cond_broadcast(&u->cv);
+	}
+	pthread_mutex_unlock(&u->mu);
+	return NULL;
+}
+
+/* The updater of S, started; NULL when no thread could start (the search
+ * then learns in line). */
+static updater *updater_start(search *S)
+{
+	updater *u = xcalloc(1, sizeof *u);
+	u->S = S;
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	if (pthread_create(&u->th, NULL, updater_main, u)) {
+		pthread_mutex_destroy(&u->mu);
+		pthread_cond_destroy(&u->cv);
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+/* Queues a batch (the traces copied) for the updater's thread. */
+static void updater_push(updater *u, int n, char *const *traces, const double *gflops)
+{
+	pthread_mutex_lock(&u->mu);
+	if (u->n + n > u->cap) {
+		u->cap = 2 * (u->n + n);
+		u->traces = xrealloc(u->traces, sizeof(char *) * (size_t)u->cap);
+		u->gflops = xrealloc(u->gflops, sizeof(double) * (size_t)u->cap);
+	}
+	for (int i = 0; i < n; i++) {
+		u->traces[u->n + i] = xstrdup(traces[i]);
+		u->gflops[u->n + i] = gflops[i];
+	}
+	u->n += n;
+	u->batches++;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+}
+
+/* Batches handed over and not yet learnt (queued, or the one being
+ * learnt), and the own time of the updates that ended since the last call. */
+static int updater_poll(updater *u, double *done_s)
+{
+	pthread_mutex_lock(&u->mu);
+	int lag = u->batches + u->busy;
+	*done_s = u->done_s;
+	u->done_s = 0;
+	pthread_mutex_unlock(&u->mu);
+	return lag;
+}
+
+/* Learns what is queued, stops the thread and frees u. */
+static void updater_stop(updater *u)
+{
+	pthread_mutex_lock(&u->mu);
+	u->stop = true;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	pthread_join(u->th, NULL);
+	pthread_mutex_destroy(&u->mu);
+	pthread_cond_destroy(&u->cv);
+	free(u);
+}
+
+/* ---- e. measurement --------------------------------------------------------------- */
+
+/* A batch picked and sent to be measured: copies of what the search knows
+ * of its candidates (the pool is cleared at the end of the round that
+ * picked it), the measure function's results, and the times.  With
+ * opts->pipeline the measure function runs on a thread of the flight's own
+ * while the search picks the next batch; else in line. */
+typedef struct flight {
+	search *S;
+	int n, round;
+	char **traces;             /* owned */
+	unsigned char (*hash)[32], (*prog)[32];
+	int *sketch;
+	tir_candidate *out;
+	int failed;
+	double search_s, t0, t1;   /* the search that picked it; the measuring */
+	int model_lag;
+	pthread_t th;
+	bool threaded;
+} flight;
+
+/* The batch (pool indices) copied into f. */
+static void flight_fill(search *S, flight *f, int n, const int *batch)
+{
+	memset(f, 0, sizeof *f);
+	f->S = S;
+	f->n = n;
+	f->round = S->round;
+	f->traces = xcalloc((size_t)n + 1, sizeof *f->traces);
+	f->hash = xcalloc((size_t)n + 1, sizeof *f->hash);
+	f->prog = xcalloc((size_t)n + 1, sizeof *f->prog);
+	f->sketch = xcalloc((size_t)n + 1, sizeof *f->sketch);
+	f->out = xcalloc((size_t)n + 1, sizeof *f->out);
+	for (int i = 0; i < n; i++) {
+		const cand *c = &S->pool[batch[i]];
+		f->traces[i] = xstrdup(c->trace);
+		memcpy(f->hash[i], c->hash, 32);
+		memcpy(f->prog[i], c->prog, 32);
+		f->sketch[i] = c->sketch;
+		f->out[i].status = TIR_MEASURE_RUN_ERROR;
+		f->out[i].max_rel_error = -1;
+	}
+}
+
+static void flight_free(flight *f)
+{
+	for (int i = 0; i < f->n; i++)
+		free(f->traces[i]);
+	free(f->traces);
+	free(f->hash);
+	free(f->prog);
+	free(f->sketch);
+	free(f->out);
+	memset(f, 0, sizeof *f);
+}
+
+static void *flight_main(void *arg)
+{
+	flight *f = arg;
+	search *S = f->S;
+	f->t0 = tir_now_s();
+	f->failed = S->measure(S->measure_ctx, S->w, S->t, f->n,
+			       (const char *const *)f->traces, f->out);
+	f->t1 = tir_now_s();
+	return NULL;
+}
+
+/* Measures f: on a thread (pipelined; flight_wait joins it), or in line
+ * when threaded is false or no thread can start. */
+static void flight_start(flight *f, bool threaded)
+{
+	f->threaded = threaded && !pthread_create(&f->th, NULL, flight_main, f);
+	if (!f->threaded)
+		flight_main(f);
+}
+
+static void flight_wait(flight *f)
+{
+	if (f->threaded)
+		pthread_join(f->th, NULL);
+	f->threaded = false;
+}
+
+/* The results of a measured flight: every one recorded (whatever its
+ * status), reported through on_result and learnt by the model — in line,
+ * or handed to the updater's thread.  Sets the phases progress() reports. */
+static int flight_record(search *S, flight *f, tir_error *err)
+{
+	int n = f->n;
+	S->search_s = f->search_s;
+	S->measure_s = f->t1 - f->t0;
+	S->measure_total_s += S->measure_s;
+	S->model_lag = f->model_lag;
+	if (f->failed) {
+		for (int i = 0; i < n; i++)
+			free((char *)f->out[i].msg);
+		return tir_fail(err, "tune: the measure function failed on a batch of %d", n);
+	}
+	double t1 = tir_now_s();
+	double *gflops = xcalloc((size_t)n + 1, sizeof(double));
+	for (int i = 0; i < n; i++) {
+		tir_candidate *out = &f->out[i];
+		out->trace = f->traces[i];
+		if (!is_ok(out->status, out->latency_us))
+			S->errors++;
+		record_add(S, f->traces[i], f->hash[i], f->prog[i], f->sketch[i], out->status,
+			   out->latency_us);
+		S->done++;
+		if (S->o->on_result)
+			S->o->on_result(S->o->cb_ctx, out);
+		free((char *)out->msg);
+		out->msg = NULL;
+		gflops[i] = gflops_of(S, out->status, out->latency_us);
+	}
+	/* the model learns the batch: in line, or on the updater's thread while
+	 * the next round searches and measures */
+	if (S->up) {
+		updater_push(S->up, n, f->traces, gflops);
+	} else {
+		learn(S, n, f->traces, gflops);
+		S->train_s = tir_now_s() - t1;
+	}
 	free(gflops);
-	free(traces);
-	free(out);
 	S->update_s = tir_now_s() - t1;
 	return 0;
 }
@@ -761,17 +994,21 @@ static int evolve_generations(search *S, gen *g, tir_error *err)
 	return rc;
 }
 
-/* The steps of one round (see the top of the file).  Returns how many
- * candidates it measured (0: it found nothing new), or -1. */
-static int search_round(search *S, tir_error *err)
+/* Steps a-d of a round (see the top of the file): the next batch, at most
+ * `max` candidates, into f (nothing in f when it returns 0: nothing new
+ * was found).  Returns its size, or -1. */
+static int search_pick(search *S, int max, flight *f, tir_error *err)
 {
 	gen g = { 0 };
-	int left = S->trials - S->done;
-	int max = left < S->batch ? left : S->batch, n = 0;
+	int n = 0;
 	int *batch = xmalloc(sizeof(int) * (size_t)(max + 1));
 
 	double t0 = tir_now_s();
-	S->search_s = S->measure_s = S->update_s = 0;
+	memset(f, 0, sizeof *f);
+	S->search_s = S->measure_s = S->update_s = S->train_s = 0;
+	/* what the model has not learnt yet as this round starts scoring */
+	if (S->up)
+		S->model_lag = updater_poll(S->up, &S->train_s);
 	/* a. population: the best measured traces, fresh samples of each sketch */
 	init_population(S, &g);
 	/* b, c. evolution under the cost model; every candidate scored */
@@ -780,13 +1017,31 @@ static int search_round(search *S, tir_error *err)
 	if (!rc)
 		n = pick_batch(S, max, batch);
 	S->search_s = tir_now_s() - t0;
-	/* e. measurement; results recorded, reported, fed to the model */
-	if (!rc && n)
-		rc = measure(S, n, batch, err);
-
+	if (!rc && n) {
+		flight_fill(S, f, n, batch);
+		f->search_s = S->search_s;
+		f->model_lag = S->model_lag;
+	}
 	free(batch);
 	pool_clear(S);
 	return rc ? -1 : n;
+}
+
+/* One round in order: the batch picked (a-d), then measured, recorded,
+ * reported and learnt (e).  Returns how many candidates it measured (0: it
+ * found nothing new), or -1. */
+static int search_round(search *S, tir_error *err)
+{
+	int left = S->trials - S->done;
+	flight f;
+	int n = search_pick(S, left < S->batch ? left : S->batch, &f, err);
+	if (n > 0) {
+		flight_start(&f, false);
+		if (flight_record(S, &f, err))
+			n = -1;
+		flight_free(&f);
+	}
+	return n;
 }
 
 /* ---- the search ---------------------------------------------------------------------- */
@@ -827,17 +1082,93 @@ static void load_prior(search *S)
 	free(gflops);
 }
 
-static void progress(search *S)
+static void progress(search *S, int round)
 {
 	if (!S->o->on_progress)
 		return;
 	tir_tune_progress p = {
-		.round = S->round, .trials_done = S->done, .trials_total = S->trials,
+		.round = round, .trials_done = S->done, .trials_total = S->trials,
 		.errors = S->errors, .best_us = best_us(S),
 		.best_gflops = S->best >= 0 ? gflops_of(S, 0, best_us(S)) : 0,
 		.search_s = S->search_s, .measure_s = S->measure_s, .update_s = S->update_s,
+		.train_s = S->train_s, .model_lag = S->model_lag,
+		.elapsed_s = tir_now_s() - S->start_s, .measure_total_s = S->measure_total_s,
 	};
 	S->o->on_progress(S->o->cb_ctx, &p);
+}
+
+/* The rounds with opts->pipeline: the batch of round k+1 is picked while
+ * that of round k is measured (on the flight's thread), from what was
+ * recorded up to round k-1 — the candidates in flight count as measured,
+ * so none is picked twice — and round k's results are recorded (reported,
+ * learnt, counted by the plateau rules) once the pick is made.  The order
+ * of every draw is fixed, so a pipelined search is as deterministic as the
+ * other (with the update in line); it differs from it, each batch picked
+ * one batch of results earlier.  Returns 0 or -1; the plateau counters
+ * are search_run's. */
+static int pipelined(search *S, int *stale, int *flat, tir_error *err)
+{
+	const tir_tune_opts *o = S->o;
+	flight cur = { 0 };
+	bool flying = false;
+	int rc = 0;
+	for (;;) {
+		int inflight = flying ? cur.n : 0;
+		int left = S->trials - S->done - inflight;
+		bool more = left > 0 && !(o->cancel && atomic_load(o->cancel));
+		flight next = { 0 };
+		int n = 0;
+		if (more) {
+			S->round++;
+			n = search_pick(S, left < S->batch ? left : S->batch, &next, err);
+			if (n < 0)
+				rc = -1;
+		}
+		if (flying) {
+			double before = best_us(S);
+			flight_wait(&cur);
+			set_clear(&S->flying);
+			set_clear(&S->flying_prog);
+			double search_s = S->search_s;
+			int lag = S->model_lag;
+			if (!rc)
+				rc = flight_record(S, &cur, err);
+			if (!rc) {
+				*stale = 0;
+				bool better = S->best >= 0 &&
+					      (before == 0 || best_us(S) < before * 0.999);
+				*flat = better ? 0 : *flat + 1;
+				progress(S, cur.round);
+			}
+			S->search_s = search_s;     /* the round just picked: its own */
+			S->model_lag = lag;
+			flight_free(&cur);
+			flying = false;
+		}
+		if (rc || !more) {
+			flight_free(&next);
+			break;
+		}
+		if (n == 0) {
+			(*stale)++;
+			S->measure_s = S->update_s = 0;
+			progress(S, S->round);
+		}
+		if (*stale >= SEARCH_STALE_ROUNDS || *flat >= SEARCH_PATIENCE) {
+			flight_free(&next);
+			break;
+		}
+		if (n > 0) {
+			cur = next;
+			for (int i = 0; i < cur.n; i++) {
+				set_put(&S->flying, cur.hash[i], i);
+				set_put(&S->flying_prog, cur.prog[i], i);
+			}
+			flight_start(&cur, true);
+			flying = true;
+		}
+	}
+	return rc;
 }
 
 int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *opts,
@@ -866,9 +1197,12 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	S.measure = o->measure ? o->measure : tir_measure_local;
 	S.measure_ctx = o->measure ? o->measure_ctx : &S.local;
 
+	S.start_s = tir_now_s();
 	load_prior(&S);
+	if (o->async_update && S.model->update)
+		S.up = updater_start(&S);
 	int rc = 0, stale = 0, flat = 0;
-	while (S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
+	while (!o->pipeline && S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
 		double before = best_us(&S);
 		S.round++;
 		int n = search_round(&S, err);
@@ -879,9 +1213,31 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		stale = n ? 0 : stale + 1;
 		bool better = S.best >= 0 && (before == 0 || best_us(&S) < before * 0.999);
 		flat = !n ? flat : better ? 0 : flat + 1;
-		progress(&S);
+		progress(&S, S.round);
 		if (stale >= SEARCH_STALE_ROUNDS || flat >= SEARCH_PATIENCE)
 			break;
+	}
+	if (o->pipeline && !rc)
+		rc = pipelined(&S, &stale, &flat, err);
+	if (S.up) {
+		/* every measured row in the model before tir_tune returns: the
+		 * wait, on the job's time, is reported as the last round's */
+		double w0 = tir_now_s();
+		updater_stop(S.up);
+		S.up = NULL;
+		if (o->on_progress && S.round > 0) {
+			S.update_s = tir_now_s() - w0;
+			S.search_s = S.measure_s = S.train_s = 0;
+			S.model_lag = 0;
+			tir_tune_progress p = {
+				.round = S.round, .drain = true, .trials_done = S.done, .trials_total = S.trials,
+				.errors = S.errors, .best_us = best_us(&S),
+				.best_gflops = S.best >= 0 ? gflops_of(&S, 0, best_us(&S)) : 0,
+				.update_s = S.update_s, .elapsed_s = tir_now_s() - S.start_s,
+				.measure_total_s = S.measure_total_s,
+			};
+			o->on_progress(o->cb_ctx, &p);
+		}
 	}
 	if (!rc && S.nrec == 0 && stale >= SEARCH_STALE_ROUNDS)
 		rc = tir_fail(err, "tune: no valid candidate in %d rounds (%d samples%s%s)",
@@ -906,6 +1262,8 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	free(S.rec);
 	set_clear(&S.measured);
 	set_clear(&S.measured_prog);
+	set_clear(&S.flying);
+	set_clear(&S.flying_prog);
 	pool_clear(&S);
 	free(S.pool);
 	measure_local_clear(&S.local);
