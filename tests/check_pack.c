@@ -20,52 +20,15 @@
 #include "sched/sched.h"
 #include "measure/measure.h"
 #include "testutil.h"
+#include "sched_fixture.h"
 
-typedef struct fix {
-	tir_workload *w;
-	tir_sched *s;
-} fix;
-
-static fix make(const char *json)
-{
-	tir_error err = { "" };
-	fix f;
-	f.w = tir_workload_parse(json, strlen(json), NULL, &err);
-	ck_assert_msg(f.w != NULL, "%s: %s", json, err.msg);
-	f.s = tir_sched_new(f.w, 1, &err);
-	ck_assert_msg(f.s != NULL, "%s: %s", json, err.msg);
-	return f;
-}
-
-static void done(fix *f)
-{
-	tir_sched_free(f->s);
-	tir_workload_free(f->w);
-}
+typedef tu_fix fix;
 
 static const tir_program *prog(fix *f) { return tir_sched_program(f->s); }
 
 #define OK(call) do { tir_error e_ = { "" }; \
 	ck_assert_msg((call) >= 0, "%s: %s", #call, e_.msg); } while (0)
 #define E (&e_)
-
-static int block(fix *f, const char *name)
-{
-	tir_error err = { "" };
-	int b = tir_get_block(f->s, name, &err);
-	ck_assert_msg(b >= 0, "get_block %s: %s", name, err.msg);
-	return b;
-}
-
-static int read_idx(fix *f, int b, const char *buf)
-{
-	const tir_block *blk = f->s->rv[b].block;
-	for (int i = 0; i < blk->nreads; i++)
-		if (!strcmp(blk->reads[i].buf->name, buf))
-			return i;
-	ck_abort_msg("block %s does not read %s", blk->name, buf);
-	return -1;
-}
 
 static const tir_buffer *buffer(fix *f, const char *name)
 {
@@ -77,14 +40,6 @@ static const tir_buffer *buffer(fix *f, const char *name)
 	return NULL;
 }
 
-static int64_t elems(const tir_buffer *b)
-{
-	int64_t n = 1;
-	for (int d = 0; d < b->ndim; d++)
-		n *= b->shape[d];
-	return n;
-}
-
 /* The output of p on inputs drawn from a fixed seed (malloc'd). */
 static double *run(const tir_program *p, int64_t *n)
 {
@@ -94,7 +49,7 @@ static double *run(const tir_program *p, int64_t *n)
 	double *out = NULL;
 	for (int i = 0; i < p->nparams; i++) {
 		const tir_buffer *b = p->bufs[i];
-		int64_t ne = elems(b);
+		int64_t ne = tu_buffer_elems(b);
 		params[i] = malloc(sizeof(double) * (size_t)ne);
 		for (int64_t k = 0; k < ne; k++) {
 			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -132,52 +87,11 @@ static void check_same(fix *f)
 	tir_program_free(ref);
 }
 
-/* Replaying the trace on a fresh schedule prints the same program. */
-static void check_replay(fix *f)
-{
-	char *trace = tir_sched_trace(f->s);
-	tir_error err = { "" };
-	tir_sched *s2 = tir_sched_new(f->w, 1, &err);
-	ck_assert(s2);
-	ck_assert_msg(tir_sched_replay(s2, trace, &err) == 0, "replay: %s\n%s", err.msg, trace);
-	char *t1 = tir_program_print(tir_sched_program(f->s));
-	char *t2 = tir_program_print(tir_sched_program(s2));
-	ck_assert_str_eq(t1, t2);
-	free(t1);
-	free(t2);
-	free(trace);
-	tir_sched_free(s2);
-}
-
-/* The C code of the scheduled program built, run and checked against the
- * reference implementation. */
-static void check_cpu(fix *f)
-{
-	tir_error err = { "" };
-	tir_target t;
-	ck_assert_msg(tir_target_parse("cpu", &t, &err) == 0, "%s", err.msg);
-	ck_assert_msg(tir_verify(prog(f), &t, &err) == 0, "verify: %s", err.msg);
-	tir_code *c = tir_codegen(prog(f), &t, &err);
-	ck_assert_msg(c != NULL, "codegen: %s", err.msg);
-	tir_measure_opts o;
-	memset(&o, 0, sizeof o);
-	o.seed = 7;
-	o.no_timing = true;
-	o.timeout_s = 60;
-	tir_measure_result r;
-	memset(&r, 0, sizeof r);
-	int rc = tir_measure(tir_runner_for(&t), f->w, c, &t, &o, &r);
-	ck_assert_msg(rc == 0, "%s: %s (max_rel_error %g)", tir_measure_status_name(r.status),
-		      r.msg, r.max_rel_error);
-	tir_measure_result_clear(&r);
-	tir_code_free(c);
-}
-
 static void check_all(fix *f)
 {
 	check_same(f);
-	check_replay(f);
-	check_cpu(f);
+	tu_fix_check_replay(f);
+	tu_fix_check_cpu(f);
 }
 
 static const char *CONV = "{\"op\":\"conv2d\",\"N\":1,\"C\":6,\"H\":7,\"W\":9,\"K\":8,\"R\":3,\"S\":3,"
@@ -190,10 +104,10 @@ static const char *MM = "{\"op\":\"matmul\",\"M\":12,\"N\":20,\"K\":10}";
  * fills a [2][3][3][6][4] buffer before the convolution, which reads it. */
 START_TEST(pack_weights)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute");
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute");
 	int st;
-	OK(st = tir_transform_layout(f.s, c, read_idx(&f, c, "W"), "3/4,0,1,2,3%4", E));
+	OK(st = tir_transform_layout(f.s, c, tu_fix_read(&f, c, "W"), "3/4,0,1,2,3%4", E));
 	const tir_block *sb = f.s->rv[st].block;
 	ck_assert_str_eq(sb->name, "W_packed");
 	const tir_buffer *pb = buffer(&f, "W_packed");
@@ -206,7 +120,7 @@ START_TEST(pack_weights)
 	ck_assert(!block_reads(f.s->rv[c].block, buffer(&f, "W")));
 	ck_assert(block_reads(f.s->rv[c].block, pb));
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -215,16 +129,16 @@ END_TEST
  * split that lines the output channels up with the packed blocks. */
 START_TEST(pack_input_padded)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute");
-	OK(tir_transform_layout(f.s, c, read_idx(&f, c, "X_pad"), "0,3/4,1,2,3%4", E));
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute");
+	OK(tir_transform_layout(f.s, c, tu_fix_read(&f, c, "X_pad"), "0,3/4,1,2,3%4", E));
 	const tir_buffer *pb = buffer(&f, "X_pad_packed");
 	ck_assert_int_eq(pb->ndim, 5);
 	ck_assert_int_eq(pb->shape[1], 2);
 	ck_assert_int_eq(pb->shape[4], 4);
 	ck_assert_ptr_nonnull(program_find_block(prog(&f), "X_pad_packed")->value);
 	check_all(&f);
-	OK(tir_transform_layout(f.s, c, read_idx(&f, c, "W"), "3/4,0,1,2,3%4", E));
+	OK(tir_transform_layout(f.s, c, tu_fix_read(&f, c, "W"), "3/4,0,1,2,3%4", E));
 	int l[16], n;
 	OK(n = tir_get_loops(f.s, c, l, 16, E));
 	ck_assert_int_eq(n, 7);
@@ -235,7 +149,7 @@ START_TEST(pack_input_padded)
 	OK(tir_reorder(f.s, 8, order, E));
 	OK(tir_vectorize(f.s, k[1], E));
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -244,10 +158,10 @@ END_TEST
  * loop so that it packs one block per iteration. */
 START_TEST(pack_grouped_compute_at)
 {
-	fix f = make(GRP);
-	int c = block(&f, "compute");
+	fix f = tu_fix_make(GRP);
+	int c = tu_fix_block(&f, "compute");
 	int st;
-	OK(st = tir_transform_layout(f.s, c, read_idx(&f, c, "W"), "3/4,0,1,2,3%4", E));
+	OK(st = tir_transform_layout(f.s, c, tu_fix_read(&f, c, "W"), "3/4,0,1,2,3%4", E));
 	int l[16], n;
 	OK(n = tir_get_loops(f.s, c, l, 16, E));
 	int k[2];
@@ -258,7 +172,7 @@ START_TEST(pack_grouped_compute_at)
 	OK(tir_compute_at(f.s, st, k[0], E));
 	ck_assert(stmt_is_ancestor(f.s->rv[k[0]].loop, f.s->rv[st].block->stmt));
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -266,16 +180,16 @@ END_TEST
  * the innermost dimension, the other operand untouched. */
 START_TEST(pack_matmul_padded)
 {
-	fix f = make(MM);
-	int c = block(&f, "compute");
-	OK(tir_transform_layout(f.s, c, read_idx(&f, c, "B"), "1/8,0,1%8", E));
+	fix f = tu_fix_make(MM);
+	int c = tu_fix_block(&f, "compute");
+	OK(tir_transform_layout(f.s, c, tu_fix_read(&f, c, "B"), "1/8,0,1%8", E));
 	const tir_buffer *pb = buffer(&f, "B_packed");
 	ck_assert_int_eq(pb->shape[0], 3);
 	ck_assert_int_eq(pb->shape[1], 10);
 	ck_assert_int_eq(pb->shape[2], 8);
 	ck_assert(block_reads(f.s->rv[c].block, buffer(&f, "A")));
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -301,8 +215,8 @@ static const struct bad {
 START_TEST(refuses)
 {
 	const struct bad *t = &bad[_i];
-	fix f = make(CONV);
-	int c = block(&f, "compute");
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute");
 	const tir_block *cb = f.s->rv[c].block;
 	int idx = -1;
 	for (int i = 0; i < cb->nreads; i++)
@@ -321,19 +235,19 @@ START_TEST(refuses)
 	free(after);
 	free(tb);
 	free(ta);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* A read index out of range. */
 START_TEST(refuses_index)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute");
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute");
 	tir_error err = { "" };
 	ck_assert_int_lt(tir_transform_layout(f.s, c, 9, "0", &err), 0);
 	ck_assert_msg(strstr(err.msg, "read index 9 is out of range"), "%s", err.msg);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 

@@ -28,41 +28,14 @@
 #include "sched/sched.h"
 #include "measure/measure.h"
 #include "testutil.h"
+#include "sched_fixture.h"
 #include "reducers.h"
 
 /* ---- fixtures ------------------------------------------------------------- */
 
-typedef struct fix {
-	tir_workload *w;
-	tir_sched *s;
-} fix;
-
-static fix make(const char *json)
-{
-	tir_error err = { "" };
-	fix f;
-	f.w = tir_workload_parse(json, strlen(json), NULL, &err);
-	ck_assert_msg(f.w != NULL, "%s: %s", json, err.msg);
-	f.s = tir_sched_new(f.w, 1, &err);
-	ck_assert_msg(f.s != NULL, "%s: %s", json, err.msg);
-	return f;
-}
-
-static void done(fix *f)
-{
-	tir_sched_free(f->s);
-	tir_workload_free(f->w);
-}
+typedef tu_fix fix;
 
 static tir_program *prog(fix *f) { return (tir_program *)tir_sched_program(f->s); }
-
-static int block(fix *f, const char *name)
-{
-	tir_error err = { "" };
-	int b = tir_get_block(f->s, name, &err);
-	ck_assert_msg(b >= 0, "get_block %s: %s", name, err.msg);
-	return b;
-}
 
 static int loops(fix *f, int b, int *out)
 {
@@ -221,14 +194,6 @@ static void run_stmt(interp *it, const tir_stmt *s)
 		run_stmt(it, s->kids[k]);
 }
 
-static int64_t elems(const tir_buffer *b)
-{
-	int64_t n = 1;
-	for (int d = 0; d < b->ndim; d++)
-		n *= b->shape[d];
-	return n;
-}
-
 /* Runs p on inputs filled from a fixed seed; returns the output (malloc'd). */
 static double *run(const tir_program *p, int64_t *n, char *fault)
 {
@@ -238,7 +203,7 @@ static double *run(const tir_program *p, int64_t *n, char *fault)
 	double *out = NULL;
 	for (int i = 0; i < p->nbufs; i++) {
 		const tir_buffer *b = p->bufs[i];
-		int64_t ne = elems(b);
+		int64_t ne = tu_buffer_elems(b);
 		it.mem[i] = malloc(sizeof(double) * (size_t)ne);
 		for (int64_t k = 0; k < ne; k++) {
 			if (b->role == BUF_INPUT) {
@@ -253,7 +218,7 @@ static double *run(const tir_program *p, int64_t *n, char *fault)
 	for (int i = 0; i < p->nbufs; i++) {
 		if (p->bufs[i]->role == BUF_OUTPUT) {
 			out = it.mem[i];
-			*n = elems(p->bufs[i]);
+			*n = tu_buffer_elems(p->bufs[i]);
 		} else {
 			free(it.mem[i]);
 		}
@@ -284,51 +249,11 @@ static void check_same(fix *f)
 	tir_program_free(ref);
 }
 
-/* Replaying the trace on a fresh schedule prints the same program. */
-static void check_replay(fix *f)
-{
-	char *trace = tir_sched_trace(f->s);
-	tir_error err = { "" };
-	tir_sched *s2 = tir_sched_new(f->w, 1, &err);
-	ck_assert(s2);
-	ck_assert_msg(tir_sched_replay(s2, trace, &err) == 0, "replay: %s\n%s", err.msg, trace);
-	char *t1 = tir_program_print(tir_sched_program(f->s));
-	char *t2 = tir_program_print(tir_sched_program(s2));
-	ck_assert_str_eq(t1, t2);
-	free(t1);
-	free(t2);
-	free(trace);
-	tir_sched_free(s2);
-}
-
-/* End to end: C code generated for the scheduled program, built, run and
- * checked against the reference implementation. */
-static void check_cpu(fix *f)
-{
-	tir_error err = { "" };
-	tir_target t;
-	ck_assert_msg(tir_target_parse("cpu", &t, &err) == 0, "%s", err.msg);
-	tir_code *c = tir_codegen(prog(f), &t, &err);
-	ck_assert_msg(c != NULL, "codegen: %s", err.msg);
-	tir_measure_opts o;
-	memset(&o, 0, sizeof o);
-	o.seed = 7;
-	o.no_timing = true;
-	o.timeout_s = 60;
-	tir_measure_result r;
-	memset(&r, 0, sizeof r);
-	int rc = tir_measure(tir_runner_for(&t), f->w, c, &t, &o, &r);
-	ck_assert_msg(rc == 0, "%s: %s (max_rel_error %g)", tir_measure_status_name(r.status),
-		      r.msg, r.max_rel_error);
-	tir_measure_result_clear(&r);
-	tir_code_free(c);
-}
-
 static void check_all(fix *f)
 {
 	check_same(f);
-	check_replay(f);
-	check_cpu(f);
+	tu_fix_check_replay(f);
+	tu_fix_check_cpu(f);
 }
 
 /* Finds a live block by name. */
@@ -360,8 +285,8 @@ static const char *CONV_S2 = "{\"op\":\"conv2d\",\"N\":1,\"C\":3,\"H\":11,\"W\":
 /* i0 j k0 i1 k1: A's tile is 16 x 4 per k0 iteration, B's 4 x 1. */
 START_TEST(cache_read_compute_at)
 {
-	fix f = make(MM);
-	int b = block(&f, "compute"), l[8], li[2], lk[2];
+	fix f = tu_fix_make(MM);
+	int b = tu_fix_block(&f, "compute"), l[8], li[2], lk[2];
 	ck_assert_int_eq(loops(&f, b, l), 3);
 	split2(&f, l[0], 2, 16, li);
 	split2(&f, l[2], 4, 4, lk);
@@ -396,15 +321,15 @@ START_TEST(cache_read_compute_at)
 	ck_assert_int_eq(block_ptr(&f, as)->store->align_factor[0], 32);
 	ck_assert_int_eq(block_ptr(&f, as)->store->align_offset[0], 8);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* Tiles that overshoot the extent: the stage gets a predicate. */
 START_TEST(compute_at_predicate)
 {
-	fix f = make(MM_ODD);
-	int b = block(&f, "compute"), l[8], li[2];
+	fix f = tu_fix_make(MM_ODD);
+	int b = tu_fix_block(&f, "compute"), l[8], li[2];
 	loops(&f, b, l);
 	split2(&f, l[0], 4, 8, li);
 	int as;
@@ -417,7 +342,7 @@ START_TEST(compute_at_predicate)
 	ck_assert_int_eq(ext[2], 12);
 	ck_assert_ptr_nonnull(ab->predicate);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -425,8 +350,8 @@ END_TEST
  * window of the padded input per output point. */
 START_TEST(compute_at_pad)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute"), pad = block(&f, "pad"), l[8];
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute"), pad = tu_fix_block(&f, "pad"), l[8];
 	ck_assert_int_eq(loops(&f, c, l), 7);
 	OK(tir_compute_at(f.s, pad, l[3], E));
 	int64_t ext[8];
@@ -445,19 +370,19 @@ START_TEST(compute_at_pad)
 	ck_assert_int_eq(ext[6], 3);
 	ck_assert_int_eq(loop_stmt(&f, l[3])->nkids, 3);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* Stride 2 and uneven padding, computed at the output row. */
 START_TEST(compute_at_strided)
 {
-	fix f = make(CONV_S2);
-	int c = block(&f, "compute"), pad = block(&f, "pad"), l[8];
+	fix f = tu_fix_make(CONV_S2);
+	int c = tu_fix_block(&f, "compute"), pad = tu_fix_block(&f, "pad"), l[8];
 	loops(&f, c, l);
 	OK(tir_compute_at(f.s, pad, l[1], E));
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -465,8 +390,8 @@ END_TEST
  * loops stay whole, innermost. */
 START_TEST(compute_at_reduction)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute"), e = block(&f, "epilogue"), l[8];
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute"), e = tu_fix_block(&f, "epilogue"), l[8];
 	loops(&f, e, l);
 	OK(tir_compute_at(f.s, c, l[2], E));
 	int64_t ext[16];
@@ -475,7 +400,7 @@ START_TEST(compute_at_reduction)
 	ck_assert_int_eq(ext[6], 8);
 	ck_assert_int_eq(ext[7], 4);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -483,8 +408,8 @@ END_TEST
  * moved under the epilogue's column loop: both halves of a fused pixel. */
 START_TEST(compute_at_after_reverse)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute"), e = block(&f, "epilogue"), l[8], el[8];
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute"), e = tu_fix_block(&f, "epilogue"), l[8], el[8];
 	loops(&f, c, l);
 	OK(tir_reverse_compute_at(f.s, e, l[2], E));
 	ck_assert_int_eq(loops(&f, e, el), 7);
@@ -492,7 +417,7 @@ START_TEST(compute_at_after_reverse)
 	int64_t ext[16];
 	ck_assert_int_eq(nloops(find(&f, "compute"), ext), 12);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -500,8 +425,8 @@ END_TEST
 
 START_TEST(cache_write_reverse_compute_at)
 {
-	fix f = make(MM);
-	int b = block(&f, "compute"), l[8], li[2], lj[2];
+	fix f = tu_fix_make(MM);
+	int b = tu_fix_block(&f, "compute"), l[8], li[2], lj[2];
 	loops(&f, b, l);
 	split2(&f, l[0], 4, 8, li);
 	split2(&f, l[1], 3, 8, lj);
@@ -522,15 +447,15 @@ START_TEST(cache_write_reverse_compute_at)
 	ck_assert_int_eq(j0->nkids, 2);
 	ck_assert(stmt_is_ancestor(j0->kids[1], block_ptr(&f, cw)->stmt));
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* The epilogue moved under the convolution's output pixel. */
 START_TEST(reverse_compute_at_epilogue)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute"), e = block(&f, "epilogue"), l[8];
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute"), e = tu_fix_block(&f, "epilogue"), l[8];
 	loops(&f, c, l);
 	OK(tir_reverse_compute_at(f.s, e, l[2], E));
 	int64_t ext[8];
@@ -538,7 +463,7 @@ START_TEST(reverse_compute_at_epilogue)
 	ck_assert_int_eq(ext[3], 1);
 	ck_assert_int_eq(ext[6], 8);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -546,8 +471,8 @@ END_TEST
 
 START_TEST(compute_inline_pad)
 {
-	fix f = make(CONV_S2);
-	int pad = block(&f, "pad");
+	fix f = tu_fix_make(CONV_S2);
+	int pad = tu_fix_block(&f, "pad");
 	tir_buffer *xp = block_ptr(&f, pad)->store;
 	OK(tir_compute_inline(f.s, pad, E));
 	ck_assert(xp->dead);
@@ -556,27 +481,27 @@ START_TEST(compute_inline_pad)
 	for (int i = 0; i < find(&f, "compute")->nreads; i++)
 		ck_assert_ptr_ne(find(&f, "compute")->reads[i].buf, xp);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* A cache stage inlined back is the original program. */
 START_TEST(compute_inline_cache)
 {
-	fix f = make(MM);
-	int b = block(&f, "compute"), as;
+	fix f = tu_fix_make(MM);
+	int b = tu_fix_block(&f, "compute"), as;
 	OK(as = tir_cache_read(f.s, b, 1, "shared", E));
 	OK(tir_compute_inline(f.s, as, E));
 	ck_assert_int_eq(prog(&f)->root->nkids, 1);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 START_TEST(reverse_compute_inline_epilogue)
 {
-	fix f = make(MM_EPI);
-	int b = block(&f, "compute"), e = block(&f, "epilogue");
+	fix f = tu_fix_make(MM_EPI);
+	int b = tu_fix_block(&f, "compute"), e = tu_fix_block(&f, "epilogue");
 	tir_error err = { "" };
 	char *before = tir_program_print(prog(&f));
 	ck_assert_int_eq(tir_reverse_compute_inline(f.s, e, &err), -1);
@@ -592,35 +517,25 @@ START_TEST(reverse_compute_inline_epilogue)
 	ck_assert_str_eq(block_ptr(&f, cw)->store->name, "C");
 	ck_assert_int_eq(prog(&f)->root->nkids, 2);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* The pad merged into a cache stage of its output: the stage reads X. */
 START_TEST(reverse_compute_inline_cache)
 {
-	fix f = make(CONV);
-	int c = block(&f, "compute"), cs;
+	fix f = tu_fix_make(CONV);
+	int c = tu_fix_block(&f, "compute"), cs;
 	OK(cs = tir_cache_read(f.s, c, 0, "shared", E));
 	OK(tir_reverse_compute_inline(f.s, cs, E));
 	ck_assert_ptr_null(program_find_block(prog(&f), "X_pad_shared"));
 	ck_assert_str_eq(find(&f, "pad")->store->name, "X_pad_shared");
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* ---- transform_block_layout, reindex, pad_einsum, rfactor -------------------- */
-
-static int read_idx(fix *f, int b, const char *buf)
-{
-	const tir_block *blk = block_ptr(f, b);
-	for (int i = 0; i < blk->nreads; i++)
-		if (!strcmp(blk->reads[i].buf->name, buf))
-			return i;
-	ck_abort_msg("block %s does not read %s", blk->name, buf);
-	return -1;
-}
 
 /* A strided convolution in matrix-multiply form: n,h,w fused (I, 36), k (J,
  * 4), r,s,c (K, 27); K split in 3 parts; the input, the weights and the
@@ -629,8 +544,8 @@ static int read_idx(fix *f, int b, const char *buf)
  * predicate. */
 START_TEST(layout_conv_gemm)
 {
-	fix f = make(CONV_S2);
-	int c = block(&f, "compute");
+	fix f = tu_fix_make(CONV_S2);
+	int c = tu_fix_block(&f, "compute");
 	tir_block *cb = block_ptr(&f, c);
 	OK(tir_transform_block_layout(f.s, c, "0,1,2;3;4,5,6", E));
 	ck_assert_int_eq(cb->niters, 3);
@@ -646,8 +561,8 @@ START_TEST(layout_conv_gemm)
 	ck_assert_str_eq(cb->store->name, "Y_rf");
 	ck_assert(block_is_reduction(block_ptr(&f, sum)));
 	check_all(&f);
-	OK(tir_reindex(f.s, c, 0, read_idx(&f, c, "X_pad"), "0,1,3", E));
-	OK(tir_reindex(f.s, c, 0, read_idx(&f, c, "W"), NULL, E));
+	OK(tir_reindex(f.s, c, 0, tu_fix_read(&f, c, "X_pad"), "0,1,3", E));
+	OK(tir_reindex(f.s, c, 0, tu_fix_read(&f, c, "W"), NULL, E));
 	OK(tir_reindex(f.s, c, 1, 0, "0,1,2", E));
 	ck_assert_str_eq(cb->store->name, "Y_rf_reindex");
 	ck_assert_int_eq(find(&f, "X_pad_reindex")->store->ndim, 3);
@@ -671,10 +586,10 @@ START_TEST(layout_conv_gemm)
 	OK(wb = tir_cache_write(f.s, c, 0, "local", E));
 	OK(tir_reverse_compute_inline(f.s, crop, E));
 	ck_assert_ptr_nonnull(block_ptr(&f, wb)->predicate);
-	OK(tir_reverse_compute_inline(f.s, block(&f, "Y_rf_reindex"), E));
+	OK(tir_reverse_compute_inline(f.s, tu_fix_block(&f, "Y_rf_reindex"), E));
 	ck_assert_str_eq(block_ptr(&f, wb)->store->name, "Y_rf");
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -682,23 +597,23 @@ END_TEST
  * the channel within (inner), in different groups: a batched product. */
 START_TEST(layout_split_iterator)
 {
-	fix f = make(GRP);
-	int c = block(&f, "compute");
+	fix f = tu_fix_make(GRP);
+	int c = tu_fix_block(&f, "compute");
 	tir_block *cb = block_ptr(&f, c);
 	OK(tir_transform_block_layout(f.s, c, "3/4;0,1,2;3%4;4,5,6", E));
 	ck_assert_int_eq(cb->niters, 4);
 	ck_assert_int_eq(cb->iters[0].extent, 2);
 	ck_assert_int_eq(cb->iters[2].extent, 4);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* rfactor of a matmul into 4 parts of 4, computed and summed. */
 START_TEST(rfactor_matmul)
 {
-	fix f = make(MM);
-	int c = block(&f, "compute"), sum;
+	fix f = tu_fix_make(MM);
+	int c = tu_fix_block(&f, "compute"), sum;
 	OK(sum = tir_rfactor(f.s, c, 2, TIR_LIT(4), E));
 	ck_assert_int_eq(find(&f, "compute")->store->shape[0], 4);
 	ck_assert_str_eq(block_ptr(&f, sum)->store->name, "C");
@@ -711,7 +626,7 @@ START_TEST(rfactor_matmul)
 	ck_assert_str_eq(before, after);
 	free(before);
 	free(after);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -924,14 +839,14 @@ END_TEST
  * pads (it was refused as "an init that is not a constant"). */
 START_TEST(pad_einsum_int8)
 {
-	fix f = make("{\"op\":\"matmul\",\"M\":5,\"N\":6,\"K\":7,\"dtype\":\"int8\"}");
-	int c = block(&f, "compute");
+	fix f = tu_fix_make("{\"op\":\"matmul\",\"M\":5,\"N\":6,\"K\":7,\"dtype\":\"int8\"}");
+	int c = tu_fix_block(&f, "compute");
 	ck_assert(block_ptr(&f, c)->init->kind == E_CAST);
 	tir_int fac[3] = { TIR_LIT(8), TIR_LIT(8), TIR_LIT(8) };
 	OK(tir_pad_einsum(f.s, c, 3, fac, E));
 	ck_assert_int_eq(block_ptr(&f, c)->iters[2].extent, 8);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -939,8 +854,8 @@ END_TEST
 
 START_TEST(decompose_outer)
 {
-	fix f = make(MM);
-	int b = block(&f, "compute"), l[8];
+	fix f = tu_fix_make(MM);
+	int b = tu_fix_block(&f, "compute"), l[8];
 	loops(&f, b, l);
 	int ib;
 	OK(ib = tir_decompose_reduction(f.s, b, l[0], E));
@@ -952,7 +867,7 @@ START_TEST(decompose_outer)
 	ck_assert_int_eq(ext[1], 24);
 	ck_assert_int_eq(prog(&f)->root->nkids, 2);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -960,8 +875,8 @@ END_TEST
  * tile loops and their thread bindings, skips the reduction loops. */
 START_TEST(decompose_tiled)
 {
-	fix f = make(MM);
-	int b = block(&f, "compute"), l[8], li[2], lj[2], lk[2];
+	fix f = tu_fix_make(MM);
+	int b = tu_fix_block(&f, "compute"), l[8], li[2], lj[2], lk[2];
 	loops(&f, b, l);
 	split2(&f, l[0], 4, 8, li);
 	split2(&f, l[1], 3, 8, lj);
@@ -1001,21 +916,21 @@ START_TEST(decompose_tiled)
 	ck_assert_int_eq(ext[3], 4);
 	ck_assert_int_eq(ext[4], 8);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
 /* decompose at the innermost reduction loop: no loop to copy. */
 START_TEST(decompose_inner)
 {
-	fix f = make(CONV);
-	int b = block(&f, "compute"), l[8];
+	fix f = tu_fix_make(CONV);
+	int b = tu_fix_block(&f, "compute"), l[8];
 	loops(&f, b, l);
 	int ib;
 	OK(ib = tir_decompose_reduction(f.s, b, l[4], E));
 	ck_assert_int_eq(nloops(block_ptr(&f, ib), NULL), 4);
 	check_all(&f);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
@@ -1032,11 +947,11 @@ typedef struct bad {
 
 static void setup_none(fix *f, int *rv)
 {
-	rv[0] = block(f, "compute");
+	rv[0] = tu_fix_block(f, "compute");
 	loops(f, rv[0], rv + 1);
-	int b = program_find_block(prog(f), "pad") ? block(f, "pad") : -1;
+	int b = program_find_block(prog(f), "pad") ? tu_fix_block(f, "pad") : -1;
 	rv[9] = b;
-	rv[10] = program_find_block(prog(f), "epilogue") ? block(f, "epilogue") : -1;
+	rv[10] = program_find_block(prog(f), "epilogue") ? tu_fix_block(f, "epilogue") : -1;
 }
 
 static void setup_cached(fix *f, int *rv)
@@ -1160,10 +1075,10 @@ static int ap_pad_factor(fix *f, int *rv, tir_error *e)
 static int ap_rf_divide(fix *f, int *rv, tir_error *e) { return tir_rfactor(f->s, rv[0], 2, TIR_LIT(3), e); }
 static int ap_rf_many(fix *f, int *rv, tir_error *e)
 {
-	fix g = make("{\"op\":\"matmul\",\"M\":4,\"N\":4,\"K\":256}");
-	int b = block(&g, "compute");
+	fix g = tu_fix_make("{\"op\":\"matmul\",\"M\":4,\"N\":4,\"K\":256}");
+	int b = tu_fix_block(&g, "compute");
 	int r = tir_rfactor(g.s, b, 2, TIR_LIT(128), e);
-	done(&g);
+	tu_fix_done(&g);
 	(void)f, (void)rv;
 	return r;
 }
@@ -1223,7 +1138,7 @@ static const bad bad_cases[] = {
 START_TEST(illegal)
 {
 	const bad *c = &bad_cases[_i];
-	fix f = make(!strcmp(c->workload, "MM") ? MM : CONV);
+	fix f = tu_fix_make(!strcmp(c->workload, "MM") ? MM : CONV);
 	int rv[16];
 	for (int i = 0; i < 16; i++)
 		rv[i] = -1;
@@ -1238,7 +1153,7 @@ START_TEST(illegal)
 	ck_assert_msg(!strcmp(before, after), "case %d changed the program", _i);
 	free(before);
 	free(after);
-	done(&f);
+	tu_fix_done(&f);
 }
 END_TEST
 
