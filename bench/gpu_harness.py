@@ -295,8 +295,9 @@ def main():
                                                        v[3 * len(v) // 4], len(v)))
     print("%-9s %-8s %9s " % ("name", "dtype", "error") + " ".join(
         "%9s %9s %7s" % ("tird_" + m, "torch_" + m, m) for m in methods) +
-        " kernels  tird_rec rec/c-1", flush=True)
-    devs, gaps = [], []
+        " kernels  tird_rec " + " ".join("%8s" % ("rec/%s-1" % m) for m in ("c", "cw") if m in segs),
+        flush=True)
+    devs, gaps = {}, {}     # per ncu method: |recorded/ncu - 1|, (ncu - recorded) per kernel
     for case, line in enumerate(l for l in sys.stdin if l.strip()):
         name, dtype, key, js = line.split(" ", 3)
         try:
@@ -344,23 +345,23 @@ def main():
                     cells.append("%9s %9s %7s" % ("-", "-", "-"))
             # tird's own figure (the search's, from the manifest) against ncu (c)
             rec = man.get("latency_us", 0)
-            dev = "-"
-            if rec > 0 and "c" in r:
-                d = rec / r["c"][0] - 1
-                devs.append(abs(d))
-                gaps.append((r["c"][0] - rec) / max(nk, 1))
-                dev = "%+.1f%%" % (100 * d)
-            print("%-9s %-8s %9.2e %s %d %9.2f %7s" % (name, dtype, err, " ".join(cells), nk,
-                                                       rec, dev), flush=True)
+            dev = []
+            for m in ("c", "cw"):
+                if rec > 0 and m in r:
+                    d = rec / r[m][0] - 1
+                    devs.setdefault(m, []).append(abs(d))
+                    gaps.setdefault(m, []).append((r[m][0] - rec) / max(nk, 1))
+                    dev.append("%+7.1f%%" % (100 * d))
+            print("%-9s %-8s %9.2e %s %d %9.2f %s" % (name, dtype, err, " ".join(cells), nk,
+                                                      rec, " ".join(dev) or "-"), flush=True)
         except Exception as e:
             print("%-9s %-8s failed: %s" % (name, dtype, str(e).splitlines()[0][:150]), flush=True)
-    if devs:
-        devs.sort()
-        print("tird's recorded figure against ncu (c): median |rec/c-1| %.1f%%, within 5%%: %d of %d" % (
-            100 * devs[len(devs) // 2], sum(d <= 0.05 for d in devs), len(devs)))
-        gaps.sort()
-        print("ncu (c) less the recorded figure, per kernel: median %.2f us, quartiles %.2f-%.2f" % (
-            gaps[len(gaps) // 2], gaps[len(gaps) // 4], gaps[3 * len(gaps) // 4]))
+    for m in sorted(devs):
+        dv, gp = sorted(devs[m]), sorted(gaps[m])
+        print("tird's recorded figure against ncu (%s): median |rec/%s-1| %.1f%%, within 5%%: %d of %d" % (
+            m, m, 100 * dv[len(dv) // 2], sum(d <= 0.05 for d in dv), len(dv)))
+        print("ncu (%s) less the recorded figure, per kernel: median %.2f us, quartiles %.2f-%.2f" % (
+            m, gp[len(gp) // 2], gp[len(gp) // 4], gp[3 * len(gp) // 4]))
     for (dtype, m), v in sorted(logs.items()):
         print("geomean torch/tird %s method (%s): %.3f over %d workloads" % (
             dtype, m, math.exp(sum(v) / len(v)), len(v)))

@@ -12,7 +12,9 @@
 #
 # A BINDIR holds tird, tird-worker and tirctl.  One line per run:
 #   build seed wall_s best_us rounds search_s measure_s update_s train_s drain_s
-# then the mean of each column per build.
+# then the mean of each column per build.  With TUNE_AB_LOGS=DIR set, each
+# run's tird log is kept as DIR/BUILD-SEED.log (the per-round lines: the
+# candidates a second and how busy the measurer was).
 set -u
 a=$1 b=$2 suite=$3 name=$4 target=$5 trials=$6
 shift 6
@@ -39,6 +41,7 @@ one() {  # one run: label, bindir, seed
 	kill $pid 2>/dev/null
 	wait $pid 2>/dev/null
 	pid=
+	[ -n "${TUNE_AB_LOGS:-}" ] && mkdir -p "$TUNE_AB_LOGS" && cp "$tmp/tird.log" "$TUNE_AB_LOGS/$label-$seed.log"
 	printf '%s' "$out" | jq -r '.latency_us // "failed"' > "$tmp/best"
 	awk -v label="$label" -v seed="$seed" -v t0="$t0" -v t1="$t1" -v best="$(cat "$tmp/best")" '
 		/: round [0-9]+, / {
