@@ -463,7 +463,9 @@ int workers_lease(workers *ws, const char *id, const tird_token *tok, double wai
 
 /* Waits until batch id, posted, was stored by its tuning thread (on this
  * replica or another), then deletes it: 0 every result stored, or -1 with
- * e (STORE: some or all of them count as not measured). */
+ * e (LEASE_LOST: the batch was given up meanwhile, its job cancelled,
+ * stopped or moved; STORE: some or all of them were not stored; either way
+ * they count as not measured). */
 static int await_stored(workers *ws, int64_t id, int n, tird_error *e)
 {
 	tird *d = ws->d;
@@ -474,8 +476,8 @@ static int await_stored(workers *ws, int64_t id, int n, tird_error *e)
 		int r = store_batch_get(d->db, id, &b, &err);
 		if (r < 0)
 			return tird_store_fail(e, &err, "waiting for results to be stored");
-		if (!r)
-			return tird_fail(e, TIRD_E_STORE, "batch %lld was given up before its "
+		if (!r)            /* as if its lease were lost: nobody takes the results */
+			return tird_fail(e, TIRD_E_LEASE_LOST, "batch %lld was given up before its "
 					 "results were stored (its job was cancelled, stopped or "
 					 "moved to another replica); they count as not measured",
 					 (long long)id);

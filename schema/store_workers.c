@@ -199,7 +199,8 @@ void store_batch_clear(store_batch_row *b)
 	b->traces = NULL;
 }
 
-/* A row of BAT_COLS. */
+/* A row of BAT_COLS (BAT_NCOLS columns; a query's further columns follow
+ * them). */
 static void batch_from_row(db_stmt *q, store_batch_row *b)
 {
 	*b = (store_batch_row){ 0 };
@@ -270,7 +271,7 @@ static int do_batch_full(store *s, int64_t id, store_batch_row *b, store_error *
 	int rc = step(q, err);
 	if (rc == DB_ROW) {
 		batch_from_row(q, b);
-		b->canonical = col_dup(q, 12);
+		b->canonical = col_dup(q, BAT_NCOLS);
 	}
 	finish(q);
 	if (rc != DB_ROW)

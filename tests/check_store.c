@@ -11,7 +11,8 @@
  * measurement replaces an import of its trace, a removal recomputes the best;
  * leases (004): a job claimed once until its lease passes, then taken over,
  * the old owner's moves and progress refused; dedupe by insert-or-join; a
- * cost model written only by its writer lease's holder.
+ * cost model written only by its writer lease's holder; worker batches
+ * (006) through their states.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -827,6 +828,75 @@ START_TEST(remove_recomputes_the_best)
 }
 END_TEST
 
+/* A worker batch (006) through its states, as two replicas see it: queued
+ * by the replica running its job, leased once with its workload and traces,
+ * posted only by the lease's holder (with its token, host and compile-cache
+ * hits), stored, deleted. */
+START_TEST(batch_moves_through_its_states)
+{
+	put_basics();
+	store_error err;
+	int64_t job = queued_job();
+	double now = store_now();
+	ck_assert_int_eq(store_job_claim(db, job, "A", now, now + 60, NULL, &err), 1);
+	const char *canonical = "{\"op\":\"matmul\",\"M\":8}";
+	const char *traces[] = { "{\"insts\":[0]}", "{\"insts\":[1]}" };
+	store_batch_row b = { .job_id = job, .n = 2 };
+	snprintf(b.replica, sizeof b.replica, "A");
+	snprintf(b.target, sizeof b.target, "%s", CPU1);
+	snprintf(b.workload_key, sizeof b.workload_key, "%s", WK);
+	ck_assert_msg(store_batch_add(db, &b, canonical, traces, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(store_batches_pending(db, &err), 1);
+	/* another target's worker gets nothing; this one gets it whole, once */
+	store_batch_row l;
+	ck_assert_int_eq(store_batch_lease(db, CPU2, "w2", now, now + 15, &l, &err), 0);
+	ck_assert_int_eq(store_batch_lease(db, CPU1, "w1", now, now + 15, &l, &err), 1);
+	ck_assert_int_eq(l.id, b.id);
+	ck_assert_int_eq(l.job_id, job);
+	ck_assert_int_eq(l.n, 2);
+	ck_assert_str_eq(l.canonical, canonical);
+	ck_assert_str_eq(l.traces[0], traces[0]);
+	ck_assert_str_eq(l.traces[1], traces[1]);
+	ck_assert_str_eq(l.state, "leased");
+	ck_assert_str_eq(l.worker, "w1");
+	store_batch_clear(&l);
+	store_batch_row again;
+	ck_assert_int_eq(store_batch_lease(db, CPU1, "w3", now, now + 15, &again, &err), 0);
+	ck_assert_int_eq(store_batches_pending(db, &err), 0);
+	/* only the holder posts, and only as many results as candidates */
+	store_result res[2] = { { "ok", 3.5, 0.0, NULL }, { "run_error", 0, -1, (char *)"boom" } };
+	ck_assert_int_eq(store_batch_post(db, b.id, "w3", 2, res, "t", "h", 0, &err), 0);
+	ck_assert_int_eq(store_batch_post(db, b.id, "w1", 1, res, "t", "h", 0, &err), 0);
+	ck_assert_int_eq(store_batch_post(db, b.id, "w1", 2, res, "tok1", "hand (127.0.0.1)", 3,
+					  &err), 1);
+	ck_assert_int_eq(store_batch_post(db, b.id, "w1", 2, res, "tok1", "h", 3, &err), 0);
+	store_batch_row g;
+	ck_assert_int_eq(store_batch_get(db, b.id, &g, &err), 1);
+	ck_assert_str_eq(g.state, "measured");
+	ck_assert_str_eq(g.token, "tok1");
+	ck_assert_str_eq(g.host, "hand (127.0.0.1)");
+	ck_assert_int_eq(g.cache_hits, 3);
+	store_batch_clear(&g);
+	store_result out[2];
+	ck_assert_int_eq(store_batch_results(db, b.id, 2, out, &err), 1);
+	ck_assert_str_eq(out[0].status, "ok");
+	ck_assert(out[0].latency_us == 3.5 && out[0].max_rel_error == 0);
+	ck_assert_str_eq(out[1].status, "run_error");
+	ck_assert(out[1].max_rel_error < 0);
+	ck_assert_str_eq(out[1].msg, "boom");
+	free(out[0].msg);
+	free(out[1].msg);
+	ck_assert_int_eq(store_batch_stored(db, b.id, 1, &err), 1);
+	ck_assert_int_eq(store_batch_stored(db, b.id, 1, &err), 0);
+	ck_assert_int_eq(store_batch_get(db, b.id, &g, &err), 1);
+	ck_assert_str_eq(g.state, "stored");
+	ck_assert_int_eq(g.not_stored, 1);
+	store_batch_clear(&g);
+	ck_assert_int_eq(store_batch_delete(db, b.id, &err), 0);
+	ck_assert_int_eq(store_batch_get(db, b.id, &g, &err), 0);
+}
+END_TEST
+
 static Suite *make_store_suite(void)
 {
 	const char *pg = getenv("TIRD_TEST_PG");
@@ -852,6 +922,7 @@ static Suite *make_store_suite(void)
 	tcase_add_test(tc, untrusted_imports_count_for_nothing);
 	tcase_add_test(tc, measurement_replaces_a_forged_import);
 	tcase_add_test(tc, remove_recomputes_the_best);
+	tcase_add_test(tc, batch_moves_through_its_states);
 	suite_add_tcase(s, tc);
 	return s;
 }

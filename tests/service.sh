@@ -366,6 +366,9 @@ fj=$(jq -r .job_id "$tmp/r")
 code=$(wpost "$w1tok" "/v1/workers/$h1/lease?wait=20")
 bid=$(jq -r .batch_id "$tmp/r"); nb=$(jq '.traces|length' "$tmp/r")
 [ "$code" = 200 ] && [ "$nb" = 4 ] && pass "hand worker $h1 leased batch $bid of job $fj" || fail "hand lease: HTTP $code $(head -c 200 "$tmp/r")"
+# h1 heartbeats while it holds the batch, as tird-worker does (lease_s is 2 here)
+( while :; do curl -s -o /dev/null -H "$w1tok" -X POST "$url/v1/workers/$h1/heartbeat"; sleep 0.3; done ) &
+hb=$!; pids="$pids $hb"
 # the second worker registers now: one registered before the lease could go
 # silent past lease_s while the batch was made on busy cores, and be dropped
 wpost "$w2tok" /v1/workers "{\"target\":\"$arm\",\"name\":\"hand2\"}" >/dev/null; h2=$(jq -r .worker_id "$tmp/r")
@@ -384,6 +387,7 @@ code=$(wpost "$w1tok" "/v1/workers/$h1/results" "{\"batch_id\":$bid,\"results\":
 	{\"status\":\"ok\",\"latency_us\":3.5,\"max_rel_error\":1e300},{\"status\":\"ok\",\"latency_us\":-5,\"max_rel_error\":0},
 	{\"status\":\"ok\",\"latency_us\":1e999,\"max_rel_error\":0},$forged]}")
 [ "$code" = 200 ] && pass "the lease holder's results: 200" || fail "h1 results: HTTP $code $(cat "$tmp/r")"
+kill $hb 2>/dev/null; wait $hb 2>/dev/null
 armq=cpu:aarch64%2Bneon
 stored4() { [ "$(curl -s "$url/v1/records?target=$armq" | jq '.records|length')" -ge 4 ]; }
 until_ok 100 stored4
