@@ -33,9 +33,11 @@
 #define WRK_COLS "workers.id, workers.target, workers.name, workers.token, workers.peer, " \
 	"workers.emulator, workers.state, workers.registered, workers.last_seen"
 
-/* The columns of a batch row, in batch_from_row's order. */
+/* The columns of a batch row, in batch_from_row's order, and their count
+ * (the index of a column a statement selects after them). */
 #define BAT_COLS "id, job_id, replica, target, workload_key, n, state, worker, deadline, " \
 	"token, host, not_stored, cache_hits"
+#define BAT_NCOLS 13
 
 /* X(id, SQL) */
 #define STORE_STMTS(X) \

@@ -270,7 +270,7 @@ static int do_batch_full(store *s, int64_t id, store_batch_row *b, store_error *
 	int rc = step(q, err);
 	if (rc == DB_ROW) {
 		batch_from_row(q, b);
-		b->canonical = col_dup(q, 13);
+		b->canonical = col_dup(q, BAT_NCOLS);  /* BAT_FULL: after BAT_COLS */
 	}
 	finish(q);
 	if (rc != DB_ROW)
