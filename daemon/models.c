@@ -278,8 +278,7 @@ static int slot_make(tird *d, model_slot *s, char *msg, size_t n)
 	s->read_at = store_now();
 	if (rc == 1 && (s->m = cm_model_load(blob, len, &terr))) {
 		s->version = version;
-		log_info("cost model for %s: %d rows (version %lld)", s->key, cm_model_rows(s->m),
-			 (long long)version);
+		log_info("cost model for %s: %d rows", s->key, cm_model_rows(s->m));
 	} else {
 		if (rc == 1)       /* not read again until a newer one is written */
 			s->refused = version;
@@ -428,9 +427,9 @@ static void slot_save(tird *d, model_slot *s)
 		atomic_fetch_add(&d->metrics.model_saves[k], 1);
 		s->dirty_since = 0;
 		s->version = version;      /* this copy is that write: not read back */
-		log_info("cost model for %s saved: version %lld, %d rows, %.1f MB, %d learnt "
-			 "since the last write", s->key, (long long)version, cm_model_rows(s->m),
-			 (double)len / 1e6, learnt);
+		log_info("cost model for %s saved: %d rows, %.1f MB, %d learnt since the last "
+			 "write (version %lld)", s->key, cm_model_rows(s->m), (double)len / 1e6,
+			 learnt, (long long)version);
 		learnt = 0;
 	}
 	if (learnt)                /* not written: still to write */
