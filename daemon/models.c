@@ -315,11 +315,13 @@ int models_load(tird *d, char *msg, size_t n)
  * newer version than s->m is of, and swaps it into s->m whole (without
  * make_mu while it fetches and loads: jobs of the key start meanwhile, and
  * GET /v1/models answers, with the copy they have).  What the copy learnt
- * since is dropped with it: unsaved starts again from 0.  A version that
- * does not load (written by a build with other features) is logged once
- * and not asked again; the copy is kept.  One thread reads a slot at a
- * time: another that finds it being read goes on with the copy, which the
- * read replaces under it. */
+ * since is dropped with it: unsaved starts again from 0 (a job running
+ * meanwhile still counts its rows when it ends, models_learned, which
+ * only makes the next write due sooner).  A version that does not load
+ * (written by a build with other features) is logged once and not asked
+ * again; the copy is kept.  One thread reads a slot at a time: another
+ * that finds it being read goes on with the copy, which the read replaces
+ * under it. */
 static void slot_read(tird *d, model_slot *s)
 {
 	if (atomic_exchange(&s->reading, true))
@@ -359,13 +361,13 @@ static void slot_read(tird *d, model_slot *s)
 		cm_model_free(m);
 	} else {
 		int rows = cm_model_rows(m), was = cm_model_rows(s->m);
-		int dropped = atomic_exchange(&s->unsaved, 0);
+		atomic_store(&s->unsaved, 0);
 		cm_model_replace(s->m, m);
 		s->version = v;
 		s->dirty_since = 0;
 		log_info("cost model for %s: version %lld read, written by another replica: %d "
-			 "rows (the copy replaced had %d, %d of them learnt here since) in %.2f s",
-			 s->key, (long long)v, rows, was, dropped, store_now() - t0);
+			 "rows (the copy it replaced had %d) in %.2f s", s->key, (long long)v, rows,
+			 was, store_now() - t0);
 	}
 	pthread_mutex_unlock(&s->make_mu);
 out:
