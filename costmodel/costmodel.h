@@ -105,6 +105,15 @@ void cm_model_stats(const cm_model *m, cm_stats *out);
  * exactly as the saved one did. */
 int cm_model_save(cm_model *m, unsigned char **blob, size_t *len, tir_error *err);
 cm_model *cm_model_load(const void *blob, size_t len, tir_error *err);
+/* Replaces m's rows, booster and tallies by those of `from` (a model just
+ * loaded, cm_model_load, by a replica that reads what another writes),
+ * whole: the swap holds m's lock only to exchange pointers, so a search
+ * scoring with m on another thread sees the old model or the new one,
+ * never a mix, and waits for no load.  A training of m under way when it
+ * happens is not installed (its rows were the old ones); what m learnt
+ * since it was loaded is dropped with them.  m keeps its threads setting
+ * (cm_model_set_threads).  from is freed: it is no longer valid. */
+void cm_model_replace(cm_model *m, cm_model *from);
 
 /* The tir_cost_model table over a cm_model (self): predict computes features
  * and scores them, update adds the rows under the workload's key. */

@@ -90,6 +90,8 @@ struct cm_model {
 	int trained_rows;       /* rows the booster was last trained on */
 	int booster_data;       /* the model's row count when they were chosen */
 	unsigned version;       /* counts the trainings: which booster it is */
+	unsigned generation;    /* counts the replacements (cm_model_replace):
+				 * which rows a training was taken from */
 	/* the blend (predict_group): the last workload's own booster and what
 	 * it was made from, and both boosters' scales on its rows */
 	BoosterHandle local;
@@ -337,6 +339,7 @@ static int gather(const cm_model *m, int only, const bool *keep, float *feat,
  * of fewer rows is not installed over the other's. */
 typedef struct training {
 	int k, ng, data;
+	unsigned generation;    /* the model's when the rows were copied */
 	bool varied;
 	float *feat, *label;
 	unsigned *group;
@@ -358,6 +361,7 @@ static bool train_begin(cm_model *m, int current, training *tr)
 	tr->group = xcalloc((size_t)m->ngroups + 1, sizeof(unsigned));
 	tr->k = gather(m, -1, keep, tr->feat, tr->label, tr->group, &tr->ng, &tr->varied);
 	tr->data = m->nrows;
+	tr->generation = m->generation;
 	free(keep);
 	if (!tr->varied) {
 		free(tr->label);
@@ -381,12 +385,14 @@ static int train_fit(training *tr, tir_error *err)
 }
 
 /* Under m->mu: the fitted booster replaces the model's, unless a training
- * of more rows was installed meanwhile (the booster is then freed). */
+ * of more rows was installed meanwhile, or the model's rows were replaced
+ * since they were copied (cm_model_replace: the booster fits rows the model
+ * no longer has); the booster is then freed. */
 static void train_end(cm_model *m, training *tr)
 {
 	if (!tr->bst)
 		return;
-	if (m->booster && m->booster_data > tr->data) {
+	if (tr->generation != m->generation || (m->booster && m->booster_data > tr->data)) {
 		XGBoosterFree(tr->bst);
 		tr->bst = NULL;
 		return;
@@ -623,6 +629,34 @@ out:
 	free(pl);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
+}
+
+void cm_model_replace(cm_model *m, cm_model *from)
+{
+	pthread_mutex_lock(&m->mu);
+	pthread_mutex_lock(&from->mu);
+	/* what the blob holds moves to m, m's old rows and booster to from
+	 * (old: m's fields as they were; its lock is not used) */
+	const cm_model old = *m;
+#define SWAP(f) (m->f = from->f, from->f = old.f)
+	SWAP(nrows); SWAP(caprows); SWAP(feat); SWAP(gflops); SWAP(group);
+	SWAP(ngroups); SWAP(groups); SWAP(judged);
+	SWAP(booster); SWAP(trained_rows); SWAP(booster_data); SWAP(trained_at);
+#undef SWAP
+	/* the own booster and the recent tallies belonged to the old rows:
+	 * the own booster is made again when asked, the tallies count from
+	 * this load ("since the model was loaded") */
+	if (m->local)
+		XGBoosterFree(m->local);
+	m->local = NULL;
+	m->local_group = -1;
+	m->local_rows = 0;
+	m->nrecent = 0;
+	m->version++;
+	m->generation++;
+	pthread_mutex_unlock(&from->mu);
+	pthread_mutex_unlock(&m->mu);
+	cm_model_free(from);    /* m's old contents, which no one uses now */
 }
 
 /* Read under the model's lock: another job's thread may be training the

@@ -214,8 +214,9 @@ static void locals_stop(locals *l)
  *   - queued jobs no live worker serves count their wait, and fail past
  *     worker_wait_s; jobs whose start or end the store refused are tried
  *     again (jobs_cron);
- *   - cost models that learnt enough, or long enough ago, are written
- *     (models_cron);
+ *   - cost models another replica wrote a newer version of are read
+ *     again, and those that learnt enough, or long enough ago, are
+ *     written (models_cron);
  *   - local workers that died are started again (with back-off). */
 static void cron(tird *d, locals *l)
 {

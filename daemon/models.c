@@ -29,10 +29,22 @@
  * Replicas on one database: a model is written only by the replica that
  * holds its writer lease (store_model_put: the first write takes it, the
  * lease thread renews it, models_renew, and shutdown gives it up).  The
- * others load the model the holder wrote when their first job of the key
- * needs it; their own jobs still teach their copy in memory, but what it
- * learns is not written (the holder's is the one in the database, and the
- * stored records, shared by all, are the truth).
+ * others read the model the holder wrote: when their first job of the key
+ * needs it, and again whenever the holder wrote a newer one — each write
+ * is a version of the cost_models row (007_model_version.sql), and a
+ * replica compares the version its copy is of with the row's at the start
+ * of each job of the key and, from the cron duty, every MODELS_READ_S
+ * (slot_read; the writer finds its own version there and reads nothing).
+ * A newer one is fetched and loaded without any lock a search takes, then
+ * swapped into the model the searches hold, whole (cm_model_replace: a
+ * search scoring meanwhile uses the old model or the new one, never a mix,
+ * and a training under way is dropped).  Their own jobs still teach their
+ * copy in memory until the next read, but what it learns is not written
+ * (the holder's is the one in the database, and the stored records,
+ * shared by all, are the truth).  A holder that dies stops renewing its
+ * lease; once it lapsed (job_lease_s), the first replica whose copy learnt
+ * something and is due to write it (models_cron) takes the lease with that
+ * write, and writes the model from then on.
  *
  * The store's cost_models rows are keyed by the full key (in the column
  * 001_init.sql named target_kind); the rows "cpu" and "cuda" of tirds
@@ -58,9 +70,15 @@ int tird_search_threads(tir_target_kind kind)
 	return kind == TIR_TARGET_CUDA ? 0 : 1;
 }
 
+/* How often, at most, the cron duty asks the store whether a model's
+ * writer saved a newer version (one small SELECT per key). */
+#define MODELS_READ_S 3.0
+
 /* One key's model.  key and kind never change; m is made once, under
- * make_mu (a job of another key never waits for it); unsaved is atomic;
- * dirty_since belongs to the cron thread. */
+ * make_mu (a job of another key never waits for it), and its contents are
+ * replaced in place when another replica's newer version is read (the
+ * pointer jobs hold stays valid); unsaved, writer and reading are atomic;
+ * the rest is guarded by make_mu. */
 typedef struct model_slot {
 	char key[128];
 	tir_target_kind kind;
@@ -69,7 +87,11 @@ typedef struct model_slot {
 	bool failed;               /* making it failed: jobs rank at random */
 	atomic_int unsaved;        /* rows learnt since the last write */
 	atomic_bool writer;        /* this replica holds the writer lease */
+	atomic_bool reading;       /* a thread is reading a newer version */
 	double dirty_since;        /* when the first of them was */
+	int64_t version;           /* the stored write m is of (0: none) */
+	int64_t refused;           /* a stored version that did not load */
+	double read_at;            /* when the store's version was last asked */
 	struct model_slot *next;
 } model_slot;
 
@@ -247,14 +269,19 @@ static int slot_make(tird *d, model_slot *s, char *msg, size_t n)
 {
 	void *blob = NULL;
 	size_t len = 0;
+	int64_t version = 0;
 	store_error err;
 	tir_error terr = { "" };
-	int rc = store_model_get(d->db, s->key, &blob, &len, &err);
+	int rc = store_model_get(d->db, s->key, &blob, &len, &version, &err);
 	if (rc < 0)
 		log_warn("cost model for %s: %s", s->key, err.msg);
+	s->read_at = store_now();
 	if (rc == 1 && (s->m = cm_model_load(blob, len, &terr))) {
+		s->version = version;
 		log_info("cost model for %s: %d rows", s->key, cm_model_rows(s->m));
 	} else {
+		if (rc == 1)       /* not read again until a newer one is written */
+			s->refused = version;
 		s->m = model_make(d, s, rc == 1 ? terr.msg : NULL, msg, n);
 		if (!s->m) {
 			free(blob);
@@ -284,14 +311,79 @@ int models_load(tird *d, char *msg, size_t n)
 	return rc;
 }
 
+/* Reads the stored model of slot s's key when another replica wrote a
+ * newer version than s->m is of, and swaps it into s->m whole (without
+ * make_mu while it fetches and loads: jobs of the key start meanwhile, and
+ * GET /v1/models answers, with the copy they have).  What the copy learnt
+ * since is dropped with it: unsaved starts again from 0 (a job running
+ * meanwhile still counts its rows when it ends, models_learned, which
+ * only makes the next write due sooner).  A version that does not load
+ * (written by a build with other features) is logged once and not asked
+ * again; the copy is kept.  One thread reads a slot at a time: another
+ * that finds it being read goes on with the copy, which the read replaces
+ * under it. */
+static void slot_read(tird *d, model_slot *s)
+{
+	if (atomic_exchange(&s->reading, true))
+		return;
+	store_error err;
+	int64_t have, refused, v = 0;
+	pthread_mutex_lock(&s->make_mu);
+	bool made = s->m != NULL;
+	have = s->version;
+	refused = s->refused;
+	s->read_at = store_now();
+	pthread_mutex_unlock(&s->make_mu);
+	int rc = made ? store_model_version(d->db, s->key, &v, &err) : 0;
+	if (rc < 0)
+		log_warn("cost model for %s: its stored version not read: %s", s->key, err.msg);
+	if (rc != 1 || v <= have || v == refused)
+		goto out;
+	void *blob = NULL;
+	size_t len = 0;
+	double t0 = store_now();
+	if ((rc = store_model_get(d->db, s->key, &blob, &len, &v, &err)) != 1) {
+		if (rc < 0)
+			log_warn("cost model for %s: version %lld not read: %s", s->key,
+				 (long long)v, err.msg);
+		goto out;
+	}
+	tir_error terr = { "" };
+	cm_model *m = cm_model_load(blob, len, &terr);
+	free(blob);
+	pthread_mutex_lock(&s->make_mu);
+	if (!m) {
+		s->refused = v;
+		log_warn("cost model for %s: version %lld, written by another replica, not "
+			 "loaded (%s): this replica goes on with its own copy", s->key,
+			 (long long)v, terr.msg);
+	} else if (v <= s->version) {    /* this replica wrote one as new meanwhile */
+		cm_model_free(m);
+	} else {
+		int rows = cm_model_rows(m), was = cm_model_rows(s->m);
+		atomic_store(&s->unsaved, 0);
+		cm_model_replace(s->m, m);
+		s->version = v;
+		s->dirty_since = 0;
+		log_info("cost model for %s: version %lld read, written by another replica: %d "
+			 "rows (the copy it replaced had %d) in %.2f s", s->key, (long long)v, rows,
+			 was, store_now() - t0);
+	}
+	pthread_mutex_unlock(&s->make_mu);
+out:
+	atomic_store(&s->reading, false);
+}
+
 cm_model *models_of(tird *d, const tir_target *t)
 {
 	if (t->emulated)
 		return NULL;
 	model_slot *s = slot_of(d, t);
 	pthread_mutex_lock(&s->make_mu);
+	bool made_now = false;
 	if (!s->m && !s->failed) {
 		char msg[512];
+		made_now = true;
 		if (slot_make(d, s, msg, sizeof msg)) {
 			log_error("cost model for %s: %s; its jobs rank candidates at random",
 				  s->key, msg);
@@ -300,6 +392,9 @@ cm_model *models_of(tird *d, const tir_target *t)
 	}
 	cm_model *m = s->m;
 	pthread_mutex_unlock(&s->make_mu);
+	/* a job starts with the newest model any replica wrote */
+	if (m && !made_now)
+		slot_read(d, s);
 	return m;
 }
 
@@ -311,11 +406,13 @@ static void slot_save(tird *d, model_slot *s)
 	tir_error terr = { "" };
 	store_error err;
 	int learnt = atomic_exchange(&s->unsaved, 0), put = -1;
+	int64_t version = 0;
 	double now = store_now();
 	if (cm_model_save(s->m, &blob, &len, &terr)) {
 		log_warn("cost model for %s not saved: %s", s->key, terr.msg);
 	} else if ((put = store_model_put(d->db, s->key, "xgboost", blob, len, d->replica, now,
-					  now + (double)d->cfg.job_lease_s, &err)) < 0) {
+					  now + (double)d->cfg.job_lease_s, &version,
+					  &err)) < 0) {
 		log_warn("cost model for %s not saved: %s", s->key, err.msg);
 	} else if (put == 0) {
 		/* another replica writes this model: what this copy learnt is
@@ -331,8 +428,10 @@ static void slot_save(tird *d, model_slot *s)
 				 s->key);
 		atomic_fetch_add(&d->metrics.model_saves[k], 1);
 		s->dirty_since = 0;
+		s->version = version;      /* this copy is that write: not read back */
 		log_info("cost model for %s saved: %d rows, %.1f MB, %d learnt since the last "
-			 "write", s->key, cm_model_rows(s->m), (double)len / 1e6, learnt);
+			 "write (version %lld)", s->key, cm_model_rows(s->m), (double)len / 1e6,
+			 learnt, (long long)version);
 		learnt = 0;
 	}
 	if (learnt)                /* not written: still to write */
@@ -365,6 +464,8 @@ int models_list(tird *d, model_info **out)
 		}
 		m->failed = s->failed;
 		m->made = s->m != NULL;
+		m->version = s->version;
+		m->writer = atomic_load(&s->writer);
 		if (s->m)
 			cm_model_stats(s->m, &m->stats);
 		pthread_mutex_unlock(&s->make_mu);
@@ -387,6 +488,14 @@ void models_cron(tird *d, bool all)
 	model_slot *list = d->models->list;  /* slots are only ever prepended */
 	pthread_mutex_unlock(&d->models->mu);
 	for (model_slot *s = list; s; s = s->next) {
+		/* a newer version another replica wrote (not at shutdown), asked
+		 * without waiting for a model being made */
+		if (!all && !pthread_mutex_trylock(&s->make_mu)) {
+			bool due = s->m && now - s->read_at >= MODELS_READ_S;
+			pthread_mutex_unlock(&s->make_mu);
+			if (due)
+				slot_read(d, s);
+		}
 		int learnt = atomic_load(&s->unsaved);
 		if (learnt <= 0)
 			continue;

@@ -430,16 +430,21 @@ typedef struct tird_models tird_models;
  * used. */
 int models_load(tird *d, char *msg, size_t n);
 /* The model of target t's full key, loaded or made the first time (a job
- * of another key does not wait for it); NULL for an emulated key (its
- * timings train nothing) or one whose model could not be made: rank at
- * random. */
+ * of another key does not wait for it), else read again first when
+ * another replica wrote a newer version of it; NULL for an emulated key
+ * (its timings train nothing) or one whose model could not be made: rank
+ * at random.  The pointer stays valid until models_free: a newer version
+ * is swapped into the same model (cm_model_replace). */
 cm_model *models_of(tird *d, const tir_target *t);
 /* A job taught the model of t's key `rows` more rows: it is written once
  * it learnt model_save_rows since the last write, or model_save_s after the
  * first of them (models_cron), not after every job. */
 void models_learned(tird *d, const tir_target *t, int rows);
-/* Cron duty: writes the models that are due (above); with `all`
- * (shutdown), every model that learnt anything since its last write. */
+/* Cron duty: reads again each model another replica wrote a newer
+ * version of (asked every few seconds; the start of a job asks too, in
+ * models_of), and writes the models that are due (above); with `all`
+ * (shutdown), every model that learnt anything since its last write, and
+ * reads nothing. */
 void models_cron(tird *d, bool all);
 /* Lease duty: renews the writer lease of each model this replica writes
  * (the first write of a model takes it; store_model_put); a lease lost
@@ -455,6 +460,8 @@ typedef struct model_info {
 	bool failed;               /* making it failed: its jobs rank at random */
 	bool making;               /* being loaded or made right now */
 	int unsaved;               /* rows learnt since its last write */
+	int64_t version;           /* the stored write it is of (0: none) */
+	bool writer;               /* this replica holds its writer lease */
 	cm_stats stats;            /* when made */
 } model_info;
 /* Every key's model tird holds, the one first needed last: returns the

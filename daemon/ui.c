@@ -226,6 +226,11 @@ void ui_models(http_req *r, http_resp *out)
 			else
 				cJSON_AddNullToObject(o, "last_trained");
 			cJSON_AddNumberToObject(o, "unsaved_rows", m[i].unsaved);
+			if (m[i].version > 0)
+				cJSON_AddNumberToObject(o, "version", (double)m[i].version);
+			else
+				cJSON_AddNullToObject(o, "version");
+			cJSON_AddBoolToObject(o, "writer", m[i].writer);
 			cJSON_AddNumberToObject(o, "judged_pairs", s->judged_pairs);
 			add_accuracy(o, "pairwise_accuracy", s->judged_pairs, s->judged_right);
 			cJSON_AddNumberToObject(o, "recent_batches", s->recent_batches);

@@ -778,7 +778,7 @@ int store_best_each(store *s, const char *op, const char *target,
 
 int store_model_put(store *s, const char *target_kind, const char *name,
 		    const void *blob, size_t len, const char *writer, double now,
-		    double writer_until, store_error *err)
+		    double writer_until, int64_t *version, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_MODEL_PUT);
@@ -790,11 +790,14 @@ int store_model_put(store *s, const char *target_kind, const char *name,
 	if (writer)
 		bind_double(q, 6, writer_until);
 	bind_double(q, 7, now);
+	/* a row back (RETURNING version): written; none: the lease is
+	 * another's, the upsert's WHERE kept the row */
 	int rc = step(q, err);
-	int64_t n = changes(q);
+	if (rc == DB_ROW && version)
+		*version = col_int64(q, 0);
 	finish(q);
 	pthread_mutex_unlock(&s->mu);
-	return rc == DB_ERROR ? -1 : n > 0;
+	return rc == DB_ERROR ? -1 : rc == DB_ROW;
 }
 
 int store_model_renew(store *s, const char *target_kind, const char *writer,
@@ -825,7 +828,7 @@ int store_model_release(store *s, const char *target_kind, const char *writer,
 }
 
 int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
-		    store_error *err)
+		    int64_t *version, store_error *err)
 {
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_MODEL_GET);
@@ -833,6 +836,8 @@ int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
 	int rc = step(q, err), ret;
 	if (rc == DB_ROW) {
 		*blob = q->be->blob(q, 0, len);
+		if (version)
+			*version = col_int64(q, 1);
 		ret = 1;
 	} else {
 		ret = rc == DB_DONE ? 0 : -1;
@@ -840,4 +845,18 @@ int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
 	finish(q);
 	pthread_mutex_unlock(&s->mu);
 	return ret;
+}
+
+int store_model_version(store *s, const char *target_kind, int64_t *version,
+			store_error *err)
+{
+	pthread_mutex_lock(&s->mu);
+	db_stmt *q = stmt(s, ST_MODEL_VERSION);
+	bind_text(q, 1, target_kind);
+	int rc = step(q, err);
+	if (rc == DB_ROW)
+		*version = col_int64(q, 0);
+	finish(q);
+	pthread_mutex_unlock(&s->mu);
+	return rc == DB_ROW ? 1 : rc == DB_DONE ? 0 : -1;
 }

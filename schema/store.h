@@ -445,11 +445,13 @@ int store_batches_pending(store *s, store_error *err);
  * the holder of the key's writer lease: writer takes (or keeps) the lease
  * until writer_until when nobody holds it, it is writer's already, or its
  * holder's has lapsed at `now`.  writer NULL: unconditional, the lease left
- * as it is.  1 written, 0 another replica holds the lease (nothing
+ * as it is.  1 written (*version, when not NULL, the row's new version: 1
+ * for the key's first write, one more for each after it;
+ * 007_model_version.sql), 0 another replica holds the lease (nothing
  * changed), -1 error. */
 int store_model_put(store *s, const char *target_kind, const char *name,
 		    const void *blob, size_t len, const char *writer, double now,
-		    double writer_until, store_error *err);
+		    double writer_until, int64_t *version, store_error *err);
 /* Extends writer's lease of the model of target_kind to writer_until: 1
  * held, 0 not writer's (never taken, or taken over), -1 error. */
 int store_model_renew(store *s, const char *target_kind, const char *writer,
@@ -458,8 +460,14 @@ int store_model_renew(store *s, const char *target_kind, const char *writer,
  * model at once.  0 (also when it was not writer's) or -1. */
 int store_model_release(store *s, const char *target_kind, const char *writer,
 			store_error *err);
-/* The saved model: 1 found (*blob malloc'd), 0 none, -1 error. */
+/* The saved model: 1 found (*blob malloc'd; *version, when not NULL, the
+ * write it is, read in the same statement), 0 none, -1 error. */
 int store_model_get(store *s, const char *target_kind, void **blob, size_t *len,
-		    store_error *err);
+		    int64_t *version, store_error *err);
+/* The version of the saved model, without its blob (megabytes): what a
+ * replica that reads the model compares a few seconds apart.  1 found
+ * (*version), 0 none saved, -1 error. */
+int store_model_version(store *s, const char *target_kind, int64_t *version,
+			store_error *err);
 
 #endif

@@ -33,7 +33,8 @@
 #define WRK_COLS "workers.id, workers.target, workers.name, workers.token, workers.peer, " \
 	"workers.emulator, workers.state, workers.registered, workers.last_seen"
 
-/* The columns of a batch row, in batch_from_row's order, and their count. */
+/* The columns of a batch row, in batch_from_row's order, and their count
+ * (the index of a column a statement selects after them). */
 #define BAT_COLS "id, job_id, replica, target, workload_key, n, state, worker, deadline, " \
 	"token, host, not_stored, cache_hits"
 #define BAT_NCOLS 13
@@ -178,20 +179,22 @@
 		      "j.owner = batches.replica)) OR (state = 'stored' AND created < ?1)") \
 	X(BAT_PENDING, "SELECT count(*) FROM batches WHERE state = 'pending'") \
 	X(MODEL_PUT,  "INSERT INTO cost_models(target_kind, name, model, updated, writer, " \
-		      "writer_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(target_kind) " \
+		      "writer_until, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1) " \
+		      "ON CONFLICT(target_kind) " \
 		      "DO UPDATE SET name = excluded.name, model = excluded.model, " \
-		      "updated = excluded.updated, " \
+		      "updated = excluded.updated, version = cost_models.version + 1, " \
 		      "writer = coalesce(excluded.writer, cost_models.writer), writer_until = " \
 		      "CASE WHEN excluded.writer IS NULL THEN cost_models.writer_until " \
 		      "ELSE excluded.writer_until END " \
 		      "WHERE excluded.writer IS NULL OR cost_models.writer IS NULL OR " \
 		      "cost_models.writer = excluded.writer OR " \
-		      "coalesce(cost_models.writer_until, 0) < ?7") \
+		      "coalesce(cost_models.writer_until, 0) < ?7 RETURNING version") \
 	X(MODEL_RENEW, "UPDATE cost_models SET writer_until = ?3 WHERE target_kind = ?1 " \
 		      "AND writer = ?2") \
 	X(MODEL_RELEASE, "UPDATE cost_models SET writer = NULL, writer_until = NULL " \
 		      "WHERE target_kind = ?1 AND writer = ?2") \
-	X(MODEL_GET,  "SELECT model FROM cost_models WHERE target_kind = ?1")
+	X(MODEL_GET,  "SELECT model, version FROM cost_models WHERE target_kind = ?1") \
+	X(MODEL_VERSION, "SELECT version FROM cost_models WHERE target_kind = ?1")
 
 enum {
 #define STORE_STMT_ENUM(id, sql) ST_##id,

@@ -199,8 +199,7 @@ void store_batch_clear(store_batch_row *b)
 	b->traces = NULL;
 }
 
-/* A row of BAT_COLS (BAT_NCOLS columns; a query's further columns follow
- * them). */
+/* A row of BAT_COLS. */
 static void batch_from_row(db_stmt *q, store_batch_row *b)
 {
 	*b = (store_batch_row){ 0 };
@@ -271,7 +270,7 @@ static int do_batch_full(store *s, int64_t id, store_batch_row *b, store_error *
 	int rc = step(q, err);
 	if (rc == DB_ROW) {
 		batch_from_row(q, b);
-		b->canonical = col_dup(q, BAT_NCOLS);
+		b->canonical = col_dup(q, BAT_NCOLS);  /* BAT_FULL: after BAT_COLS */
 	}
 	finish(q);
 	if (rc != DB_ROW)

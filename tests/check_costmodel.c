@@ -315,6 +315,8 @@ static void synth(int n, unsigned seed, float *f, double *g, int scale)
 	}
 }
 
+static void synth_reversed(int n, unsigned seed, float *f, double *g);
+
 static double pairwise(const double *pred, const double *truth, int n)
 {
 	int ok = 0, all = 0;
@@ -375,6 +377,64 @@ START_TEST(learns_and_round_trips)
 	free(blob);
 	cm_model_free(m2);
 	cm_model_free(m);
+	free(f);
+}
+END_TEST
+
+/* A replica that reads another's model swaps the loaded one in whole
+ * (cm_model_replace): afterwards the model it hands its searches holds the
+ * loaded rows and scores exactly as the loaded model does, its own and
+ * shared boosters alike, and goes on learning from there. */
+START_TEST(replace_installs_whole)
+{
+	enum { N = 200 };
+	float *f = malloc(sizeof(float) * N * CM_NFEATURES);
+	double g[N], pa[N], pb[N], pc[N];
+	tir_error err;
+	/* a: this replica's copy; b: the writer's, of other rows */
+	cm_model *a = cm_model_new(), *b = cm_model_new();
+	synth(N / 2, 1, f, g, 1);
+	ck_assert(cm_model_add(a, "w1", N / 2, f, g, &err) == 0);
+	synth_reversed(N / 2, 4, f, g);
+	ck_assert(cm_model_add(b, "w1", N / 2, f, g, &err) == 0);
+	synth(N / 2, 2, f, g, 1000);
+	ck_assert(cm_model_add(b, "w2", N / 2, f, g, &err) == 0);
+	synth(N, 3, f, g, 7);
+	ck_assert(cm_model_predict_group(a, "w1", N, f, pa) == 0);
+	ck_assert(cm_model_predict_group(b, "w1", N, f, pb) == 0);
+	bool differ = false;
+	for (int i = 0; i < N; i++)
+		differ = differ || pa[i] != pb[i];
+	ck_assert(differ);
+	unsigned char *blob;
+	size_t len;
+	ck_assert(cm_model_save(b, &blob, &len, &err) == 0);
+	cm_model *c = cm_model_load(blob, len, &err);
+	ck_assert_msg(c, "%s", err.msg);
+	free(blob);
+	cm_model_set_threads(a, 2);
+	cm_model_replace(a, c);                     /* c is a's now */
+	ck_assert_int_eq(cm_model_rows(a), cm_model_rows(b));
+	ck_assert(cm_model_trained(a));
+	cm_stats sa, sb;
+	cm_model_stats(a, &sa);
+	cm_model_stats(b, &sb);
+	ck_assert_int_eq(sa.workloads, 2);
+	ck_assert(sa.judged_pairs == sb.judged_pairs && sa.recent_batches == 0);
+	ck_assert(cm_model_predict_group(a, "w1", N, f, pa) == 0);
+	for (int i = 0; i < N; i++)
+		ck_assert(pa[i] == pb[i]);
+	ck_assert(cm_model_predict(a, N, f, pa) == 0);
+	ck_assert(cm_model_predict(b, N, f, pc) == 0);
+	for (int i = 0; i < N; i++)
+		ck_assert(pa[i] == pc[i]);
+	/* and it learns on from the loaded rows */
+	synth(N / 2, 5, f, g, 3);
+	ck_assert(cm_model_add(a, "w3", N / 2, f, g, &err) == 0);
+	ck_assert_int_eq(cm_model_rows(a), cm_model_rows(b) + N / 2);
+	ck_assert_int_eq(cm_model_trained_rows(a), cm_model_rows(a));
+	cm_model_free(a);
+	cm_model_free(b);
 	free(f);
 }
 END_TEST
@@ -738,6 +798,7 @@ static Suite *make_costmodel_suite(void)
 	tcase_add_test(tc, append_then_train);
 	tcase_add_test(tc, own_rows_blend);
 	tcase_add_test(tc, threads_change_nothing);
+	tcase_add_test(tc, replace_installs_whole);
 	suite_add_tcase(s, tc);
 	/* trainings of thousands of rows: seconds each */
 	tc = tcase_create("bounded");

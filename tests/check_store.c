@@ -400,30 +400,55 @@ START_TEST(insert_or_join_dedupes_and_model_writer_lease)
 	ck_assert_int_eq(store_job_insert_or_join(db, &j, &joined, &err), 0);
 	ck_assert(!joined);
 	ck_assert_int_gt(j.id, id);
-	/* the model of a key: A's first write takes the writer lease */
+	/* the model of a key: A's first write takes the writer lease, and is
+	 * version 1; a write refused leaves the version as it was */
 	double now = store_now();
+	int64_t v = 0, v2 = 0;
+	ck_assert_int_eq(store_model_version(db, CPU1, &v, &err), 0);
 	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "aa", 2, "A", now, now + 3,
-					 &err), 1);
+					 &v, &err), 1);
+	ck_assert_int_eq((int)v, 1);
+	v = 0;
 	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "bb", 2, "B", now + 1, now + 4,
-					 &err), 0);
+					 &v, &err), 0);
+	ck_assert_int_eq((int)v, 0);
+	ck_assert_int_eq(store_model_version(db, CPU1, &v, &err), 1);
+	ck_assert_int_eq((int)v, 1);
 	ck_assert_int_eq(store_model_renew(db, CPU1, "A", now + 6, &err), 1);
 	ck_assert_int_eq(store_model_renew(db, CPU1, "B", now + 6, &err), 0);
 	void *blob;
 	size_t len;
-	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, &err), 1);
+	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, &v2, &err), 1);
 	ck_assert(len == 2 && !memcmp(blob, "aa", 2));
+	ck_assert_int_eq((int)v2, 1);
 	free(blob);
-	/* A's lease passes: B takes the model over, and A writes no more */
+	/* A writes again: version 2, read with the blob */
+	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "ab", 2, "A", now + 2, now + 6,
+					 &v, &err), 1);
+	ck_assert_int_eq((int)v, 2);
+	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, &v2, &err), 1);
+	ck_assert(len == 2 && !memcmp(blob, "ab", 2));
+	ck_assert_int_eq((int)v2, 2);
+	free(blob);
+	/* A's lease passes: B takes the model over (version 3), and A writes no
+	 * more */
 	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "bb", 2, "B", now + 7, now + 10,
-					 &err), 1);
+					 &v, &err), 1);
+	ck_assert_int_eq((int)v, 3);
 	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "aa", 2, "A", now + 8, now + 11,
-					 &err), 0);
+					 NULL, &err), 0);
 	ck_assert_int_eq(store_model_release(db, CPU1, "B", &err), 0);
 	ck_assert_int_eq(store_model_put(db, CPU1, "xgboost", "cc", 2, "A", now + 8, now + 11,
-					 &err), 1);
-	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, &err), 1);
+					 NULL, &err), 1);
+	ck_assert_int_eq(store_model_get(db, CPU1, &blob, &len, NULL, &err), 1);
 	ck_assert(len == 2 && !memcmp(blob, "cc", 2));
 	free(blob);
+	ck_assert_int_eq(store_model_version(db, CPU1, &v, &err), 1);
+	ck_assert_int_eq((int)v, 4);
+	/* another key's model has versions of its own */
+	ck_assert_int_eq(store_model_put(db, "cuda:sm_90", "xgboost", "dd", 2, "A", now + 8,
+					 now + 11, &v, &err), 1);
+	ck_assert_int_eq((int)v, 1);
 }
 END_TEST
 
@@ -507,9 +532,12 @@ START_TEST(records_survive_reopen)
 	ck_assert_int_eq(store_record_count(db, WK, CPU1, &err), 2);
 	void *blob;
 	size_t len;
-	ck_assert_int_eq(store_model_get(db, "cpu", &blob, &len, &err), 0);
-	ck_assert_int_eq(store_model_put(db, "cpu", "xgboost", "abc", 3, NULL, 0, 0, &err), 1);
-	ck_assert_int_eq(store_model_get(db, "cpu", &blob, &len, &err), 1);
+	int64_t v = 0;
+	ck_assert_int_eq(store_model_get(db, "cpu", &blob, &len, &v, &err), 0);
+	ck_assert_int_eq(store_model_put(db, "cpu", "xgboost", "abc", 3, NULL, 0, 0, &v, &err), 1);
+	ck_assert_int_eq((int)v, 1);
+	ck_assert_int_eq(store_model_get(db, "cpu", &blob, &len, &v, &err), 1);
+	ck_assert_int_eq((int)v, 1);
 	ck_assert_int_eq((int)len, 3);
 	ck_assert(!memcmp(blob, "abc", 3));
 	free(blob);
@@ -622,12 +650,24 @@ START_TEST(migration_002_keeps_old_jobs)
 	 * identity on, as pg_dump's setval does; SQLite takes max(id) + 1 */
 	if (pg_url)
 		sql("SELECT setval(pg_get_serial_sequence('jobs', 'id'), 8)");
+	/* a model saved before 007: written once, then written on from there */
+	sql(pg_url ? "INSERT INTO cost_models VALUES ('cpu:old', 'xgboost', '\\x6161', 1.0)"
+		   : "INSERT INTO cost_models VALUES ('cpu:old', 'xgboost', X'6161', 1.0)");
 
 	store_error err;
 	db = store_open(dbpath, &err);
 	ck_assert_msg(db != NULL, "%s", err.msg);
 	ck_assert_int_eq(store_schema_version(db), migs[nmigs - 1].version);
 	ck_assert_int_ge(store_schema_version(db), 2);
+	int64_t v = 0;
+	void *blob = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(store_model_get(db, "cpu:old", &blob, &len, &v, &err), 1);
+	ck_assert(len == 2 && !memcmp(blob, "aa", 2) && v == 1);
+	free(blob);
+	ck_assert_int_eq(store_model_put(db, "cpu:old", "xgboost", "ab", 2, "A", 2.0, 5.0, &v,
+					 &err), 1);
+	ck_assert_int_eq((int)v, 2);
 	store_job g;
 	ck_assert_int_eq(store_job_get(db, 7, &g, &err), 1);
 	ck_assert_str_eq(g.workload_key, WK);

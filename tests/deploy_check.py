@@ -28,8 +28,10 @@ What is checked:
                         make-secrets.sh writes
   deploy/haproxy.cfg    the bind port; every backend health-checks GET
                         /healthz for a 200 and its servers are exactly the
-                        replicas at their port; the worker routes go to a
-                        backend balanced by source (sticky)
+                        replicas at their port; one round-robin backend
+                        serves every route, the workers' too (no route
+                        split off, no stickiness: any replica answers any
+                        worker, whose batches live in the database)
   deploy/k8s/*.yaml     apiVersion / kind of each object; the ConfigMap's
                         tird.conf of real settings; the Secret's keys, the
                         worker token one of its tokens with scope worker; the
@@ -39,9 +41,9 @@ What is checked:
                         exists, token_file under the mounted Secret, resources,
                         a numeric runAsUser); the Services select the pods and
                         reach that port; the DaemonSet (a GPU nodeSelector and
-                        nvidia.com/gpu, --target cuda, --server the Service
-                        with client-address affinity, TIRD_TOKEN from the
-                        Secret)
+                        nvidia.com/gpu, --target cuda, --server a Service
+                        of the tird pods at its port, TIRD_TOKEN from the
+                        Secret); no Service has session affinity
 
 --mutate then applies each of MUTATIONS to a copy of the texts (the text it
 replaces must be there, so a mutation cannot go stale unnoticed) and
@@ -339,15 +341,20 @@ class Checker:
                     self.fault(w, f"backend {b} is used but not defined")
             if not any(d[0] == "default_backend" for d in ds):
                 self.fault(w, "the frontend has no default_backend")
-            acls = {d[1] for d in ds if d[0] == "acl" and
-                    (d[2:4] == ["path", "/v1/workers"] or d[2:4] == ["path_beg", "/v1/workers/"])}
-            sticky = [d[1] for d in ds if d[0] == "use_backend" and len(d) > 3 and d[3] in acls]
-            if not sticky:
-                self.fault(w, "no use_backend for the worker routes (/v1/workers and below)")
-            for b in sticky:
-                if ["balance", "source"] not in backends.get(b, []):
-                    self.fault(w, f"backend {b} of the worker routes is not `balance source` "
-                                  "(a worker must reach the replica it registered with)")
+            for d in ds:
+                if d[0] == "use_backend":
+                    self.fault(w, f"`{' '.join(d)}`: routes split between backends; one "
+                                  "round-robin backend serves every route, the workers' too")
+        for b, ds in backends.items():
+            bal = [d for d in ds if d[0] == "balance"]
+            if bal != [["balance", "roundrobin"]]:
+                self.fault(w, f"backend {b}: {[' '.join(d) for d in bal]}, expected `balance "
+                              "roundrobin` (no replica needs to see a client's requests)")
+            for d in ds:
+                if d[0] in ("stick", "stick-table", "cookie") or \
+                        (d[0] == "server" and "cookie" in d):
+                    self.fault(w, f"backend {b}: `{' '.join(d)}` makes it sticky, which "
+                                  "nothing needs (the workers live in the database)")
         want = {f"{r}:{port}" for r in replicas}
         for b, ds in backends.items():
             if ["option", "httpchk", "GET", "/healthz"] not in ds:
@@ -370,7 +377,7 @@ class Checker:
             "deploy/k8s/configmap.yaml": [("v1", "ConfigMap")],
             "deploy/k8s/secret.yaml": [("v1", "Secret")],
             "deploy/k8s/deployment.yaml": [("apps/v1", "Deployment")],
-            "deploy/k8s/service.yaml": [("v1", "Service"), ("v1", "Service")],
+            "deploy/k8s/service.yaml": [("v1", "Service")],
             "deploy/k8s/worker-daemonset.yaml": [("apps/v1", "DaemonSet")],
         }
         for f, kinds in want.items():
@@ -512,9 +519,11 @@ class Checker:
             for p in sp.get("ports") or []:
                 if resolve(p.get("targetPort")) != port:
                     self.fault(vw, f"Service {name}: targetPort {p.get('targetPort')} is not tird's port {port}")
-        sticky = {n for n, s in svcs.items() if (s.get("spec") or {}).get("sessionAffinity") == "ClientIP"}
-        if not sticky:
-            self.fault(vw, "no Service with sessionAffinity ClientIP for the workers")
+        for name, s in svcs.items():
+            aff = (s.get("spec") or {}).get("sessionAffinity")
+            if aff not in (None, "None"):
+                self.fault(vw, f"Service {name}: sessionAffinity {aff}, which nothing needs "
+                               "(any replica answers any client or worker)")
 
         # the DaemonSet
         ww = "deploy/k8s/worker-daemonset.yaml"
@@ -536,9 +545,9 @@ class Checker:
         host, p = self.server_url(ww, wf.get("--server"))
         if host is not None:
             sp = (svcs.get(host) or {}).get("spec") or {}
-            if host not in sticky:
-                self.fault(ww, f"--server {wf.get('--server')}: {host} is not a Service with "
-                               "sessionAffinity ClientIP")
+            if host not in svcs:
+                self.fault(ww, f"--server {wf.get('--server')}: {host} is not a Service of "
+                               f"service.yaml ({sorted(svcs)})")
             elif p not in [q.get("port") for q in sp.get("ports") or []]:
                 self.fault(ww, f"--server {wf.get('--server')}: Service {host} has no port {p}")
         tk = env_secret(ww, wc, "TIRD_TOKEN")
@@ -576,11 +585,15 @@ MUTATIONS = [
     ("deploy/compose.yaml", "--target cpu --name", "--targte cpu --name", "--targte"),
     ("deploy/compose.yaml", "target: tird-worker", "target: worker", "worker"),
     ("deploy/compose.yaml", "      target: /etc/tird/tird.conf", "      target: /etc/tird.conf", "--config"),
-    ("deploy/haproxy.cfg", "server tird-b tird-b:8642\n\nbackend", "server tird-b tird-b:8643\n\nbackend", "tird-b:8643"),
+    ("deploy/haproxy.cfg", "server tird-b tird-b:8642", "server tird-b tird-b:8643", "tird-b:8643"),
     ("deploy/haproxy.cfg", "balance roundrobin\n    option httpchk GET /healthz", "balance roundrobin\n    option httpchk GET /", "httpchk"),
-    ("deploy/haproxy.cfg", "balance source", "balance roundrobin", "balance source"),
+    ("deploy/haproxy.cfg", "balance roundrobin", "balance source", "roundrobin"),
+    ("deploy/haproxy.cfg", "    balance roundrobin\n", "    balance roundrobin\n    stick-table type ip size 1m\n"
+     "    stick on src\n", "sticky"),
+    ("deploy/haproxy.cfg", "    default_backend tird\n", "    acl worker_route path_beg /v1/workers\n"
+     "    use_backend tird if worker_route\n    default_backend tird\n", "split"),
+    ("deploy/haproxy.cfg", "default_backend tird", "default_backend tird_api", "tird_api"),
     ("deploy/haproxy.cfg", "bind :8642", "bind :8080", "8642:8080"),
-    ("deploy/haproxy.cfg", "use_backend tird_workers if worker_route", "use_backend tird_worker if worker_route", "tird_worker"),
     ("deploy/haproxy.cfg", "default-server check inter", "default-server inter", "health-checked"),
     ("deploy/tird.compose.conf", "lease_s = 15", "lease_secs = 15", "lease_secs"),
     ("deploy/tird.compose.conf", "listen = 0.0.0.0:8642", "listen = 0.0.0.0:9000", "9000"),
@@ -609,14 +622,15 @@ MUTATIONS = [
     ("deploy/k8s/deployment.yaml", '"--db", "$(TIRD_DB)"', '"--db", "$(TIRD_DATABASE)"', "--db"),
     ("deploy/k8s/deployment.yaml", "              - key: tokens\n", "              - key: token\n", "token_file"),
     ("deploy/k8s/deployment.yaml", "        runAsUser: 10001", "        runAsUser: tird", "runAsUser"),
-    ("deploy/k8s/service.yaml", "  sessionAffinity: ClientIP", "  sessionAffinity: None", "sessionAffinity"),
-    ("deploy/k8s/service.yaml", "targetPort: http\n---", "targetPort: 8080\n---", "targetPort"),
+    ("deploy/k8s/service.yaml", "  type: ClusterIP\n", "  type: ClusterIP\n  sessionAffinity: ClientIP\n",
+     "sessionAffinity"),
+    ("deploy/k8s/service.yaml", "targetPort: http", "targetPort: 8080", "targetPort"),
     ("deploy/k8s/service.yaml", "  selector:\n    app.kubernetes.io/name: tird\n  ports",
      "  selector:\n    app.kubernetes.io/name: tird-worker\n  ports", "selector"),
     ("deploy/k8s/worker-daemonset.yaml", '"--target", "cuda"', '"--target", "cpu"', "cuda"),
     ("deploy/k8s/worker-daemonset.yaml", "              nvidia.com/gpu: 1\n", "", "nvidia.com/gpu"),
-    ("deploy/k8s/worker-daemonset.yaml", "http://tird-workers:8642", "http://tird:8642", "sessionAffinity"),
-    ("deploy/k8s/worker-daemonset.yaml", "http://tird-workers:8642", "http://tird-workers:8643", "8643"),
+    ("deploy/k8s/worker-daemonset.yaml", "http://tird:8642", "http://tird-workers:8642", "tird-workers"),
+    ("deploy/k8s/worker-daemonset.yaml", "http://tird:8642", "http://tird:8643", "8643"),
     ("deploy/k8s/worker-daemonset.yaml", 'nvidia.com/gpu.present: "true"', 'kubernetes.io/os: linux', "nodeSelector"),
     ("deploy/k8s/worker-daemonset.yaml", "key: worker-token", "key: worker-tokens", "worker-tokens"),
 ]

@@ -22,8 +22,11 @@
 #       (an haproxy splits its routes): the job done, every record stored
 #       once; a post for a batch it does not hold: 409, nothing stored;
 # and that the CPU cost model is written by one replica, the holder of its
-# writer lease (--model-save-s 1: written a second after it learnt), taken
-# over by the survivor of (a) once the killed writer's lease passed.
+# writer lease (--model-save-s 1: written a second after it learnt), and
+# read by the other: within seconds of each write its copy (GET /v1/models)
+# is the stored version, with the writer's rows; taken over by the
+# survivor of (a) once the killed writer's lease passed, which then writes
+# it (new versions, its own).
 # A job may be claimed by either replica: the test finds its owner in the
 # job's "owner" (HOST:PID:START) and acts on that replica.  It skips (exit
 # 77) where PostgreSQL's server programs, psql, curl, jq or python3 are
@@ -126,6 +129,24 @@ ob=$(name_of "$(owner_of "$jb")")
 until_ok 100 wrote "$(eval echo \$r$ob)" &&
 	pass "(b) the cost model is written by $ob, which learnt it, under its writer lease" ||
 	fail "(b) cost model writer '$(writer)', expected $ob"
+# the model as a replica holds it: "VERSION ROWS WRITER" of its CPU key's
+model_of() { curl -s "$1/v1/models" | jq -r '.models[]|select(.target|startswith("cpu:"))|
+	"\(.version) \(.rows) \(.writer)"' | head -1; }
+dbversion() { psql -qtAX -d "$pg/rep" -c "SELECT version FROM cost_models WHERE target_kind LIKE 'cpu:%'"; }
+# the reader's copy is the stored version, with the writer's rows
+read_back() {   # WRITER_URL READER_URL
+	w=$(model_of "$1"); r=$(model_of "$2"); v=$(dbversion)
+	[ -n "$v" ] && [ "$w" = "$v ${w#* }" ] && [ "${w##* }" = true ] &&
+		[ "$r" = "${w% *} false" ]
+}
+other=A; [ "$ob" = A ] && other=B
+eval "obu=\$url_$ob ou=\$url_$other"
+until_ok 100 read_back "$obu" "$ou" &&
+	pass "(b) $other reads the model $ob wrote: version $(dbversion), $(model_of "$ou" | cut -d' ' -f2) rows on both" ||
+	fail "(b) the model on $ob '$(model_of "$obu")', on $other '$(model_of "$ou")' (version, rows, writer), stored version '$(dbversion)'"
+grep -q "cost model for cpu:.*: version [0-9]* read, written by another replica" "$tmp/$other.log" &&
+	pass "(b) $other's log says it read the newer version" ||
+	fail "(b) no read of a newer version in $other's log"
 
 # ---- (c) a cache hit on the replica that did not tune it ---------------------------------------
 other=A; [ "$ob" = A ] && other=B
@@ -179,6 +200,7 @@ until_ok 600 at_least "$ka" 4 || fail "(a) job $ja stored no 4 records"
 oa=$(name_of "$(owner_of "$ja")"); other=A; [ "$oa" = A ] && other=B
 eval "opid=\$pid_$oa ou=\$url_$other"
 na=$(nrec "$ka")
+v0=$(dbversion)
 kill -9 "$opid"
 t0=$(date +%s)
 took_over() { job "$ou" "$ja" | jq -e --arg r "$(eval echo \$r$other)" '.owner==$r' >/dev/null; }
@@ -196,6 +218,15 @@ best=$(curl -s "$ou/v1/best?op=matmul" | jq --arg k "$ka" '.best[]|select(.workl
 until_ok 100 wrote "$(eval echo \$r$other)" &&
 	pass "(a) the cost model's writer is now $other, the survivor" ||
 	fail "(a) cost model writer '$(writer)', expected $other"
+# the survivor writes the model now: its copy is the newest stored version
+# (newer than the killed writer's last), and GET /v1/models says it writes
+writes_now() {
+	sv=$(model_of "$ou")
+	[ "${sv##* }" = true ] && [ "${sv%% *}" = "$(dbversion)" ] && [ "${sv%% *}" -gt "${v0:-0}" ]
+}
+until_ok 50 writes_now &&
+	pass "(a) $other writes the model: version ${sv%% *} (was ${v0:-none} before the kill), writer true" ||
+	fail "(a) $other's model '$sv' (version, rows, writer), stored version '$(dbversion)', before the kill '${v0:-}'"
 
 # ---- (e) SIGSTOP past the lease -----------------------------------------------------------------
 sur=$other                 # the survivor of (a) and C, a new replica in the killed one's place
