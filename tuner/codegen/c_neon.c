@@ -12,7 +12,7 @@
  * `omp simd` loop.  Only AArch64 keys are affected.
  *
  * A loop tensorized with a CPU intrinsic (sdot_4x4x4_i8_i32,
- * smmla_2x2x8_i8_i32) is printed as one call of a static inline function of
+ * smmla_2x2x8_i8_i32, fmla_4x8x4_f16) is printed as one call of a static inline function of
  * the prelude, which c_neon_prelude emits only for the intrinsics the
  * program uses — a program without them (every x86 one) is printed as
  * before, byte for byte.  The call passes the address of each access's
@@ -21,7 +21,8 @@
  * layout and scope (ir/intrin.c, match_cpu_mma), so the function packs them
  * into the registers the instruction wants — for sdot, a's 4 x 4 tile row by
  * row into 16 bytes and b transposed (its columns) into 16 more, for smmla
- * a's 2 x 8 rows and b's 2 columns of 8 — and with the strides constant
+ * a's 2 x 8 rows and b's 2 columns of 8, for fmla a's 4 x 4 tile into two
+ * registers of 8 float16 and b's 4 rows of 8 — and with the strides constant
  * after inlining, gcc turns the packing of a contiguous row into one load.
  * The accumulator tile is read, updated by the instruction and written back
  * per call:
@@ -30,11 +31,15 @@
  *          row i gains the dot of b's column j with a's row i
  *   smmla  acc = vmmlaq_s32(acc, a, bT): the 2 x 2 tile (row-major) gains
  *          a (2 x 8) x b (8 x 2)
+ *   fmla   acc_i = vfmaq_laneq_f16(acc_i, b_k, a, lane of a[i, k]), for
+ *          k = 0..3 and rows i = 0..3: row i (8 float16) gains a[i, k]
+ *          times b's row k, rounded once per step as a float16 store is
  *
  * Each function is guarded by the ACLE macro of its extension
- * (__ARM_FEATURE_DOTPROD, __ARM_FEATURE_MATMUL_INT8) with an #error naming
- * the missing one otherwise: the C compiler's flags for the target key
- * (measure/cpu.c: -march=armv8.2-a+dotprod+i8mm) define them, and a source
+ * (__ARM_FEATURE_DOTPROD, __ARM_FEATURE_MATMUL_INT8,
+ * __ARM_FEATURE_FP16_VECTOR_ARITHMETIC) with an #error naming the missing
+ * one otherwise: the C compiler's flags for the target key (measure/cpu.c:
+ * -march=armv8.2-a+dotprod+fp16+i8mm) define them, and a source
  * built without them fails to compile instead of running something else.
  */
 #include <string.h>
@@ -108,14 +113,74 @@ static const char neon_smmla[] =
 "#endif\n"
 "\n";
 
-/* The implementation of CPU intrinsic `in`: its prelude text and the
- * function the call names (its intrins.def name, prefixed "tir_"). */
+/* float16 operands and accumulator are the C backend's uint16_t bits,
+ * reinterpreted in the registers; the lane of vfmaq_laneq_f16 must be a
+ * constant, so the four steps are written out (TIR_FMLA_STEP). */
+static const char neon_fmla[] =
+"#if defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)\n"
+"#include <arm_neon.h>\n"
+"/* fmla_4x8x4_f16: c[i, j] += a[i, k] * b[k, j] for k = 0..3 in turn, each step\n"
+" * one fused multiply-add rounded to float16, a 4 x 8 x 4 tile of float16 bits;\n"
+" * element (i, j) of c at c[i * ci + j * cj], and so on */\n"
+"static inline void tir_fmla_4x8x4_f16(uint16_t *c, int64_t ci, int64_t cj,\n"
+"    const uint16_t *a, int64_t ai, int64_t ak, const uint16_t *b, int64_t bk, int64_t bj)\n"
+"{\n"
+"    uint16_t pa[16], pb[32], t[32];\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int q = 0; q < 4; q++)\n"
+"            pa[4 * r + q] = a[r * ai + q * ak];     /* a's row r */\n"
+"    for (int q = 0; q < 4; q++)\n"
+"        for (int x = 0; x < 8; x++)\n"
+"            pb[8 * q + x] = b[q * bk + x * bj];     /* b's row q */\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int x = 0; x < 8; x++)\n"
+"            t[8 * r + x] = c[r * ci + x * cj];\n"
+"    const float16x8_t a01 = vreinterpretq_f16_u16(vld1q_u16(pa));      /* rows 0, 1 */\n"
+"    const float16x8_t a23 = vreinterpretq_f16_u16(vld1q_u16(pa + 8));  /* rows 2, 3 */\n"
+"    float16x8_t c0 = vreinterpretq_f16_u16(vld1q_u16(t));\n"
+"    float16x8_t c1 = vreinterpretq_f16_u16(vld1q_u16(t + 8));\n"
+"    float16x8_t c2 = vreinterpretq_f16_u16(vld1q_u16(t + 16));\n"
+"    float16x8_t c3 = vreinterpretq_f16_u16(vld1q_u16(t + 24));\n"
+"#define TIR_FMLA_STEP(q) do { \\\n"
+"        const float16x8_t bq = vreinterpretq_f16_u16(vld1q_u16(pb + 8 * (q))); \\\n"
+"        c0 = vfmaq_laneq_f16(c0, bq, a01, (q)); \\\n"
+"        c1 = vfmaq_laneq_f16(c1, bq, a01, 4 + (q)); \\\n"
+"        c2 = vfmaq_laneq_f16(c2, bq, a23, (q)); \\\n"
+"        c3 = vfmaq_laneq_f16(c3, bq, a23, 4 + (q)); \\\n"
+"    } while (0)\n"
+"    TIR_FMLA_STEP(0);\n"
+"    TIR_FMLA_STEP(1);\n"
+"    TIR_FMLA_STEP(2);\n"
+"    TIR_FMLA_STEP(3);\n"
+"#undef TIR_FMLA_STEP\n"
+"    vst1q_u16(t, vreinterpretq_u16_f16(c0));\n"
+"    vst1q_u16(t + 8, vreinterpretq_u16_f16(c1));\n"
+"    vst1q_u16(t + 16, vreinterpretq_u16_f16(c2));\n"
+"    vst1q_u16(t + 24, vreinterpretq_u16_f16(c3));\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int x = 0; x < 8; x++)\n"
+"            c[r * ci + x * cj] = t[8 * r + x];\n"
+"}\n"
+"#else\n"
+"#error \"fmla_4x8x4_f16 needs the AArch64 half-precision arithmetic "
+"(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC: -march=armv8.2-a+fp16)\"\n"
+"#endif\n"
+"\n";
+
+/* The implementation of each CPU intrinsic: its prelude text, which
+ * defines the function the call names (its intrins.def name, prefixed
+ * "tir_"). */
+static const struct { const char *name, *text; } implementations[] = {
+	{ "sdot_4x4x4_i8_i32", neon_sdot },
+	{ "smmla_2x2x8_i8_i32", neon_smmla },
+	{ "fmla_4x8x4_f16", neon_fmla },
+};
+
 static const char *implementation(const tir_intrin *in)
 {
-	if (!strcmp(in->name, "sdot_4x4x4_i8_i32"))
-		return neon_sdot;
-	if (!strcmp(in->name, "smmla_2x2x8_i8_i32"))
-		return neon_smmla;
+	for (size_t i = 0; i < sizeof implementations / sizeof *implementations; i++)
+		if (!strcmp(in->name, implementations[i].name))
+			return implementations[i].text;
 	return NULL;
 }
 

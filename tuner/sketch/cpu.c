@@ -44,6 +44,9 @@
  *                    to a matmul, tiled around a 4 x 4 x 4 (2 x 2 x 8) nest
  *                    tensorized with sdot_4x4x4_i8_i32 (smmla_2x2x8_i8_i32,
  *                    ir/intrins.def, codegen/c_neon.c); see cpu_dot_block.
+ *   cpu-fmla         the same on a key with fp16 for each float16 product
+ *                    summed into float16 (out_dtype float16), around a
+ *                    4 x 8 x 4 nest tensorized with fmla_4x8x4_f16.
  *
  * Tile sizes are sample_perfect_tile instructions whose decisions are drawn
  * here jointly over the loops (sketch_tile_decided), preferring tilings that
@@ -431,7 +434,7 @@ static int cpu_tile_reg(tir_sched *s, const tir_target *t, tir_error *err)
 	return cpu_tile(s, t, WB_REGISTER, err);
 }
 
-/* ---- cpu-sdot, cpu-smmla: AArch64's int8 tensor intrinsics ---------------------------- */
+/* ---- cpu-sdot, cpu-smmla, cpu-fmla: AArch64's tensor intrinsics ---------------------- */
 
 /* The CPU intrinsic of a sketch by its target-key feature (intrins.def). */
 static const tir_intrin *dot_intrin(const char *feature)
@@ -468,6 +471,11 @@ static bool sdot_applies(const tir_program *p, const tir_target *t)
 static bool smmla_applies(const tir_program *p, const tir_target *t)
 {
 	return dot_applies(p, t, "i8mm");
+}
+
+static bool fmla_applies(const tir_program *p, const tir_target *t)
+{
+	return dot_applies(p, t, "fp16");
 }
 
 /* One heavy block of product form on intrinsic `in` (m x n x k): normalized
@@ -539,8 +547,8 @@ static int cpu_dot_block(tir_sched *s, const tir_intrin *in, const tir_block *he
 	return 0;
 }
 
-/* Every heavy block in post-order: those of int8 product form on the
- * intrinsic of `feature`, the others as cpu-tile-cache; then the rest. */
+/* Every heavy block in post-order: those of product form in the dtypes of
+ * the intrinsic of `feature`, the others as cpu-tile-cache; then the rest. */
 static int cpu_dot(tir_sched *s, const tir_target *t, const char *feature, tir_error *err)
 {
 	const tir_intrin *in = dot_intrin(feature);
@@ -569,6 +577,11 @@ static int cpu_smmla(tir_sched *s, const tir_target *t, tir_error *err)
 	return cpu_dot(s, t, "i8mm", err);
 }
 
+static int cpu_fmla(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_dot(s, t, "fp16", err);
+}
+
 /* ---- programs without heavy blocks (rows.c, cpu_rows.c) ------------------------------- */
 
 static bool rows_apply(const tir_program *p, const tir_target *t)
@@ -594,6 +607,7 @@ const sketch_def sketch_cpu_defs[] = {
 	{ "cpu-tile", cpu_applies, cpu_tile_plain },
 	{ "cpu-sdot", sdot_applies, cpu_sdot },
 	{ "cpu-smmla", smmla_applies, cpu_smmla },
+	{ "cpu-fmla", fmla_applies, cpu_fmla },
 	{ "cpu-rows", rows_apply, cpu_rest },
 	{ "cpu-pointwise", pointwise_applies, cpu_rest },
 };
