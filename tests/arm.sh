@@ -20,9 +20,10 @@
 #      reference); among the int8 candidates measured, cpu-sdot's
 #      (sdot_4x4x4_i8_i32) match the reference exactly, the source the
 #      worker kept (TIRD_KEEP_BUILD) calls vdotq and the cross objdump of its
-#      .so has sdot instructions; cpu-fmla's float16 candidates
-#      (fmla_4x8x4_f16) match it within float16's tolerance, their source
-#      calls vfmaq_laneq_f16 and their .so has fmla on .8h; the float32
+#      .so has sdot instructions; the float16 candidates match it within
+#      float16's tolerance, cpu-fmla's (fmla_4x8x4_f16) calling
+#      vfmaq_laneq_f16, the others' vector loops NEON float16x8_t
+#      (vfmaq_f16), and the .so of each has fmla on .8h; the float32
 #      candidates' vector loops are NEON (vfmaq_f32); the two keys keep
 #      their own records and bests, the ARM ones marked emulated and none
 #      under the real board's key; the emulated key trains no cost model,
@@ -212,23 +213,32 @@ if [ -n "$kept" ] && grep -q vdotq_laneq_s32 "$kept"; then
 else
 	fail "no kept candidate source with sdot under $tmp/keep ($(ls "$tmp/keep" | wc -l) kept)"
 fi
-# the float16 job's fmla candidates: measured, right within float16's
-# tolerance (1e-2; they round as the reference does, once per step)
+# the float16 job's candidates, cpu-fmla's and the others: measured, right
+# within float16's tolerance (1e-2; they round as the reference does, once
+# per step)
 wk=$(jq -r .workload_key "$tmp/hmm-arm.json")
 jq --arg w "$wk" '[.records[] | select(.workload_key==$w)]' "$tmp/rec-arm.json" >"$tmp/hmm-recs.json"
 nh=$(jq '[.[] | select(.trace|tostring|test("fmla_4x8x4_f16"))] | length' "$tmp/hmm-recs.json")
-eh=$(jq '[.[] | select(.trace|tostring|test("fmla_4x8x4_f16")) | .max_rel_error] | max' "$tmp/hmm-recs.json")
-[ "$nh" -ge 1 ] && jq -e '[.[] | select(.trace|tostring|test("fmla_4x8x4_f16"))] |
-	all(.status=="ok" and .max_rel_error <= 0.01)' "$tmp/hmm-recs.json" >/dev/null \
-	&& pass "hmm: $nh fmla candidates measured on the ARM key, right against the reference (largest error $eh)" \
+eh=$(jq '[.[] | .max_rel_error] | max' "$tmp/hmm-recs.json")
+[ "$nh" -ge 1 ] && jq -e 'length >= 8 and all(.status=="ok" and .max_rel_error <= 0.01)' "$tmp/hmm-recs.json" >/dev/null \
+	&& pass "hmm: $(jq length "$tmp/hmm-recs.json") float16 candidates ($nh fmla) measured on the ARM key, right against the reference (largest error $eh)" \
 	|| fail "hmm: $nh fmla candidates: $(jq -c '[.[] | {status, max_rel_error, message}]' "$tmp/hmm-recs.json" | head -c 600)"
+fmla8h() { aarch64-linux-gnu-objdump -d "${1%k.c}k.so" | grep -cE 'fmla[[:space:]]+v[0-9]+\.8h'; }
 kept=$(grep -l 'tir_fmla_4x8x4_f16(&' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
 if [ -n "$kept" ] && grep -q vfmaq_laneq_f16 "$kept"; then
-	nfh=$(aarch64-linux-gnu-objdump -d "${kept%k.c}k.so" | grep -cE 'fmla[[:space:]]+v[0-9]+\.8h')
+	nfh=$(fmla8h "$kept")
 	[ "$nfh" -ge 1 ] && pass "the kept fmla candidate calls vfmaq_laneq_f16; its .so holds $nfh fmla instructions on .8h" \
 		|| fail "no fmla on .8h in ${kept%k.c}k.so"
 else
 	fail "no kept candidate source with fmla_4x8x4_f16 under $tmp/keep"
+fi
+kept=$(grep -l 'vreinterpretq_u16_f16(vfmaq_f16(' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
+if [ -n "$kept" ] && grep -q 'NEON float16x8_t' "$kept"; then
+	nfh=$(fmla8h "$kept")
+	[ "$nfh" -ge 1 ] && pass "a kept float16 candidate's vector loops are NEON float16x8_t (vfmaq_f16); its .so holds $nfh fmla on .8h" \
+		|| fail "no fmla on .8h in ${kept%k.c}k.so"
+else
+	fail "no kept candidate with a NEON float16 loop under $tmp/keep"
 fi
 nf=$(grep -l 'vst1q_f32(tir_dst, vfmaq_f32(' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | wc -l)
 [ "$nf" -ge 1 ] && pass "$nf kept float32 candidates vectorized as NEON float32x4_t (vfmaq_f32)" \

@@ -1,22 +1,25 @@
 /*
- * check_arm.c — AArch64's int8 tensor intrinsics: sdot_4x4x4_i8_i32
- * (+dotprod) and smmla_2x2x8_i8_i32 (+i8mm) in tensorize, validation, the
- * C backend's NEON code (codegen/c_neon.c) and the cpu-sdot / cpu-smmla
+ * check_arm.c — AArch64's tensor intrinsics: sdot_4x4x4_i8_i32 (+dotprod)
+ * and smmla_2x2x8_i8_i32 (+i8mm) for int8, fmla_4x8x4_f16 (+fp16) for
+ * float16 summed in float16, in tensorize, validation, the C backend's
+ * NEON code (codegen/c_neon.c) and the cpu-sdot / cpu-smmla / cpu-fmla
  * sketches.
  *
- * A hand-written schedule of an int8 matmul (split by the tile, the init
- * decomposed, the tile tensorized) is valid on a key with the feature and
- * its code calls the NEON instruction under the ACLE guard; on a key
+ * A hand-written schedule of a matmul in the intrinsic's dtypes (split by
+ * the tile, the init decomposed, the tile tensorized) is valid on a key
+ * with the feature and its code calls the NEON instruction under the ACLE guard; on a key
  * without the feature, or a CUDA key, validation and codegen refuse it by
  * name.  The matcher refuses a wrong extent, a float32 product, a
- * reduction that still has its init.  The sketches are offered only where
- * the key has the feature and the block is an int8 product (matmul,
- * conv2d); their candidates verify, call the intrinsic and replay to the
+ * reduction that still has its init, a float16 product summed into
+ * float32.  The sketches are offered only where the key has the feature
+ * and the block is a product of the intrinsic's dtypes (matmul, conv2d),
+ * never to the GPU sketches; their candidates verify, call the intrinsic and replay to the
  * same code; with the annotation dropped (the program below it is the
  * scalar computation) the code runs right on this CPU.  Vectorized float32
- * loops on AArch64 are NEON intrinsics (vfmaq_f32).  x86 keys see none of
- * it.  Whether the NEON code computes the right result on AArch64 is
- * tests/arm.sh's part (cross-compiled, run under qemu).
+ * loops on AArch64 are NEON intrinsics (vfmaq_f32), float16 ones on a key
+ * with fp16 too (vfmaq_f16).  x86 keys see none of it.  Whether the NEON
+ * code computes the right result on AArch64 is tests/arm.sh's part
+ * (cross-compiled, run under qemu).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +381,52 @@ START_TEST(neon_float32)
 }
 END_TEST
 
+/* Vectorized float16 loops on an AArch64 key with fp16: NEON float16x8_t
+ * (vfmaq_f16, FMLA on .8h) in every sampled candidate of a float16 matmul
+ * summed in float16 that cpu-fmla does not tensorize, under the ACLE guard;
+ * on a key without fp16, and for a float16 product summed in float32 (its
+ * block stores float32 from float16 loads), omp simd as before. */
+START_TEST(neon_float16)
+{
+	tir_workload *w = parse(HMM64), *wf = parse(HMM64_F32);
+	tir_target fp16 = target("cpu:aarch64+neon+fp16"), neon = target("cpu:aarch64+neon");
+	tir_error err = { "" };
+	tir_sched *c[6];
+	int n = tir_sample_candidates(w, &fp16, 6, 1, c, &err), nvec = 0;
+	ck_assert_msg(n == 6, "%s", err.msg);
+	for (int i = 0; i < n; i++) {
+		tir_code *a = tir_codegen(tir_sched_program(c[i]), &fp16, &err);
+		ck_assert_msg(a, "%s", err.msg);
+		if (!strstr(a->source, "tir_fmla_4x8x4_f16(&")) {
+			nvec++;
+			ck_assert_msg(strstr(a->source, "#if !defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)") &&
+				      strstr(a->source, "vst1q_u16(tir_dst, vreinterpretq_u16_f16(vfmaq_f16("
+						 "vreinterpretq_f16_u16(vld1q_u16(tir_dst)), ") &&
+				      strstr(a->source, "NEON float16x8_t"), "candidate %d:\n%s", i,
+				      a->source);
+		}
+		tir_code *x = tir_codegen(tir_sched_program(c[i]), &neon, &err);
+		ck_assert(!x || (!strstr(x->source, "float16x8_t") && !strstr(x->source, "vfmaq_f16")));
+		tir_code_free(x);
+		tir_code_free(a);
+		tir_sched_free(c[i]);
+	}
+	ck_assert_msg(nvec > 0, "every candidate tensorized: no vector loop seen");
+	n = tir_sample_candidates(wf, &fp16, 4, 1, c, &err);
+	ck_assert_msg(n == 4, "%s", err.msg);
+	for (int i = 0; i < n; i++) {
+		tir_code *a = tir_codegen(tir_sched_program(c[i]), &fp16, &err);
+		ck_assert_msg(a, "%s", err.msg);
+		ck_assert_msg(!strstr(a->source, "vfmaq_f16") && strstr(a->source, "#pragma omp simd"),
+			      "float16 into float32, candidate %d:\n%s", i, a->source);
+		tir_code_free(a);
+		tir_sched_free(c[i]);
+	}
+	tir_workload_free(w);
+	tir_workload_free(wf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("arm");
@@ -391,6 +440,7 @@ int main(void)
 			    (int)(sizeof candidates / sizeof *candidates));
 	tcase_add_test(tc, x86_untouched);
 	tcase_add_test(tc, neon_float32);
+	tcase_add_test(tc, neon_float16);
 	suite_add_tcase(su, tc);
 	return tu_run_suite(su);
 }
