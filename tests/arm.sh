@@ -15,12 +15,15 @@
 #      it is emulated;
 #   4. a float32 matmul tuned on the ARM key and on this CPU's key at the same
 #      time, and an int8 conv2d, an int8 matmul (the suite's GMM shrunk to
-#      64^3) and a float16 matmul summed in float16 on the ARM key, end with
+#      64^3), a uint8 matmul and a float16 matmul summed in float16 on the
+#      ARM key, end with
 #      verified bests (every best a record whose output matched the
 #      reference); among the int8 candidates measured, cpu-sdot's
 #      (sdot_4x4x4_i8_i32) match the reference exactly, the source the
 #      worker kept (TIRD_KEEP_BUILD) calls vdotq and the cross objdump of its
-#      .so has sdot instructions; the float16 candidates match it within
+#      .so has sdot instructions; cpu-udot's (udot_4x4x4_u8_i32) of the
+#      uint8 matmul match it exactly, their .so has udot; the float16
+#      candidates match it within
 #      float16's tolerance, cpu-fmla's (fmla_4x8x4_f16) calling
 #      vfmaq_laneq_f16, the others' vector loops NEON float16x8_t
 #      (vfmaq_f16), and the .so of each has fmla on .8h; the float32
@@ -147,6 +150,7 @@ echo '{"op":"matmul","M":32,"N":32,"K":32}' >"$tmp/mm.json"
 echo '{"op":"conv2d","N":1,"C":16,"H":8,"W":8,"K":16,"R":3,"S":3,"pad":1,"dtype":"int8","layout":"NHWC"}' >"$tmp/c2d.json"
 echo '{"op":"matmul","M":64,"N":64,"K":64,"dtype":"int8"}' >"$tmp/mm8.json"
 echo '{"op":"matmul","M":32,"N":32,"K":32,"dtype":"float16","out_dtype":"float16"}' >"$tmp/hmm.json"
+echo '{"op":"matmul","M":32,"N":32,"K":64,"dtype":"uint8"}' >"$tmp/umm.json"
 ctl() { "$TIRCTL" --server "$url" "$@"; }
 tune() {   # FILE TARGET OUT [TRIALS [SEED]]
 	ctl --json tune "$1" --target "$2" --trials "${4:-16}" --batch 8 ${5:+--seed $5} --wait >"$3" 2>"$3.err"
@@ -161,11 +165,13 @@ tune "$tmp/mm.json" "$subkey" "$tmp/mm-avx2.json" & j3=$!
 tune "$tmp/c2d.json" "$akey" "$tmp/c2d-arm.json" 8 1 & j4=$!
 tune "$tmp/mm8.json" "$akey" "$tmp/mm8-arm.json" 8 1 & j5=$!
 tune "$tmp/hmm.json" "$akey" "$tmp/hmm-arm.json" 8 1 & j6=$!
+tune "$tmp/umm.json" "$akey" "$tmp/umm-arm.json" 8 1 & j7=$!
 wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?; wait $j4; r4=$?; wait $j5; r5=$?; wait $j6; r6=$?
-[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] && [ $r5 -eq 0 ] && [ $r6 -eq 0 ] \
-	&& pass "float32 matmul on three keys at once, int8 conv2d and matmul and float16 matmul on the ARM key: done ($(elapsed))" \
-	|| fail "tune exits $r1 $r2 $r3 $r4 $r5 $r6: $(cat "$tmp"/*.json.err)"
-for f in mm-arm mm-x86 mm-avx2 c2d-arm mm8-arm hmm-arm; do
+wait $j7; r7=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] && [ $r5 -eq 0 ] && [ $r6 -eq 0 ] && [ $r7 -eq 0 ] \
+	&& pass "float32 matmul on three keys at once, int8 conv2d and matmul, uint8 and float16 matmuls on the ARM key: done ($(elapsed))" \
+	|| fail "tune exits $r1 $r2 $r3 $r4 $r5 $r6 $r7: $(cat "$tmp"/*.json.err)"
+for f in mm-arm mm-x86 mm-avx2 c2d-arm mm8-arm hmm-arm umm-arm; do
 	rid=$(jq -r .record_id "$tmp/$f.json"); key=$(jq -r .target "$tmp/$f.json")
 	rec=$(curl -s "$url/v1/records?target=$(printf '%s' "$key" | sed 's/+/%2B/g')" | jq --arg id "$rid" '.records[] | select(.id==$id)')
 	printf '%s' "$rec" | jq -e '.status=="ok" and .max_rel_error >= 0 and .latency_us > 0' >/dev/null \
@@ -176,7 +182,7 @@ q() { printf '%s' "$1" | sed 's/+/%2B/g'; }
 curl -s "$url/v1/records?target=$(q "$akey")" >"$tmp/rec-arm.json"
 curl -s "$url/v1/records?target=$(q "$cpukey")" >"$tmp/rec-x86.json"
 na=$(jq '.records|length' "$tmp/rec-arm.json"); nx=$(jq '.records|length' "$tmp/rec-x86.json")
-[ "$na" -ge 32 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
+[ "$na" -ge 40 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
 	jq -e 'all(.records[]; .emulated != true)' "$tmp/rec-x86.json" >/dev/null &&
 	jq -e -n --slurpfile a "$tmp/rec-arm.json" --slurpfile x "$tmp/rec-x86.json" \
 		'([$a[0].records[].id] - [$x[0].records[].id] | length) == ($a[0].records | length)' >/dev/null \
@@ -212,6 +218,22 @@ if [ -n "$kept" ] && grep -q vdotq_laneq_s32 "$kept"; then
 		|| fail "no sdot instruction in ${kept%k.c}k.so"
 else
 	fail "no kept candidate source with sdot under $tmp/keep ($(ls "$tmp/keep" | wc -l) kept)"
+fi
+# the uint8 job's udot candidates: measured, exactly right (its inputs span
+# 0..255, so a signed reading of them would show)
+wk=$(jq -r .workload_key "$tmp/umm-arm.json")
+jq --arg w "$wk" '[.records[] | select(.workload_key==$w)]' "$tmp/rec-arm.json" >"$tmp/umm-recs.json"
+nu=$(jq '[.[] | select(.trace|tostring|test("udot_4x4x4_u8_i32"))] | length' "$tmp/umm-recs.json")
+[ "$nu" -ge 1 ] && jq -e 'length >= 8 and all(.status=="ok" and .max_rel_error==0)' "$tmp/umm-recs.json" >/dev/null \
+	&& pass "umm: $(jq length "$tmp/umm-recs.json") uint8 candidates ($nu udot) measured on the ARM key, each output the reference's exactly" \
+	|| fail "umm: $nu udot candidates: $(jq -c '[.[] | {status, max_rel_error, message}]' "$tmp/umm-recs.json" | head -c 600)"
+kept=$(grep -l 'tir_udot_4x4x4_u8_i32(&' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
+if [ -n "$kept" ] && grep -q vdotq_laneq_u32 "$kept"; then
+	nud=$(aarch64-linux-gnu-objdump -d "${kept%k.c}k.so" | grep -cw udot)
+	[ "$nud" -ge 1 ] && pass "the kept udot candidate calls vdotq_laneq_u32; its .so holds $nud udot instructions" \
+		|| fail "no udot instruction in ${kept%k.c}k.so"
+else
+	fail "no kept candidate source with udot under $tmp/keep"
 fi
 # the float16 job's candidates, cpu-fmla's and the others: measured, right
 # within float16's tolerance (1e-2; they round as the reference does, once

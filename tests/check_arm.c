@@ -1,9 +1,10 @@
 /*
  * check_arm.c — AArch64's tensor intrinsics: sdot_4x4x4_i8_i32 (+dotprod)
- * and smmla_2x2x8_i8_i32 (+i8mm) for int8, fmla_4x8x4_f16 (+fp16) for
+ * and smmla_2x2x8_i8_i32 (+i8mm) for int8, udot_4x4x4_u8_i32 (+dotprod)
+ * for uint8, fmla_4x8x4_f16 (+fp16) for
  * float16 summed in float16, in tensorize, validation, the C backend's
- * NEON code (codegen/c_neon.c) and the cpu-sdot / cpu-smmla / cpu-fmla
- * sketches.
+ * NEON code (codegen/c_neon.c) and the cpu-sdot / cpu-udot / cpu-smmla /
+ * cpu-fmla sketches.
  *
  * A hand-written schedule of a matmul in the intrinsic's dtypes (split by
  * the tile, the init decomposed, the tile tensorized) is valid on a key
@@ -35,6 +36,11 @@
 #define MM64 "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64,\"dtype\":\"int8\"}"
 #define C2D "{\"op\":\"conv2d\",\"N\":1,\"C\":16,\"H\":8,\"W\":8,\"K\":16,\"R\":3,\"S\":3," \
 	"\"pad\":1,\"dtype\":\"int8\",\"layout\":\"NHWC\"}"
+/* uint8 into int32 (udot_4x4x4_u8_i32) */
+#define UMM8 "{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":16,\"dtype\":\"uint8\"}"
+#define UMM64 "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64,\"dtype\":\"uint8\"}"
+#define UC2D "{\"op\":\"conv2d\",\"N\":1,\"C\":16,\"H\":8,\"W\":8,\"K\":16,\"R\":3,\"S\":3," \
+	"\"pad\":1,\"dtype\":\"uint8\",\"layout\":\"NHWC\"}"
 /* float16 summed into float16 (fmla_4x8x4_f16), and into float32 (not it) */
 #define F16 "\"dtype\":\"float16\",\"out_dtype\":\"float16\"}"
 #define HMM8 "{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":16," F16
@@ -111,7 +117,7 @@ static void scalar_runs_right(const tir_workload *w, tir_sched *s)
 	tir_measure_result res;
 	memset(&res, 0, sizeof res);
 	tir_measure(&tir_runner_cpu, w, c, &cpu, &o, &res);
-	bool exact = w->dtype == TIR_I8;
+	bool exact = w->dtype == TIR_I8 || w->dtype == TIR_U8;
 	ck_assert_msg(res.status == TIR_MEASURE_OK && (!exact || res.max_rel_error == 0),
 		      "%s: %s (error %g)", tir_measure_status_name(res.status), res.msg,
 		      res.max_rel_error);
@@ -129,6 +135,8 @@ static const struct {
 	  "__ARM_FEATURE_DOTPROD", "vdotq_laneq_s32", MM8, 4, 4, 4 },
 	{ "smmla_2x2x8_i8_i32", "i8mm", "cpu:aarch64+neon+i8mm", "cpu:aarch64+neon+dotprod",
 	  "__ARM_FEATURE_MATMUL_INT8", "vmmlaq_s32", MM8, 2, 2, 8 },
+	{ "udot_4x4x4_u8_i32", "dotprod", "cpu:aarch64+neon+dotprod", "cpu:aarch64+neon+fp16+i8mm",
+	  "__ARM_FEATURE_DOTPROD", "vdotq_laneq_u32", UMM8, 4, 4, 4 },
 	{ "fmla_4x8x4_f16", "fp16", "cpu:aarch64+neon+fp16", "cpu:aarch64+neon+dotprod+i8mm+bf16",
 	  "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC", "vfmaq_laneq_f16", HMM8, 4, 8, 4 },
 };
@@ -262,6 +270,17 @@ START_TEST(sketches_offered)
 	ck_assert(sketch_id(f, "cpu:aarch64+neon+dotprod+i8mm", "cpu-sdot") < 0);   /* float32 */
 	ck_assert(sketch_id(f, "cpu:aarch64+neon+dotprod+i8mm", "cpu-smmla") < 0);
 	ck_assert(sketch_id(w, "cpu:aarch64+neon+dotprod+fp16+i8mm", "cpu-fmla") < 0);  /* int8 */
+	ck_assert(sketch_id(w, "cpu:aarch64+neon+dotprod", "cpu-udot") < 0);
+	tir_workload *u = parse(UMM64), *uc = parse(UC2D);
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+dotprod", "cpu-udot") >= 0);
+	ck_assert(sketch_id(uc, "cpu:aarch64+neon+dotprod", "cpu-udot") >= 0);
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+dotprod+i8mm", "cpu-sdot") < 0);   /* uint8 */
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+dotprod+i8mm", "cpu-smmla") < 0);
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+fp16+i8mm", "cpu-udot") < 0);
+	ck_assert(sketch_id(u, "cpu:x86_64+avx2+fma", "cpu-udot") < 0);
+	ck_assert(sketch_id(u, "cuda:sm_80", "gpu-tensorcore") < 0);
+	tir_workload_free(u);
+	tir_workload_free(uc);
 	tir_workload_free(w);
 	tir_workload_free(f);
 	/* cpu-fmla: float16 into float16 on a key with fp16; float16 into float32
@@ -293,6 +312,8 @@ static const struct { const char *sketch, *call, *workload; } candidates[] = {
 	{ "cpu-smmla", "tir_smmla_2x2x8_i8_i32(", MM64 },
 	{ "cpu-sdot", "tir_sdot_4x4x4_i8_i32(", C2D },
 	{ "cpu-smmla", "tir_smmla_2x2x8_i8_i32(", C2D },
+	{ "cpu-udot", "tir_udot_4x4x4_u8_i32(", UMM64 },
+	{ "cpu-udot", "tir_udot_4x4x4_u8_i32(", UC2D },
 	{ "cpu-fmla", "tir_fmla_4x8x4_f16(", HMM64 },
 	{ "cpu-fmla", "tir_fmla_4x8x4_f16(", HC2D },
 };

@@ -582,7 +582,7 @@ static const cg_dialect c_dialect = {
 	.value = {
 		[TIR_F32] = "float", [TIR_F16] = "float", [TIR_BF16] = "float",
 		[TIR_I8] = "int8_t", [TIR_I32] = "int32_t", [TIR_I64] = "int64_t",
-		[TIR_BOOL] = "int",
+		[TIR_BOOL] = "int", [TIR_U8] = "uint8_t",
 	},
 	.load_cvt = { [TIR_F16] = "tir_f16_to_f32", [TIR_BF16] = "tir_bf16_to_f32" },
 	.store_cvt = { [TIR_F16] = "tir_f32_to_f16", [TIR_BF16] = "tir_f32_to_bf16" },

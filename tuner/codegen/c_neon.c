@@ -17,7 +17,7 @@
  * AArch64 keys are affected.
  *
  * A loop tensorized with a CPU intrinsic (sdot_4x4x4_i8_i32,
- * smmla_2x2x8_i8_i32, fmla_4x8x4_f16) is printed as one call of a static inline function of
+ * udot_4x4x4_u8_i32, smmla_2x2x8_i8_i32, fmla_4x8x4_f16) is printed as one call of a static inline function of
  * the prelude, which c_neon_prelude emits only for the intrinsics the
  * program uses — a program without them (every x86 one) is printed as
  * before, byte for byte.  The call passes the address of each access's
@@ -34,6 +34,7 @@
  *
  *   sdot   acc_i = vdotq_laneq_s32(acc_i, bT, a, i), i = 0..3: lane j of
  *          row i gains the dot of b's column j with a's row i
+ *   udot   the same, vdotq_laneq_u32 on uint8 into the int32 tile's bits
  *   smmla  acc = vmmlaq_s32(acc, a, bT): the 2 x 2 tile (row-major) gains
  *          a (2 x 8) x b (8 x 2)
  *   fmla   acc_i = vfmaq_laneq_f16(acc_i, b_k, a, lane of a[i, k]), for
@@ -85,6 +86,38 @@ static const char neon_sdot[] =
 "}\n"
 "#else\n"
 "#error \"sdot_4x4x4_i8_i32 needs the AArch64 dot-product extension "
+"(__ARM_FEATURE_DOTPROD: -march=armv8.2-a+dotprod)\"\n"
+"#endif\n"
+"\n";
+
+static const char neon_udot[] =
+"#if defined(__ARM_FEATURE_DOTPROD)\n"
+"#include <arm_neon.h>\n"
+"/* udot_4x4x4_u8_i32: c[i, j] += sum over k of a[i, k] * b[k, j], a 4 x 4 x 4\n"
+" * tile of uint8 into int32 (the unsigned dot's uint32 lanes are c's bits, both\n"
+" * wrapping modulo 2^32); element (i, j) of c at c[i * ci + j * cj], and so on */\n"
+"static inline void tir_udot_4x4x4_u8_i32(int32_t *c, int64_t ci, int64_t cj,\n"
+"    const uint8_t *a, int64_t ai, int64_t ak, const uint8_t *b, int64_t bk, int64_t bj)\n"
+"{\n"
+"    uint8_t pa[16], pb[16];\n"
+"    uint32_t t[16];\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int q = 0; q < 4; q++) {\n"
+"            pa[4 * r + q] = a[r * ai + q * ak];     /* a's row r */\n"
+"            pb[4 * r + q] = b[q * bk + r * bj];     /* b's column r */\n"
+"            t[4 * r + q] = (uint32_t)c[r * ci + q * cj];\n"
+"        }\n"
+"    const uint8x16_t va = vld1q_u8(pa), vb = vld1q_u8(pb);\n"
+"    vst1q_u32(t, vdotq_laneq_u32(vld1q_u32(t), vb, va, 0));\n"
+"    vst1q_u32(t + 4, vdotq_laneq_u32(vld1q_u32(t + 4), vb, va, 1));\n"
+"    vst1q_u32(t + 8, vdotq_laneq_u32(vld1q_u32(t + 8), vb, va, 2));\n"
+"    vst1q_u32(t + 12, vdotq_laneq_u32(vld1q_u32(t + 12), vb, va, 3));\n"
+"    for (int r = 0; r < 4; r++)\n"
+"        for (int q = 0; q < 4; q++)\n"
+"            c[r * ci + q * cj] = (int32_t)t[4 * r + q];\n"
+"}\n"
+"#else\n"
+"#error \"udot_4x4x4_u8_i32 needs the AArch64 dot-product extension "
 "(__ARM_FEATURE_DOTPROD: -march=armv8.2-a+dotprod)\"\n"
 "#endif\n"
 "\n";
@@ -178,6 +211,7 @@ static const char neon_fmla[] =
  * "tir_"). */
 static const struct { const char *name, *text; } implementations[] = {
 	{ "sdot_4x4x4_i8_i32", neon_sdot },
+	{ "udot_4x4x4_u8_i32", neon_udot },
 	{ "smmla_2x2x8_i8_i32", neon_smmla },
 	{ "fmla_4x8x4_f16", neon_fmla },
 };
