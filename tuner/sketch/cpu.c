@@ -45,9 +45,10 @@
  *                    tensorized with sdot_4x4x4_i8_i32 (smmla_2x2x8_i8_i32,
  *                    ir/intrins.def, codegen/c_neon.c); see cpu_dot_block.
  *   cpu-udot         cpu-sdot for uint8 products, with udot_4x4x4_u8_i32.
- *   cpu-fmla         the same on a key with fp16 for each float16 product
- *                    summed into float16 (out_dtype float16), around a
- *                    4 x 8 x 4 nest tensorized with fmla_4x8x4_f16.
+ *   cpu-fmla         cpu-sdot's schedule on a key with fp16 for each
+ *                    float16 product summed into float16 (out_dtype
+ *                    float16), around a 4 x 8 x 4 nest tensorized with
+ *                    fmla_4x8x4_f16.
  *
  * Tile sizes are sample_perfect_tile instructions whose decisions are drawn
  * here jointly over the loops (sketch_tile_decided), preferring tilings that

@@ -116,7 +116,8 @@ static bool plain_indices(const tir_expr *const *idx, int n)
 /* Block b if it computes acc += cast(x) * cast(y) with x and y loads of two
  * buffers of one dtype and an MMA intrinsic for those dtypes (*mma: the
  * first in intrins.def, a GPU one where there is one; float16 into float16
- * has only AArch64's fmla, which the GPU sketches refuse), else NULL.  A sum only: an MMA never computes a max or a min of products, so
+ * and uint8 into int32 have only AArch64's fmla and udot, which the GPU
+ * sketches refuse), else NULL.  A sum only: an MMA never computes a max or a min of products, so
  * neither tensor-core sketch applies to one. */
 static const tir_block *product_of(const tir_block *b, const tir_expr **x,
 				   const tir_expr **y, const tir_intrin **mma)
@@ -328,7 +329,7 @@ static bool wmma_fits(const tir_program *p, const tir_target *t, const tir_block
 		mma = e.mma;    /* one-byte operands: reindexed b is [k][j], see mm_form_of */
 	else
 		return false;
-	if (mma->unit == INTRIN_CPU)    /* float16 into float16: AArch64's fmla only */
+	if (mma->unit == INTRIN_CPU)    /* dtypes only AArch64 has (fmla's, udot's) */
 		return false;
 	int need = mma->in == TIR_I8 ? 72 : mma->in == TIR_BF16 ? 80 : 70;
 	return t->sm == 0 || t->sm >= need;
