@@ -14,12 +14,19 @@
 #      (cpu:aarch64+neon+dotprod+...+emulated) and says at registration that
 #      it is emulated;
 #   4. a float32 matmul tuned on the ARM key and on this CPU's key at the same
-#      time, and an int8 conv2d and an int8 matmul (the suite's GMM shrunk to
-#      64^3) on the ARM key, end with verified bests (every best a record
-#      whose output matched the reference); among the int8 candidates
-#      measured, cpu-sdot's (sdot_4x4x4_i8_i32) match the reference exactly,
-#      the source the worker kept (TIRD_KEEP_BUILD) calls vdotq and the
-#      cross objdump of its .so has sdot instructions, and the float32
+#      time, and an int8 conv2d, an int8 matmul (the suite's GMM shrunk to
+#      64^3), a uint8 matmul and a float16 matmul summed in float16 on the
+#      ARM key, end with
+#      verified bests (every best a record whose output matched the
+#      reference); among the int8 candidates measured, cpu-sdot's
+#      (sdot_4x4x4_i8_i32) match the reference exactly, the source the
+#      worker kept (TIRD_KEEP_BUILD) calls vdotq and the cross objdump of its
+#      .so has sdot instructions; cpu-udot's (udot_4x4x4_u8_i32) of the
+#      uint8 matmul match it exactly, their .so has udot; the float16
+#      candidates match it within
+#      float16's tolerance, cpu-fmla's (fmla_4x8x4_f16) calling
+#      vfmaq_laneq_f16, the others' vector loops NEON float16x8_t
+#      (vfmaq_f16), and the .so of each has fmla on .8h; the float32
 #      candidates' vector loops are NEON (vfmaq_f32); the two keys keep
 #      their own records and bests, the ARM ones marked emulated and none
 #      under the real board's key; the emulated key trains no cost model,
@@ -27,9 +34,10 @@
 #      too) each train their own, with their own rows only;
 #   5. bad input changes nothing: a worker whose key does not parse, one that
 #      says it is emulated under a real board's key, results for a batch
-#      the worker does not hold, and an sdot record imported under an x86 key
-#      are refused (4xx, a message naming the fault), and the records and
-#      bests are the same after.
+#      the worker does not hold, an sdot record imported under an x86 key and
+#      an fmla record under cpu:aarch64+neon (no fp16) are refused (4xx, a
+#      message naming the fault), and the records and bests are the same
+#      after.
 # Trials are few and shapes small: the whole test is bounded to a few minutes.
 set -u
 top=$(pwd)
@@ -141,23 +149,29 @@ jq -e --arg k "$cpukey" '[.workers[] | select(.target==$k and .emulated==false)]
 echo '{"op":"matmul","M":32,"N":32,"K":32}' >"$tmp/mm.json"
 echo '{"op":"conv2d","N":1,"C":16,"H":8,"W":8,"K":16,"R":3,"S":3,"pad":1,"dtype":"int8","layout":"NHWC"}' >"$tmp/c2d.json"
 echo '{"op":"matmul","M":64,"N":64,"K":64,"dtype":"int8"}' >"$tmp/mm8.json"
+echo '{"op":"matmul","M":32,"N":32,"K":32,"dtype":"float16","out_dtype":"float16"}' >"$tmp/hmm.json"
+echo '{"op":"matmul","M":32,"N":32,"K":64,"dtype":"uint8"}' >"$tmp/umm.json"
 ctl() { "$TIRCTL" --server "$url" "$@"; }
 tune() {   # FILE TARGET OUT [TRIALS [SEED]]
 	ctl --json tune "$1" --target "$2" --trials "${4:-16}" --batch 8 ${5:+--seed $5} --wait >"$3" 2>"$3.err"
 }
 # the ARM jobs: one round each (its draws follow from the seed alone, later
 # rounds from what was measured); the int8 jobs' seeds draw cpu-sdot candidates
-# among the 8 they measure (the emulated key ranks at random)
+# among the 8 they measure, the float16 job's cpu-fmla ones (the emulated key
+# ranks at random)
 tune "$tmp/mm.json" "$akey" "$tmp/mm-arm.json" 8 & j1=$!
 tune "$tmp/mm.json" "$cpukey" "$tmp/mm-x86.json" & j2=$!
 tune "$tmp/mm.json" "$subkey" "$tmp/mm-avx2.json" & j3=$!
 tune "$tmp/c2d.json" "$akey" "$tmp/c2d-arm.json" 8 1 & j4=$!
 tune "$tmp/mm8.json" "$akey" "$tmp/mm8-arm.json" 8 1 & j5=$!
-wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?; wait $j4; r4=$?; wait $j5; r5=$?
-[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] && [ $r5 -eq 0 ] \
-	&& pass "float32 matmul on three keys at once, int8 conv2d and matmul on the ARM key: done ($(elapsed))" \
-	|| fail "tune exits $r1 $r2 $r3 $r4 $r5: $(cat "$tmp"/*.json.err)"
-for f in mm-arm mm-x86 mm-avx2 c2d-arm mm8-arm; do
+tune "$tmp/hmm.json" "$akey" "$tmp/hmm-arm.json" 8 1 & j6=$!
+tune "$tmp/umm.json" "$akey" "$tmp/umm-arm.json" 8 1 & j7=$!
+wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?; wait $j4; r4=$?; wait $j5; r5=$?; wait $j6; r6=$?
+wait $j7; r7=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] && [ $r4 -eq 0 ] && [ $r5 -eq 0 ] && [ $r6 -eq 0 ] && [ $r7 -eq 0 ] \
+	&& pass "float32 matmul on three keys at once, int8 conv2d and matmul, uint8 and float16 matmuls on the ARM key: done ($(elapsed))" \
+	|| fail "tune exits $r1 $r2 $r3 $r4 $r5 $r6 $r7: $(cat "$tmp"/*.json.err)"
+for f in mm-arm mm-x86 mm-avx2 c2d-arm mm8-arm hmm-arm umm-arm; do
 	rid=$(jq -r .record_id "$tmp/$f.json"); key=$(jq -r .target "$tmp/$f.json")
 	rec=$(curl -s "$url/v1/records?target=$(printf '%s' "$key" | sed 's/+/%2B/g')" | jq --arg id "$rid" '.records[] | select(.id==$id)')
 	printf '%s' "$rec" | jq -e '.status=="ok" and .max_rel_error >= 0 and .latency_us > 0' >/dev/null \
@@ -168,7 +182,7 @@ q() { printf '%s' "$1" | sed 's/+/%2B/g'; }
 curl -s "$url/v1/records?target=$(q "$akey")" >"$tmp/rec-arm.json"
 curl -s "$url/v1/records?target=$(q "$cpukey")" >"$tmp/rec-x86.json"
 na=$(jq '.records|length' "$tmp/rec-arm.json"); nx=$(jq '.records|length' "$tmp/rec-x86.json")
-[ "$na" -ge 24 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
+[ "$na" -ge 40 ] && [ "$nx" -ge 16 ] && jq -e 'all(.records[]; .emulated==true)' "$tmp/rec-arm.json" >/dev/null &&
 	jq -e 'all(.records[]; .emulated != true)' "$tmp/rec-x86.json" >/dev/null &&
 	jq -e -n --slurpfile a "$tmp/rec-arm.json" --slurpfile x "$tmp/rec-x86.json" \
 		'([$a[0].records[].id] - [$x[0].records[].id] | length) == ($a[0].records | length)' >/dev/null \
@@ -205,6 +219,49 @@ if [ -n "$kept" ] && grep -q vdotq_laneq_s32 "$kept"; then
 else
 	fail "no kept candidate source with sdot under $tmp/keep ($(ls "$tmp/keep" | wc -l) kept)"
 fi
+# the uint8 job's udot candidates: measured, exactly right (its inputs span
+# 0..255, so a signed reading of them would show)
+wk=$(jq -r .workload_key "$tmp/umm-arm.json")
+jq --arg w "$wk" '[.records[] | select(.workload_key==$w)]' "$tmp/rec-arm.json" >"$tmp/umm-recs.json"
+nu=$(jq '[.[] | select(.trace|tostring|test("udot_4x4x4_u8_i32"))] | length' "$tmp/umm-recs.json")
+[ "$nu" -ge 1 ] && jq -e 'length >= 8 and all(.status=="ok" and .max_rel_error==0)' "$tmp/umm-recs.json" >/dev/null \
+	&& pass "umm: $(jq length "$tmp/umm-recs.json") uint8 candidates ($nu udot) measured on the ARM key, each output the reference's exactly" \
+	|| fail "umm: $nu udot candidates: $(jq -c '[.[] | {status, max_rel_error, message}]' "$tmp/umm-recs.json" | head -c 600)"
+kept=$(grep -l 'tir_udot_4x4x4_u8_i32(&' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
+if [ -n "$kept" ] && grep -q vdotq_laneq_u32 "$kept"; then
+	nud=$(aarch64-linux-gnu-objdump -d "${kept%k.c}k.so" | grep -cw udot)
+	[ "$nud" -ge 1 ] && pass "the kept udot candidate calls vdotq_laneq_u32; its .so holds $nud udot instructions" \
+		|| fail "no udot instruction in ${kept%k.c}k.so"
+else
+	fail "no kept candidate source with udot under $tmp/keep"
+fi
+# the float16 job's candidates, cpu-fmla's and the others: measured, right
+# within float16's tolerance (1e-2; they round as the reference does, once
+# per step)
+wk=$(jq -r .workload_key "$tmp/hmm-arm.json")
+jq --arg w "$wk" '[.records[] | select(.workload_key==$w)]' "$tmp/rec-arm.json" >"$tmp/hmm-recs.json"
+nh=$(jq '[.[] | select(.trace|tostring|test("fmla_4x8x4_f16"))] | length' "$tmp/hmm-recs.json")
+eh=$(jq '[.[] | .max_rel_error] | max' "$tmp/hmm-recs.json")
+[ "$nh" -ge 1 ] && jq -e 'length >= 8 and all(.status=="ok" and .max_rel_error <= 0.01)' "$tmp/hmm-recs.json" >/dev/null \
+	&& pass "hmm: $(jq length "$tmp/hmm-recs.json") float16 candidates ($nh fmla) measured on the ARM key, right against the reference (largest error $eh)" \
+	|| fail "hmm: $nh fmla candidates: $(jq -c '[.[] | {status, max_rel_error, message}]' "$tmp/hmm-recs.json" | head -c 600)"
+fmla8h() { aarch64-linux-gnu-objdump -d "${1%k.c}k.so" | grep -cE 'fmla[[:space:]]+v[0-9]+\.8h'; }
+kept=$(grep -l 'tir_fmla_4x8x4_f16(&' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
+if [ -n "$kept" ] && grep -q vfmaq_laneq_f16 "$kept"; then
+	nfh=$(fmla8h "$kept")
+	[ "$nfh" -ge 1 ] && pass "the kept fmla candidate calls vfmaq_laneq_f16; its .so holds $nfh fmla instructions on .8h" \
+		|| fail "no fmla on .8h in ${kept%k.c}k.so"
+else
+	fail "no kept candidate source with fmla_4x8x4_f16 under $tmp/keep"
+fi
+kept=$(grep -l 'vreinterpretq_u16_f16(vfmaq_f16(' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | head -n 1)
+if [ -n "$kept" ] && grep -q 'NEON float16x8_t' "$kept"; then
+	nfh=$(fmla8h "$kept")
+	[ "$nfh" -ge 1 ] && pass "a kept float16 candidate's vector loops are NEON float16x8_t (vfmaq_f16); its .so holds $nfh fmla on .8h" \
+		|| fail "no fmla on .8h in ${kept%k.c}k.so"
+else
+	fail "no kept candidate with a NEON float16 loop under $tmp/keep"
+fi
 nf=$(grep -l 'vst1q_f32(tir_dst, vfmaq_f32(' "$tmp"/keep/tird-cpu-*/k.c 2>/dev/null | wc -l)
 [ "$nf" -ge 1 ] && pass "$nf kept float32 candidates vectorized as NEON float32x4_t (vfmaq_f32)" \
 	|| fail "no kept candidate with a NEON float32 loop"
@@ -230,6 +287,11 @@ jq --arg k "$cpukey" '.records = [.records[] | select(.trace|tostring|test("sdot
 code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary @"$tmp/sdot-x86.json" "$url/v1/records")
 [ "$code" = 400 ] && jq -e '.error.code=="invalid_record" and (.error.message|test("sdot_4x4x4_i8_i32 needs \\+dotprod; target cpu:x86_64"))' "$tmp/r" >/dev/null \
 	&& pass "an sdot record imported under $cpukey: 400 $(jq -r .error.message "$tmp/r")" || fail "sdot import under x86: HTTP $code $(cat "$tmp/r")"
+jq '.records = [.records[] | select(.trace|tostring|test("fmla_4x8x4_f16"))][0:1] |
+	.records[0].target = "cpu:aarch64+neon" | .records[0].emulated = false' "$tmp/arm-export.json" >"$tmp/fmla-neon.json"
+code=$(curl -s -o "$tmp/r" -w '%{http_code}' -X POST --data-binary @"$tmp/fmla-neon.json" "$url/v1/records")
+[ "$code" = 400 ] && jq -e '.error.code=="invalid_record" and (.error.message|test("fmla_4x8x4_f16 needs \\+fp16; target cpu:aarch64\\+neon has not"))' "$tmp/r" >/dev/null \
+	&& pass "an fmla record imported under cpu:aarch64+neon: 400 $(jq -r .error.message "$tmp/r")" || fail "fmla import under cpu:aarch64+neon: HTTP $code $(cat "$tmp/r")"
 snap >"$tmp/after"
 cmp -s "$tmp/before" "$tmp/after" && pass "records and bests unchanged by the bad requests" \
 	|| fail "bad input changed something: $(diff "$tmp/before" "$tmp/after" | head -5)"

@@ -1,22 +1,26 @@
 /*
- * check_arm.c — AArch64's int8 tensor intrinsics: sdot_4x4x4_i8_i32
- * (+dotprod) and smmla_2x2x8_i8_i32 (+i8mm) in tensorize, validation, the
- * C backend's NEON code (codegen/c_neon.c) and the cpu-sdot / cpu-smmla
- * sketches.
+ * check_arm.c — AArch64's tensor intrinsics: sdot_4x4x4_i8_i32 (+dotprod)
+ * and smmla_2x2x8_i8_i32 (+i8mm) for int8, udot_4x4x4_u8_i32 (+dotprod)
+ * for uint8, fmla_4x8x4_f16 (+fp16) for
+ * float16 summed in float16, in tensorize, validation, the C backend's
+ * NEON code (codegen/c_neon.c) and the cpu-sdot / cpu-udot / cpu-smmla /
+ * cpu-fmla sketches.
  *
- * A hand-written schedule of an int8 matmul (split by the tile, the init
- * decomposed, the tile tensorized) is valid on a key with the feature and
- * its code calls the NEON instruction under the ACLE guard; on a key
+ * A hand-written schedule of a matmul in the intrinsic's dtypes (split by
+ * the tile, the init decomposed, the tile tensorized) is valid on a key
+ * with the feature and its code calls the NEON instruction under the ACLE guard; on a key
  * without the feature, or a CUDA key, validation and codegen refuse it by
  * name.  The matcher refuses a wrong extent, a float32 product, a
- * reduction that still has its init.  The sketches are offered only where
- * the key has the feature and the block is an int8 product (matmul,
- * conv2d); their candidates verify, call the intrinsic and replay to the
+ * reduction that still has its init, a float16 product summed into
+ * float32.  The sketches are offered only where the key has the feature
+ * and the block is a product of the intrinsic's dtypes (matmul, conv2d),
+ * never to the GPU sketches; their candidates verify, call the intrinsic and replay to the
  * same code; with the annotation dropped (the program below it is the
  * scalar computation) the code runs right on this CPU.  Vectorized float32
- * loops on AArch64 are NEON intrinsics (vfmaq_f32).  x86 keys see none of
- * it.  Whether the NEON code computes the right result on AArch64 is
- * tests/arm.sh's part (cross-compiled, run under qemu).
+ * loops on AArch64 are NEON intrinsics (vfmaq_f32), float16 ones on a key
+ * with fp16 too (vfmaq_f16).  x86 keys see none of it.  Whether the NEON
+ * code computes the right result on AArch64 is tests/arm.sh's part
+ * (cross-compiled, run under qemu).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,18 @@
 #define MM64 "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64,\"dtype\":\"int8\"}"
 #define C2D "{\"op\":\"conv2d\",\"N\":1,\"C\":16,\"H\":8,\"W\":8,\"K\":16,\"R\":3,\"S\":3," \
 	"\"pad\":1,\"dtype\":\"int8\",\"layout\":\"NHWC\"}"
+/* uint8 into int32 (udot_4x4x4_u8_i32) */
+#define UMM8 "{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":16,\"dtype\":\"uint8\"}"
+#define UMM64 "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64,\"dtype\":\"uint8\"}"
+#define UC2D "{\"op\":\"conv2d\",\"N\":1,\"C\":16,\"H\":8,\"W\":8,\"K\":16,\"R\":3,\"S\":3," \
+	"\"pad\":1,\"dtype\":\"uint8\",\"layout\":\"NHWC\"}"
+/* float16 summed into float16 (fmla_4x8x4_f16), and into float32 (not it) */
+#define F16 "\"dtype\":\"float16\",\"out_dtype\":\"float16\"}"
+#define HMM8 "{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":16," F16
+#define HMM64 "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64," F16
+#define HC2D "{\"op\":\"conv2d\",\"N\":1,\"C\":16,\"H\":8,\"W\":8,\"K\":16,\"R\":3,\"S\":3," \
+	"\"pad\":1,\"layout\":\"NHWC\"," F16
+#define HMM64_F32 "{\"op\":\"matmul\",\"M\":64,\"N\":64,\"K\":64,\"dtype\":\"float16\"}"
 
 static tir_target target(const char *key)
 {
@@ -74,7 +90,10 @@ static tir_sched *tiled(const tir_workload *w, int64_t m, int64_t n, int64_t k, 
 }
 
 /* With the tensorize annotations dropped, the program is the scalar
- * computation: the C backend's code of it runs right here. */
+ * computation: the C backend's code of it runs right here (exactly for
+ * integers; float16 within the check's tolerance: the scalar code rounds
+ * each step's float sum to float16, twice rounded where the reference
+ * rounds once). */
 static void scalar_runs_right(const tir_workload *w, tir_sched *s)
 {
 	tir_error err = { "" };
@@ -98,26 +117,35 @@ static void scalar_runs_right(const tir_workload *w, tir_sched *s)
 	tir_measure_result res;
 	memset(&res, 0, sizeof res);
 	tir_measure(&tir_runner_cpu, w, c, &cpu, &o, &res);
-	ck_assert_msg(res.status == TIR_MEASURE_OK && res.max_rel_error == 0, "%s: %s (error %g)",
-		      tir_measure_status_name(res.status), res.msg, res.max_rel_error);
+	bool exact = w->dtype == TIR_I8 || w->dtype == TIR_U8;
+	ck_assert_msg(res.status == TIR_MEASURE_OK && (!exact || res.max_rel_error == 0),
+		      "%s: %s (error %g)", tir_measure_status_name(res.status), res.msg,
+		      res.max_rel_error);
 	tir_measure_result_clear(&res);
 	tir_code_free(c);
 }
 
+/* Each intrinsic: the workload it tiles (8 x 8 x 16, so the strides of
+ * the call are the same), a key with its feature, one with the others. */
 static const struct {
-	const char *intrin, *feature, *key, *guard, *call;
+	const char *intrin, *feature, *key, *other, *guard, *call, *mm;
 	int64_t m, n, k;
 } dots[] = {
-	{ "sdot_4x4x4_i8_i32", "dotprod", "cpu:aarch64+neon+dotprod", "__ARM_FEATURE_DOTPROD",
-	  "vdotq_laneq_s32", 4, 4, 4 },
-	{ "smmla_2x2x8_i8_i32", "i8mm", "cpu:aarch64+neon+i8mm", "__ARM_FEATURE_MATMUL_INT8",
-	  "vmmlaq_s32", 2, 2, 8 },
+	{ "sdot_4x4x4_i8_i32", "dotprod", "cpu:aarch64+neon+dotprod", "cpu:aarch64+neon+i8mm",
+	  "__ARM_FEATURE_DOTPROD", "vdotq_laneq_s32", MM8, 4, 4, 4 },
+	{ "smmla_2x2x8_i8_i32", "i8mm", "cpu:aarch64+neon+i8mm", "cpu:aarch64+neon+dotprod",
+	  "__ARM_FEATURE_MATMUL_INT8", "vmmlaq_s32", MM8, 2, 2, 8 },
+	{ "udot_4x4x4_u8_i32", "dotprod", "cpu:aarch64+neon+dotprod", "cpu:aarch64+neon+fp16+i8mm",
+	  "__ARM_FEATURE_DOTPROD", "vdotq_laneq_u32", UMM8, 4, 4, 4 },
+	{ "fmla_4x8x4_f16", "fp16", "cpu:aarch64+neon+fp16", "cpu:aarch64+neon+dotprod+i8mm+bf16",
+	  "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC", "vfmaq_laneq_f16", HMM8, 4, 8, 4 },
 };
+#define NDOTS ((int)(sizeof dots / sizeof *dots))
 
 START_TEST(tensorize_and_code)
 {
 	tir_error err = { "" };
-	tir_workload *w = parse(MM8);
+	tir_workload *w = parse(dots[_i].mm);
 	int tile;
 	tir_sched *s = tiled(w, dots[_i].m, dots[_i].n, dots[_i].k, true, &tile);
 	ck_assert_msg(tir_tensorize(s, tile, dots[_i].intrin, &err) >= 0, "%s", err.msg);
@@ -147,13 +175,12 @@ END_TEST
 START_TEST(refuse_target)
 {
 	tir_error err = { "" };
-	tir_workload *w = parse(MM8);
+	tir_workload *w = parse(dots[_i].mm);
 	int tile;
 	tir_sched *s = tiled(w, dots[_i].m, dots[_i].n, dots[_i].k, true, &tile);
 	ck_assert(tir_tensorize(s, tile, dots[_i].intrin, &err) >= 0);
 	const tir_program *p = tir_sched_program(s);
-	const char *other = _i == 0 ? "cpu:aarch64+neon+i8mm" : "cpu:aarch64+neon+dotprod";
-	const char *keys[] = { "cpu:aarch64+neon", other, "cpu:x86_64+avx2+fma" };
+	const char *keys[] = { "cpu:aarch64+neon", dots[_i].other, "cpu:x86_64+avx2+fma" };
 	for (int k = 0; k < 3; k++) {
 		tir_target t = target(keys[k]);
 		char want[160];
@@ -198,6 +225,21 @@ START_TEST(refuse_match)
 		      err.msg);
 	tir_sched_free(s);
 	tir_workload_free(w);
+	/* float16 summed into float32: fmla would round each step to float16 */
+	w = parse("{\"op\":\"matmul\",\"M\":8,\"N\":8,\"K\":16,\"dtype\":\"float16\"}");
+	s = tiled(w, 4, 8, 4, true, &tile);
+	ck_assert(tir_tensorize(s, tile, "fmla_4x8x4_f16", &err) < 0);
+	ck_assert_msg(strstr(err.msg, "does not match fmla_4x8x4_f16: the dtype of C"), "%s",
+		      err.msg);
+	tir_sched_free(s);
+	tir_workload_free(w);
+	/* int8 operands cast to int32: not float16's casts */
+	w = parse(MM8);
+	s = tiled(w, 4, 8, 4, true, &tile);
+	ck_assert(tir_tensorize(s, tile, "fmla_4x8x4_f16", &err) < 0);
+	ck_assert_msg(strstr(err.msg, "does not match fmla_4x8x4_f16: "), "%s", err.msg);
+	tir_sched_free(s);
+	tir_workload_free(w);
 }
 END_TEST
 
@@ -227,18 +269,60 @@ START_TEST(sketches_offered)
 	ck_assert(sketch_id(w, "cpu:x86_64+avx2+fma", "cpu-smmla") < 0);
 	ck_assert(sketch_id(f, "cpu:aarch64+neon+dotprod+i8mm", "cpu-sdot") < 0);   /* float32 */
 	ck_assert(sketch_id(f, "cpu:aarch64+neon+dotprod+i8mm", "cpu-smmla") < 0);
+	ck_assert(sketch_id(w, "cpu:aarch64+neon+dotprod+fp16+i8mm", "cpu-fmla") < 0);  /* int8 */
+	ck_assert(sketch_id(w, "cpu:aarch64+neon+dotprod", "cpu-udot") < 0);
+	tir_workload *u = parse(UMM64), *uc = parse(UC2D);
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+dotprod", "cpu-udot") >= 0);
+	ck_assert(sketch_id(uc, "cpu:aarch64+neon+dotprod", "cpu-udot") >= 0);
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+dotprod+i8mm", "cpu-sdot") < 0);   /* uint8 */
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+dotprod+i8mm", "cpu-smmla") < 0);
+	ck_assert(sketch_id(u, "cpu:aarch64+neon+fp16+i8mm", "cpu-udot") < 0);
+	ck_assert(sketch_id(u, "cpu:x86_64+avx2+fma", "cpu-udot") < 0);
+	ck_assert(sketch_id(u, "cuda:sm_80", "gpu-tensorcore") < 0);
+	tir_workload_free(u);
+	tir_workload_free(uc);
 	tir_workload_free(w);
 	tir_workload_free(f);
+	/* cpu-fmla: float16 into float16 on a key with fp16; float16 into float32
+	 * is not its product (refuse_match); CUDA's sketches do not take the CPU
+	 * intrinsic for theirs */
+	tir_workload *h = parse(HMM64), *hf = parse(HMM64_F32), *hc = parse(HC2D);
+	ck_assert(sketch_id(h, "cpu:aarch64+neon+fp16", "cpu-fmla") >= 0);
+	ck_assert(sketch_id(hc, "cpu:aarch64+neon+fp16", "cpu-fmla") >= 0);
+	ck_assert(sketch_id(h, "cpu:aarch64+neon+dotprod+fp16+i8mm+emulated", "cpu-fmla") >= 0);
+	ck_assert(sketch_id(h, "cpu:aarch64+neon+fp16", "cpu-sdot") < 0);
+	ck_assert(sketch_id(h, "cpu:aarch64+neon+dotprod+i8mm", "cpu-fmla") < 0);
+	ck_assert(sketch_id(h, "cpu:aarch64+neon", "cpu-fmla") < 0);
+	ck_assert(sketch_id(h, "cpu:x86_64+avx2+fma", "cpu-fmla") < 0);
+	ck_assert(sketch_id(hf, "cpu:aarch64+neon+fp16", "cpu-fmla") < 0);
+	ck_assert(sketch_id(h, "cuda:sm_90", "gpu-tensorcore") < 0);
+	ck_assert(sketch_id(h, "cuda:sm_90", "gpu-wgmma") < 0);
+	ck_assert(sketch_id(hf, "cuda:sm_90", "gpu-wgmma") >= 0);
+	tir_workload_free(h);
+	tir_workload_free(hf);
+	tir_workload_free(hc);
 }
 END_TEST
 
-/* cpu-sdot and cpu-smmla candidates of the int8 matmul and conv2d: valid,
- * calling the intrinsic, the same code after replay, right as scalar code. */
+/* cpu-sdot, cpu-smmla and cpu-fmla candidates of a matmul and a conv2d of
+ * their dtypes: valid, calling the intrinsic, the same code after replay,
+ * right as scalar code. */
+static const struct { const char *sketch, *call, *workload; } candidates[] = {
+	{ "cpu-sdot", "tir_sdot_4x4x4_i8_i32(", MM64 },
+	{ "cpu-smmla", "tir_smmla_2x2x8_i8_i32(", MM64 },
+	{ "cpu-sdot", "tir_sdot_4x4x4_i8_i32(", C2D },
+	{ "cpu-smmla", "tir_smmla_2x2x8_i8_i32(", C2D },
+	{ "cpu-udot", "tir_udot_4x4x4_u8_i32(", UMM64 },
+	{ "cpu-udot", "tir_udot_4x4x4_u8_i32(", UC2D },
+	{ "cpu-fmla", "tir_fmla_4x8x4_f16(", HMM64 },
+	{ "cpu-fmla", "tir_fmla_4x8x4_f16(", HC2D },
+};
+
 START_TEST(sketch_candidates)
 {
-	const char *key = "cpu:aarch64+neon+dotprod+i8mm", *name = _i % 2 ? "cpu-smmla" : "cpu-sdot";
-	const char *call = _i % 2 ? "tir_smmla_2x2x8_i8_i32(" : "tir_sdot_4x4x4_i8_i32(";
-	tir_workload *w = parse(_i < 2 ? MM64 : C2D);
+	const char *key = "cpu:aarch64+neon+dotprod+fp16+i8mm", *name = candidates[_i].sketch;
+	const char *call = candidates[_i].call;
+	tir_workload *w = parse(candidates[_i].workload);
 	tir_target t = target(key);
 	int id = sketch_id(w, key, name);
 	ck_assert_msg(id >= 0, "%s not offered", name);
@@ -268,10 +352,12 @@ START_TEST(sketch_candidates)
 }
 END_TEST
 
-/* x86 keys: no AArch64 sketch, no NEON in any sampled candidate's code. */
+/* x86 keys: no AArch64 sketch, no NEON in any sampled candidate's code,
+ * of the int8, uint8 and float16 matmuls. */
 START_TEST(x86_untouched)
 {
-	tir_workload *w = parse(MM64);
+	static const char *const mms[] = { MM64, UMM64, HMM64 };
+	tir_workload *w = parse(mms[_i]);
 	tir_target t = target("cpu:x86_64+avx2+fma");
 	tir_error err = { "" };
 	tir_sched *c[4];
@@ -281,7 +367,8 @@ START_TEST(x86_untouched)
 		tir_code *code = tir_codegen(tir_sched_program(c[i]), &t, &err);
 		ck_assert_msg(code, "%s", err.msg);
 		ck_assert(!strstr(code->source, "arm_neon") && !strstr(code->source, "tir_sdot") &&
-			  !strstr(code->source, "tir_smmla"));
+			  !strstr(code->source, "tir_smmla") && !strstr(code->source, "tir_udot") &&
+			  !strstr(code->source, "tir_fmla") && !strstr(code->source, "float16x8_t"));
 		tir_code_free(code);
 		tir_sched_free(c[i]);
 	}
@@ -318,18 +405,66 @@ START_TEST(neon_float32)
 }
 END_TEST
 
+/* Vectorized float16 loops on an AArch64 key with fp16: NEON float16x8_t
+ * (vfmaq_f16, FMLA on .8h) in every sampled candidate of a float16 matmul
+ * summed in float16 that cpu-fmla does not tensorize, under the ACLE guard;
+ * on a key without fp16, and for a float16 product summed in float32 (its
+ * block stores float32 from float16 loads), omp simd as before. */
+START_TEST(neon_float16)
+{
+	tir_workload *w = parse(HMM64), *wf = parse(HMM64_F32);
+	tir_target fp16 = target("cpu:aarch64+neon+fp16"), neon = target("cpu:aarch64+neon");
+	tir_error err = { "" };
+	tir_sched *c[6];
+	int n = tir_sample_candidates(w, &fp16, 6, 1, c, &err), nvec = 0;
+	ck_assert_msg(n == 6, "%s", err.msg);
+	for (int i = 0; i < n; i++) {
+		tir_code *a = tir_codegen(tir_sched_program(c[i]), &fp16, &err);
+		ck_assert_msg(a, "%s", err.msg);
+		if (!strstr(a->source, "tir_fmla_4x8x4_f16(&")) {
+			nvec++;
+			ck_assert_msg(strstr(a->source, "#if !defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)") &&
+				      strstr(a->source, "vst1q_u16(tir_dst, vreinterpretq_u16_f16(vfmaq_f16("
+						 "vreinterpretq_f16_u16(vld1q_u16(tir_dst)), ") &&
+				      strstr(a->source, "NEON float16x8_t"), "candidate %d:\n%s", i,
+				      a->source);
+		}
+		tir_code *x = tir_codegen(tir_sched_program(c[i]), &neon, &err);
+		ck_assert(!x || (!strstr(x->source, "float16x8_t") && !strstr(x->source, "vfmaq_f16")));
+		tir_code_free(x);
+		tir_code_free(a);
+		tir_sched_free(c[i]);
+	}
+	ck_assert_msg(nvec > 0, "every candidate tensorized: no vector loop seen");
+	n = tir_sample_candidates(wf, &fp16, 4, 1, c, &err);
+	ck_assert_msg(n == 4, "%s", err.msg);
+	for (int i = 0; i < n; i++) {
+		tir_code *a = tir_codegen(tir_sched_program(c[i]), &fp16, &err);
+		ck_assert_msg(a, "%s", err.msg);
+		ck_assert_msg(!strstr(a->source, "vfmaq_f16") && strstr(a->source, "#pragma omp simd"),
+			      "float16 into float32, candidate %d:\n%s", i, a->source);
+		tir_code_free(a);
+		tir_sched_free(c[i]);
+	}
+	tir_workload_free(w);
+	tir_workload_free(wf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("arm");
 	TCase *tc = tcase_create("arm");
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, tensorize_and_code, 0, 2);
-	tcase_add_loop_test(tc, refuse_target, 0, 2);
+	tcase_add_loop_test(tc, tensorize_and_code, 0, NDOTS);
+	tcase_add_loop_test(tc, refuse_target, 0, NDOTS);
 	tcase_add_test(tc, refuse_match);
 	tcase_add_test(tc, sketches_offered);
-	tcase_add_loop_test(tc, sketch_candidates, 0, 4);
-	tcase_add_test(tc, x86_untouched);
+	tcase_add_loop_test(tc, sketch_candidates, 0,
+			    (int)(sizeof candidates / sizeof *candidates));
+	tcase_add_loop_test(tc, x86_untouched, 0, 3);
 	tcase_add_test(tc, neon_float32);
+	tcase_add_test(tc, neon_float16);
 	suite_add_tcase(su, tc);
 	return tu_run_suite(su);
 }

@@ -61,6 +61,7 @@ static void fill(const tir_ref_arg *a, uint64_t seed, double *v)
 		case TIR_F32: v[i] = (float)x; break;
 		case TIR_F16: v[i] = ldexp(nearbyint(ldexp(x, 10)), -10); break;   /* exact in f16 */
 		case TIR_BF16: v[i] = ldexp(nearbyint(ldexp(x, 7)), -7); break;    /* exact in bf16 */
+		case TIR_U8: v[i] = (double)(tir_rand(&s) % 256); break;           /* all of uint8 */
 		default: v[i] = (double)(int)(tir_rand(&s) % 17) - 8; break;
 		}
 	}
@@ -188,6 +189,8 @@ static const char *const odd[] = {
 	"{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":6,\"W\":6,\"K\":4,\"R\":3,\"S\":3,\"pad\":1,\"dtype\":\"bfloat16\",\"out_dtype\":\"bfloat16\"}",
 	"{\"op\":\"matmul\",\"M\":16,\"N\":12,\"K\":64,\"dtype\":\"int8\",\"epilogue\":[\"bias\",\"relu\"]}",
 	"{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":4,\"R\":3,\"S\":3,\"pad\":1,\"dtype\":\"int8\",\"layout\":\"NHWC\"}",
+	"{\"op\":\"matmul\",\"M\":16,\"N\":12,\"K\":64,\"dtype\":\"uint8\",\"epilogue\":[\"bias\",\"relu\"]}",
+	"{\"op\":\"conv2d\",\"N\":1,\"C\":8,\"H\":6,\"W\":6,\"K\":4,\"R\":3,\"S\":3,\"pad\":1,\"dtype\":\"uint8\"}",
 	"{\"op\":\"conv2d\",\"N\":1,\"C\":1,\"H\":3,\"W\":3,\"K\":1,\"R\":2,\"S\":2,\"pad\":1}",
 	"{\"op\":\"conv2d\",\"N\":1,\"C\":1,\"H\":5,\"W\":5,\"K\":1,\"R\":2,\"S\":2,\"stride\":2,\"dilation\":2}",
 	"{\"op\":\"conv2d\",\"N\":1,\"C\":4,\"H\":1,\"W\":1,\"K\":2,\"R\":1,\"S\":1,\"groups\":2,\"layout\":\"NHWC\"}",
@@ -520,6 +523,7 @@ static void pointwise(int nx, const double *x, int nf, const value_fn *f, const 
 static tir_expr *to_f16(hp *h, tir_expr *x, tir_var *i) { (void)i; return mk_cast(h->a, TIR_F16, x); }
 static tir_expr *to_bf16(hp *h, tir_expr *x, tir_var *i) { (void)i; return mk_cast(h->a, TIR_BF16, x); }
 static tir_expr *to_i8(hp *h, tir_expr *x, tir_var *i) { (void)i; return mk_cast(h->a, TIR_I8, x); }
+static tir_expr *to_u8(hp *h, tir_expr *x, tir_var *i) { (void)i; return mk_cast(h->a, TIR_U8, x); }
 static tir_expr *to_i32(hp *h, tir_expr *x, tir_var *i) { (void)i; return mk_cast(h->a, TIR_I32, x); }
 static tir_expr *to_bool(hp *h, tir_expr *x, tir_var *i) { (void)i; return mk_cast(h->a, TIR_BOOL, x); }
 static tir_expr *same(hp *h, tir_expr *x, tir_var *i) { (void)h; (void)i; return x; }
@@ -558,6 +562,24 @@ START_TEST(casts_and_stores)
 	}
 	ck_assert_double_eq(out[4][14], 1);                  /* bool: x != 0 */
 	ck_assert_double_eq(out[4][15], 0);
+}
+END_TEST
+
+/* uint8: a cast and a store truncate toward zero and wrap modulo 256 (C's
+ * conversion to uint8_t, of values the C code can hold). */
+START_TEST(casts_to_uint8)
+{
+	double x[] = { 200, 255, 256, -1, -129, -2.7, 2.5, 2147483648.0, 0.5, 0 };
+	const int n = (int)(sizeof x / sizeof x[0]);
+	static const value_fn f[] = { to_u8, same };
+	static const tir_dtype dt[] = { TIR_I32, TIR_U8 };
+	double out[2][16];
+	pointwise(n, x, 2, f, dt, out);
+	static const double u8[] = { 200, 255, 0, 255, 127, 254, 2, 0, 0, 0 };
+	for (int i = 0; i < n; i++) {
+		ck_assert_double_eq(out[0][i], u8[i]);
+		ck_assert_double_eq(out[1][i], u8[i]);
+	}
 }
 END_TEST
 
@@ -838,6 +860,7 @@ static Suite *interp_suite(void)
 	tcase_add_test(tc, max_min_sum_reductions);
 	tcase_add_test(tc, predicates);
 	tcase_add_test(tc, casts_and_stores);
+	tcase_add_test(tc, casts_to_uint8);
 	tcase_add_test(tc, math_functions);
 	tcase_add_test(tc, out_of_bounds);
 	tcase_add_test(tc, reading_what_it_writes);

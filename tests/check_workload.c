@@ -153,6 +153,12 @@ START_TEST(defaults_are_equivalent)
 	key_of("{\"op\":\"matmul\",\"M\":4,\"N\":4,\"K\":4,\"dtype\":\"int8\","
 	       "\"out_dtype\":\"int32\"}", b);
 	ck_assert_str_eq(a, b);
+	/* so does uint8, a workload of its own */
+	key_of("{\"op\":\"matmul\",\"M\":4,\"N\":4,\"K\":4,\"dtype\":\"uint8\"}", b);
+	ck_assert_str_ne(a, b);
+	key_of("{\"op\":\"matmul\",\"M\":4,\"N\":4,\"K\":4,\"dtype\":\"uint8\","
+	       "\"out_dtype\":\"int32\"}", a);
+	ck_assert_str_eq(a, b);
 }
 END_TEST
 
@@ -281,6 +287,12 @@ static const struct bad {
 	  "out_dtype \"float32\" is not allowed with dtype int8" },
 	{ "{" MATMUL ",\"out_dtype\":\"int32\"}",
 	  "out_dtype \"int32\" is not allowed with dtype float32" },
+	{ "{" MATMUL ",\"dtype\":\"uint8\",\"out_dtype\":\"float32\"}",
+	  "out_dtype \"float32\" is not allowed with dtype uint8 (expected int32)" },
+	{ "{" MATMUL ",\"dtype\":\"uint8\",\"out_dtype\":\"uint8\"}",
+	  "out_dtype \"uint8\" is not allowed with dtype uint8" },
+	{ "{" MATMUL ",\"dtype\":\"uint16\"}",
+	  "unknown dtype \"uint16\" (expected float32, float16, bfloat16, int8 or uint8)" },
 	{ "{" MATMUL ",\"out_dtype\":\"double\"}", "out_dtype \"double\"" },
 	{ "{" CONV2D ",\"layout\":\"NCWH\"}", "conv2d: unknown layout \"NCWH\"" },
 	{ "{" CONV2D ",\"layout\":\"NWC\"}", "unknown layout \"NWC\" (expected NCHW or NHWC)" },

@@ -424,6 +424,8 @@ static double amx_macs(const tir_target *t, tir_dtype dt)
 
 static void one_ceiling(const tir_target *t, tir_dtype dt, tir_ceiling *out)
 {
+	if (dt == TIR_U8)          /* the int8 units (udot, AMX, IMMA) do uint8 as fast */
+		dt = TIR_I8;
 	*out = (tir_ceiling){ .unit = dt == TIR_I8 ? "OP/s" : "FLOP/s" };
 	if (t->kind == TIR_TARGET_CUDA) {
 		for (size_t i = 0; i < sizeof cuda_ceilings / sizeof cuda_ceilings[0]; i++)

@@ -377,11 +377,11 @@ static int parse_dtypes(parse *ps, const cJSON *obj, tir_workload *w)
 	if (opt_string(ps, obj, "dtype", &dt) || opt_string(ps, obj, "out_dtype", &odt))
 		return -1;
 	int t = dtype_parse(dt);
-	if (t != TIR_F32 && t != TIR_F16 && t != TIR_BF16 && t != TIR_I8)
+	if (t != TIR_F32 && t != TIR_F16 && t != TIR_BF16 && t != TIR_I8 && t != TIR_U8)
 		return tir_fail(ps->err, "%s: unknown dtype \"%s\" (expected float32, "
-				"float16, bfloat16 or int8)", ps->op, dt);
+				"float16, bfloat16, int8 or uint8)", ps->op, dt);
 	w->dtype = t;
-	bool isint = t == TIR_I8;
+	bool isint = t == TIR_I8 || t == TIR_U8;
 	if (!odt)
 		odt = isint ? "int32" : "float32";
 	int o = dtype_parse(odt);

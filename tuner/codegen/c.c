@@ -14,7 +14,7 @@
  * is safe — NEON intrinsics on AArch64 where c_neon.c can —, unroll → `GCC
  * unroll`, thread-bound → serial); a block instance is
  * printed exactly as docs/ir-semantics.md defines it; a loop tensorized with
- * a CPU intrinsic (AArch64's sdot, smmla) is one call of the intrinsic's
+ * a CPU intrinsic (AArch64's sdot, smmla, fmla) is one call of the intrinsic's
  * NEON function (c_neon.c).  Compacted buffers are
  * local arrays declared in the body of their allocation loop (lower.c).
  *
@@ -582,7 +582,7 @@ static const cg_dialect c_dialect = {
 	.value = {
 		[TIR_F32] = "float", [TIR_F16] = "float", [TIR_BF16] = "float",
 		[TIR_I8] = "int8_t", [TIR_I32] = "int32_t", [TIR_I64] = "int64_t",
-		[TIR_BOOL] = "int",
+		[TIR_BOOL] = "int", [TIR_U8] = "uint8_t",
 	},
 	.load_cvt = { [TIR_F16] = "tir_f16_to_f32", [TIR_BF16] = "tir_bf16_to_f32" },
 	.store_cvt = { [TIR_F16] = "tir_f32_to_f16", [TIR_BF16] = "tir_f32_to_bf16" },
@@ -753,7 +753,7 @@ static void c_loop(c_gen *g, const tir_stmt *l, int depth)
 {
 	tir_buf *o = g->c.out;
 	if (!g->in_simd && c_neon_vector_loop(&g->c, l, depth))
-		return;          /* AArch64: NEON float32x4_t (c_neon.c) */
+		return;          /* AArch64: NEON float32x4_t / float16x8_t (c_neon.c) */
 	bool par = false, simd = false;
 	int64_t unroll = lower_ann(l, "unroll", 0);
 	switch (l->loop_kind) {

@@ -212,15 +212,19 @@ void cg_local_array(cg_ctx *c, const tir_alloc *a, const char *align_attr,
 
 /* The prelude's part for AArch64 (c->L->t, printed to c->out):
  * <arm_neon.h> where a vectorized loop under root has a NEON form
- * (c_neon_vector_loop), and the functions of the CPU intrinsics (sdot,
- * smmla) that loops are tensorized with, each guarded by its ACLE feature
- * macro (#error naming the missing extension otherwise); nothing for a
- * program without either, nor for another target. */
+ * (c_neon_vector_loop; a float16 one guarded by
+ * __ARM_FEATURE_FP16_VECTOR_ARITHMETIC), and the functions of the CPU
+ * intrinsics (sdot, smmla, fmla) that loops are tensorized with, each
+ * guarded by its ACLE feature macro (#error naming the missing extension
+ * otherwise); nothing for a program without either, nor for another
+ * target. */
 void c_neon_prelude(cg_ctx *c, const tir_stmt *root);
 /* Prints vectorized loop l (at depth) as NEON float32x4_t code when t is an
  * AArch64 key and l is one float32 block of contiguous or invariant
- * accesses whose extent is a multiple of 4 (c_neon.c's top comment);
- * returns 1 if it did, 0 if l is the C backend's to print. */
+ * accesses whose extent is a multiple of 4, or as float16x8_t code when
+ * the key has fp16 and l is such a float16 block, a multiple of 8, whose
+ * value rounds once (c_neon.c's top comment); returns 1 if it did, 0 if l
+ * is the C backend's to print. */
 int c_neon_vector_loop(cg_ctx *c, const tir_stmt *l, int depth);
 /* Prints the call that replaces CPU-tensorized loop `loop` and its nest, at
  * depth.  Returns 0, or -1 with a message (the nest does not match its

@@ -56,7 +56,7 @@ static const cg_dialect cuda_dialect_int = {
 	.value = {
 		[TIR_F32] = "float", [TIR_F16] = "float", [TIR_BF16] = "float",
 		[TIR_I8] = "signed char", [TIR_I32] = "int", [TIR_I64] = "long long",
-		[TIR_BOOL] = "int",
+		[TIR_BOOL] = "int", [TIR_U8] = "unsigned char",
 	},
 	.load_cvt = { [TIR_F16] = "__half2float", [TIR_BF16] = "__bfloat162float" },
 	.store_cvt = { [TIR_F16] = "__float2half", [TIR_BF16] = "__float2bfloat16" },

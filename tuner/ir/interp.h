@@ -36,6 +36,15 @@ static inline double round_to(double x, int bits, int emin, double maxv)
 static inline double round_f16(double x) { return round_to(x, 11, -14, 65504.0); }
 static inline double round_bf16(double x) { return round_to(x, 8, -126, 0x1.fep127); }
 
+/* x wrapped into the unsigned integers of `bits` bits. */
+static inline double uwrap(double x, int bits)
+{
+	double m = ldexp(1.0, bits);
+	if (x >= 0 && x < m)
+		return x;
+	return x - m * floor(x / m);
+}
+
 /* x wrapped into the signed integers of `bits` bits. */
 static inline double wrap(double x, int bits)
 {
@@ -59,7 +68,7 @@ static inline double to_dtype(tir_dtype t, double x)
 	if (!isfinite(x))               /* undefined in C: say 0 */
 		return 0;
 	x = trunc(x);
-	return t == TIR_I8 ? wrap(x, 8) : t == TIR_I32 ? wrap(x, 32) : x;
+	return t == TIR_I8 ? wrap(x, 8) : t == TIR_U8 ? uwrap(x, 8) : t == TIR_I32 ? wrap(x, 32) : x;
 }
 
 /* Whether a cast from `from` to `to` leaves every value of `from` as it is
@@ -70,9 +79,11 @@ static inline bool cast_is_identity(tir_dtype to, tir_dtype from)
 	if (to == from || to == TIR_F32)
 		return true;
 	if (to == TIR_I64)
-		return from == TIR_I8 || from == TIR_I32 || from == TIR_BOOL;
+		return from == TIR_I8 || from == TIR_U8 || from == TIR_I32 || from == TIR_BOOL;
 	if (to == TIR_I32)
-		return from == TIR_I8 || from == TIR_BOOL;
+		return from == TIR_I8 || from == TIR_U8 || from == TIR_BOOL;
+	if (to == TIR_U8)
+		return from == TIR_BOOL;
 	return false;
 }
 

@@ -429,7 +429,7 @@ nest *interp_nest_plan(const tir_program *p, const tir_stmt *top)
 	tir_dtype sd = b->store->dtype;
 	const tir_expr *v = strip_casts(b->value);
 	if (b->reduce == REDUCE_SUM && !b->predicate && v->kind == E_MUL &&
-	    (sd == TIR_F32 || sd == TIR_I8 || sd == TIR_I32 || sd == TIR_I64)) {
+	    (sd == TIR_F32 || sd == TIR_I8 || sd == TIR_U8 || sd == TIR_I32 || sd == TIR_I64)) {
 		const tir_expr *x = strip_casts(v->a), *y = strip_casts(v->b);
 		saddr sx, sy;
 		if (x->kind == E_LOAD && y->kind == E_LOAD && x->buf != b->store &&

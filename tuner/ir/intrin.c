@@ -385,6 +385,10 @@ static int match_mma(mctx *c, tir_intrin_match *m)
 		return mismatch(c, "it still has its init (decompose the reduction first)", NULL);
 	if (!v || v->kind != E_MUL)
 		return mismatch(c, "it does not accumulate a product", NULL);
+	/* a CPU accumulator is plain memory: its dtype is the first thing that
+	 * can differ (a float16 product summed into float32 is not fmla's) */
+	if (c->in->unit == INTRIN_CPU && b->store->dtype != c->in->acc)
+		return mismatch(c, "the dtype of ", b->store->name);
 	const tir_expr *x = expr_uncast(v->a, c->in->acc), *y = expr_uncast(v->b, c->in->acc);
 	if (!x || !y || x->kind != E_LOAD || y->kind != E_LOAD)
 		return mismatch(c, "its product is not of two loads", NULL);

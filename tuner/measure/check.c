@@ -114,6 +114,9 @@ void tir_measure_fill(const tir_code *c, int index, uint64_t seed, void *dst)
 		case TIR_I8:
 			((int8_t *)dst)[i] = (int8_t)k;
 			break;
+		case TIR_U8:          /* [0, 255]: above 127, where signedness shows */
+			((uint8_t *)dst)[i] = (uint8_t)(r >> 24);
+			break;
 		case TIR_I32:
 			((int32_t *)dst)[i] = (int32_t)k;
 			break;
@@ -136,6 +139,7 @@ void tir_measure_to_double(int dtype, const void *src, int64_t n, double *dst)
 		case TIR_F16: dst[i] = f16_to_f32(((const uint16_t *)src)[i]); break;
 		case TIR_BF16: dst[i] = bf16_to_f32(((const uint16_t *)src)[i]); break;
 		case TIR_I8: dst[i] = ((const int8_t *)src)[i]; break;
+		case TIR_U8: dst[i] = ((const uint8_t *)src)[i]; break;
 		case TIR_I32: dst[i] = ((const int32_t *)src)[i]; break;
 		case TIR_I64: dst[i] = (double)((const int64_t *)src)[i]; break;
 		default: dst[i] = ((const unsigned char *)src)[i * dtype_bytes(dtype)]; break;

@@ -44,6 +44,11 @@
  *                    to a matmul, tiled around a 4 x 4 x 4 (2 x 2 x 8) nest
  *                    tensorized with sdot_4x4x4_i8_i32 (smmla_2x2x8_i8_i32,
  *                    ir/intrins.def, codegen/c_neon.c); see cpu_dot_block.
+ *   cpu-udot         cpu-sdot for uint8 products, with udot_4x4x4_u8_i32.
+ *   cpu-fmla         cpu-sdot's schedule on a key with fp16 for each
+ *                    float16 product summed into float16 (out_dtype
+ *                    float16), around a 4 x 8 x 4 nest tensorized with
+ *                    fmla_4x8x4_f16.
  *
  * Tile sizes are sample_perfect_tile instructions whose decisions are drawn
  * here jointly over the loops (sketch_tile_decided), preferring tilings that
@@ -431,15 +436,13 @@ static int cpu_tile_reg(tir_sched *s, const tir_target *t, tir_error *err)
 	return cpu_tile(s, t, WB_REGISTER, err);
 }
 
-/* ---- cpu-sdot, cpu-smmla: AArch64's int8 tensor intrinsics ---------------------------- */
+/* ---- cpu-sdot, cpu-udot, cpu-smmla, cpu-fmla: AArch64's tensor intrinsics ------------ */
 
-/* The CPU intrinsic of a sketch by its target-key feature (intrins.def). */
-static const tir_intrin *dot_intrin(const char *feature)
+/* The CPU intrinsic of a sketch, by its intrins.def name. */
+static const tir_intrin *dot_intrin(const char *name)
 {
-	for (int i = 0; i < tir_nintrins; i++)
-		if (tir_intrins[i].unit == INTRIN_CPU && !strcmp(tir_intrins[i].feature, feature))
-			return &tir_intrins[i];
-	return NULL;
+	const tir_intrin *in = intrin_find(name);
+	return in && in->unit == INTRIN_CPU ? in : NULL;
 }
 
 static bool dot_fits(const tir_block *b, const tir_intrin *in)
@@ -447,10 +450,10 @@ static bool dot_fits(const tir_block *b, const tir_intrin *in)
 	return sketch_product_form(b, in->in, in->acc);
 }
 
-static bool dot_applies(const tir_program *p, const tir_target *t, const char *feature)
+static bool dot_applies(const tir_program *p, const tir_target *t, const char *intrin)
 {
-	const tir_intrin *in = dot_intrin(feature);
-	if (!in || t->kind != TIR_TARGET_CPU || !tir_target_has(t, feature))
+	const tir_intrin *in = dot_intrin(intrin);
+	if (!in || t->kind != TIR_TARGET_CPU || !tir_target_has(t, in->feature))
 		return false;
 	tir_block *hv[SKETCH_MAX_BLOCKS];
 	int n = sketch_heavy_blocks(p, hv, SKETCH_MAX_BLOCKS);
@@ -462,12 +465,22 @@ static bool dot_applies(const tir_program *p, const tir_target *t, const char *f
 
 static bool sdot_applies(const tir_program *p, const tir_target *t)
 {
-	return dot_applies(p, t, "dotprod");
+	return dot_applies(p, t, "sdot_4x4x4_i8_i32");
+}
+
+static bool udot_applies(const tir_program *p, const tir_target *t)
+{
+	return dot_applies(p, t, "udot_4x4x4_u8_i32");
 }
 
 static bool smmla_applies(const tir_program *p, const tir_target *t)
 {
-	return dot_applies(p, t, "i8mm");
+	return dot_applies(p, t, "smmla_2x2x8_i8_i32");
+}
+
+static bool fmla_applies(const tir_program *p, const tir_target *t)
+{
+	return dot_applies(p, t, "fmla_4x8x4_f16");
 }
 
 /* One heavy block of product form on intrinsic `in` (m x n x k): normalized
@@ -539,11 +552,11 @@ static int cpu_dot_block(tir_sched *s, const tir_intrin *in, const tir_block *he
 	return 0;
 }
 
-/* Every heavy block in post-order: those of int8 product form on the
- * intrinsic of `feature`, the others as cpu-tile-cache; then the rest. */
-static int cpu_dot(tir_sched *s, const tir_target *t, const char *feature, tir_error *err)
+/* Every heavy block in post-order: those of product form in the dtypes of
+ * CPU intrinsic `intrin`, the others as cpu-tile-cache; then the rest. */
+static int cpu_dot(tir_sched *s, const tir_target *t, const char *intrin, tir_error *err)
 {
-	const tir_intrin *in = dot_intrin(feature);
+	const tir_intrin *in = dot_intrin(intrin);
 	tir_block *hv[SKETCH_MAX_BLOCKS];
 	int n = sketch_heavy_blocks(s->p, hv, SKETCH_MAX_BLOCKS);
 	if (!in || n == 0)
@@ -561,12 +574,22 @@ static int cpu_dot(tir_sched *s, const tir_target *t, const char *feature, tir_e
 
 static int cpu_sdot(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	return cpu_dot(s, t, "dotprod", err);
+	return cpu_dot(s, t, "sdot_4x4x4_i8_i32", err);
+}
+
+static int cpu_udot(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_dot(s, t, "udot_4x4x4_u8_i32", err);
 }
 
 static int cpu_smmla(tir_sched *s, const tir_target *t, tir_error *err)
 {
-	return cpu_dot(s, t, "i8mm", err);
+	return cpu_dot(s, t, "smmla_2x2x8_i8_i32", err);
+}
+
+static int cpu_fmla(tir_sched *s, const tir_target *t, tir_error *err)
+{
+	return cpu_dot(s, t, "fmla_4x8x4_f16", err);
 }
 
 /* ---- programs without heavy blocks (rows.c, cpu_rows.c) ------------------------------- */
@@ -593,7 +616,9 @@ const sketch_def sketch_cpu_defs[] = {
 	{ "cpu-tile-cache", cpu_applies, cpu_tile_cache },
 	{ "cpu-tile", cpu_applies, cpu_tile_plain },
 	{ "cpu-sdot", sdot_applies, cpu_sdot },
+	{ "cpu-udot", udot_applies, cpu_udot },
 	{ "cpu-smmla", smmla_applies, cpu_smmla },
+	{ "cpu-fmla", fmla_applies, cpu_fmla },
 	{ "cpu-rows", rows_apply, cpu_rest },
 	{ "cpu-pointwise", pointwise_applies, cpu_rest },
 };

@@ -114,8 +114,10 @@ static bool plain_indices(const tir_expr *const *idx, int n)
 }
 
 /* Block b if it computes acc += cast(x) * cast(y) with x and y loads of two
- * buffers of one dtype and an MMA intrinsic for those dtypes (*mma), else
- * NULL.  A sum only: an MMA never computes a max or a min of products, so
+ * buffers of one dtype and an MMA intrinsic for those dtypes (*mma: the
+ * first in intrins.def, a GPU one where there is one; float16 into float16
+ * and uint8 into int32 have only AArch64's fmla and udot, which the GPU
+ * sketches refuse), else NULL.  A sum only: an MMA never computes a max or a min of products, so
  * neither tensor-core sketch applies to one. */
 static const tir_block *product_of(const tir_block *b, const tir_expr **x,
 				   const tir_expr **y, const tir_intrin **mma)
@@ -309,7 +311,8 @@ static bool wgmma_fits(const tir_program *p, const tir_target *t, const tir_bloc
 		mma = e.mma;
 	else
 		return false;
-	return (mma->in == TIR_F16 || mma->in == TIR_BF16) && mma->acc == TIR_F32;
+	return mma->unit != INTRIN_CPU && (mma->in == TIR_F16 || mma->in == TIR_BF16) &&
+	       mma->acc == TIR_F32;
 }
 
 static bool wmma_fits(const tir_program *p, const tir_target *t, const tir_block *b)
@@ -325,6 +328,8 @@ static bool wmma_fits(const tir_program *p, const tir_target *t, const tir_block
 	else if (einsum_of(b, &e) && e.mma->in != TIR_I8)
 		mma = e.mma;    /* one-byte operands: reindexed b is [k][j], see mm_form_of */
 	else
+		return false;
+	if (mma->unit == INTRIN_CPU)    /* dtypes only AArch64 has (fmla's, udot's) */
 		return false;
 	int need = mma->in == TIR_I8 ? 72 : mma->in == TIR_BF16 ? 80 : 70;
 	return t->sm == 0 || t->sm >= need;
