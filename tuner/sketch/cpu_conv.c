@@ -33,7 +33,7 @@
  * with k split as (k0, kb, kv), kv = L, and the accumulator in a local write
  * cache at w0, exactly the wb x kb*L tile (gcc keeps it in vector registers
  * once the tile loops are unrolled, as in cpu-tile-reg), the epilogues
- * inlined into its write-back.  The input's padding is not inlined: a
+ * inlined into its write-back (by whole vectors, unrolled).  The input's padding is not inlined: a
  * select per FMA costs more than one copy of the input per call, so the
  * pad stage stays a kernel of its own (rows.c), as does the weights' pack.
  * wb and kb are sampled jointly (sample_perfect_tile decisions drawn under
@@ -256,6 +256,19 @@ static int conv_block(tir_sched *s, const tir_target *t, bool pack, const tir_bl
 		tir_reverse_compute_inline(s, c, &ignored);
 	}
 	SKETCH_TRY(tir_reverse_compute_at(s, wb, W[0], err), "reverse_compute_at the write-back");
+	/* the write-back by whole vectors, its other loops unrolled: every
+	 * access of the cache then has a constant index, so gcc keeps the
+	 * tile in registers (a loop over it with a variable index leaves the
+	 * tile an array on the stack, loaded and stored around every FMA) */
+	int wl[TIR_MAX_IO], nw, wv[2];
+	SKETCH_TRY(nw = sketch_loops_under(s, wb, W[0], wl, err), "the write-back's loops");
+	if (nw > 0) {
+		SKETCH_TRY(tir_split(s, wl[nw - 1], 2, fl, wv, err), "split the write-back by the lanes");
+		SKETCH_TRY(tir_vectorize(s, wv[1], err), "vectorize the write-back");
+		wl[nw - 1] = wv[0];
+		for (int i = 0; i < nw; i++)
+			SKETCH_TRY(tir_annotate(s, wl[i], "unroll", 64, err), "unroll the write-back");
+	}
 
 	/* 6. the init out of the reduction */
 	if (n.nr)
