@@ -39,6 +39,11 @@
  *                    accumulates in its output, each consumer is moved to a
  *                    sampled location (reverse_compute_at) and vectorized.
  *
+ *   cpu-conv-blocked, channels-last convolutions (cpu_conv.c): a register
+ *   cpu-conv-direct  tile over output width x output-channel vectors, the
+ *                    input broadcast into FMAs, the weights packed by the
+ *                    lanes (transform_layout) or read where they are.
+ *
  *   cpu-sdot,        on an AArch64 key with dotprod (i8mm): each int8 matmul
  *   cpu-smmla        or convolution (a product form, tensorcore.c) normalized
  *                    to a matmul, tiled around a 4 x 4 x 4 (2 x 2 x 8) nest
@@ -621,5 +626,7 @@ const sketch_def sketch_cpu_defs[] = {
 	{ "cpu-fmla", fmla_applies, cpu_fmla },
 	{ "cpu-rows", rows_apply, cpu_rest },
 	{ "cpu-pointwise", pointwise_applies, cpu_rest },
+	{ "cpu-conv-blocked", sketch_cpu_conv_applies, sketch_cpu_conv_blocked },
+	{ "cpu-conv-direct", sketch_cpu_conv_applies, sketch_cpu_conv_direct },
 };
 const int sketch_cpu_ndefs = (int)(sizeof sketch_cpu_defs / sizeof *sketch_cpu_defs);

@@ -37,6 +37,16 @@ typedef struct sketch_def {
 extern const sketch_def sketch_cpu_defs[];
 extern const int sketch_cpu_ndefs;
 
+/* ---- cpu_conv.c: channels-last convolutions, register tile over output
+ * width x output-channel vectors (cpu-conv-blocked, cpu-conv-direct) ---- */
+/* Whether every heavy block of p is a channels-last convolution the
+ * sketches take (and there is one), on a CPU target. */
+bool sketch_cpu_conv_applies(const tir_program *p, const tir_target *t);
+/* With the weights packed by the vector lanes of output channels
+ * (transform_layout), or read where they are. */
+int sketch_cpu_conv_blocked(tir_sched *s, const tir_target *t, tir_error *err);
+int sketch_cpu_conv_direct(tir_sched *s, const tir_target *t, tir_error *err);
+
 /* ---- gpu.c: SSSRRSRS tiling bound to blockIdx/vthread/threadIdx, AutoCopy
  * stages, local write cache, cross-thread reduction; gpu-rows,
  * gpu-rows-thread and gpu-pointwise (rows.c with gpu_rows.c) ------------------- */
