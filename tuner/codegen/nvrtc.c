@@ -70,6 +70,13 @@ static int fail_with_log(nvrtcProgram prog, const char *what, nvrtcResult r,
 	return -1;
 }
 
+/* $TIRD_NVRTC_OPTIONS: options added after tird's own, separated by blanks
+ * (e.g. --Ofast-compile=min: NVVM's optimizer is most of a compile).  They
+ * are part of a build's key (measure/batch.c), so a cached build is never
+ * one made with other options. */
+#define NVRTC_MAX_EXTRA 8
+#define NVRTC_EXTRA_LEN 512
+
 /* The compilation itself, in whichever process calls it. */
 static int compile_here(const char *source, int sm, char **cubin, size_t *size,
 			tir_error *err)
@@ -83,7 +90,23 @@ static int compile_here(const char *source, int sm, char **cubin, size_t *size,
 	 * "a" adds, and a cubin for sm_90 runs on 9.0 devices only anyway */
 	snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%s", sm, sm == 90 ? "a" : "");
 	snprintf(inc, sizeof inc, "-I%s/include", home);
-	const char *opts[] = { arch, "-default-device", "--std=c++17", inc };
+	const char *opts[4 + NVRTC_MAX_EXTRA] = { arch, "-default-device", "--std=c++17", inc };
+	char extra[NVRTC_EXTRA_LEN];
+	int nopts = 4;
+	const char *env = getenv("TIRD_NVRTC_OPTIONS");
+	if (env && *env) {
+		if (strlen(env) >= sizeof extra)
+			return tir_fail(err, "nvrtc: TIRD_NVRTC_OPTIONS is longer than %zu bytes",
+					sizeof extra - 1);
+		strcpy(extra, env);
+		for (char *save = NULL, *o = strtok_r(extra, " \t", &save); o;
+		     o = strtok_r(NULL, " \t", &save)) {
+			if (nopts == 4 + NVRTC_MAX_EXTRA)
+				return tir_fail(err, "nvrtc: TIRD_NVRTC_OPTIONS has more than %d options",
+						NVRTC_MAX_EXTRA);
+			opts[nopts++] = o;
+		}
+	}
 
 	nvrtcProgram prog;
 	nvrtcResult r = nvrtcCreateProgram(&prog, source, "tir_kernel.cu", 0, NULL, NULL);
@@ -91,7 +114,7 @@ static int compile_here(const char *source, int sm, char **cubin, size_t *size,
 		return tir_fail(err, "nvrtc: nvrtcCreateProgram failed (%s)",
 				nvrtcGetErrorString(r));
 	int rc = -1;
-	r = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+	r = nvrtcCompileProgram(prog, nopts, opts);
 	if (r != NVRTC_SUCCESS) {
 		fail_with_log(prog, "compilation", r, err);
 		goto out;

@@ -516,10 +516,11 @@ static void build_all(builders *b, int procs)
  * measure_local keeps the builds of its last COMPILE_CACHE_MAX compiles
  * (a worker's context lives as long as the worker), oldest dropped first.
  * The key is the SHA-256 (tir_trace_hash, nettle) of the runner's name, the
- * target key, $CC and the source.  The search already measures a program
- * once (search/evolve.c: program_hash), but different programs can print
- * the same code, a worker measures for many jobs, and a job resumed or
- * asked for more trials measures again what it measured before a crash.
+ * target key, $CC, $TIRD_NVRTC_OPTIONS and the source.  The search already
+ * measures a program once (search/evolve.c: program_hash), but different
+ * programs can print the same code, a worker measures for many jobs, and a
+ * job resumed or asked for more trials measures again what it measured
+ * before a crash.
  * The cache owns its artifacts; a job that uses one borrows it for the
  * batch (job.borrowed), and only the end of a batch adds or drops entries. */
 #define COMPILE_CACHE_MAX 512
@@ -534,9 +535,9 @@ typedef struct compile_cache {
 static void build_key(const tir_runner *r, const tir_target *t, const char *source,
 		      unsigned char out[32])
 {
-	const char *cc = getenv("CC");
+	const char *cc = getenv("CC"), *nv = getenv("TIRD_NVRTC_OPTIONS");
 	tir_buf k = { 0 };
-	buf_printf(&k, "%s\n%s\n%s\n", r->name, t->key, cc ? cc : "");
+	buf_printf(&k, "%s\n%s\n%s\n%s\n", r->name, t->key, cc ? cc : "", nv ? nv : "");
 	buf_puts(&k, source);
 	tir_trace_hash(k.s, out);
 	free(k.s);
