@@ -31,19 +31,6 @@
 
 #define MAXC 256
 
-static double pairwise(int n, const double *a, const double *b)
-{
-	long ok = 0, tot = 0;
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++) {
-			if (!(a[i] > 0 && a[j] > 0 && b[i] > 0 && b[j] > 0) || a[i] == a[j])
-				continue;
-			tot++;
-			ok += (a[i] < a[j]) == (b[i] < b[j]);
-		}
-	return tot ? (double)ok / (double)tot : NAN;
-}
-
 static double mean_dev(int n, const double *a, const double *b)
 {
 	double s = 0;
@@ -187,8 +174,8 @@ int main(int argc, char **argv)
 				secs[way][rep] = measure(way == 1, n, a, c, ref, ref_n, us[way][rep]);
 		for (int way = 0; way < 2; way++)
 			printf("%-10s %4d  %-6s %8.3f %10.3f %10.3f %8.1f\n", argv[q], n,
-			       way ? "batch" : "one", pairwise(n, us[way][0], us[way][1]),
-			       mean_dev(n, us[way][0], us[way][1]), pairwise(n, rec, us[way][0]),
+			       way ? "batch" : "one", tu_pairs_alike(n, us[way][0], us[way][1]),
+			       mean_dev(n, us[way][0], us[way][1]), tu_pairs_alike(n, rec, us[way][0]),
 			       0.5 * (secs[way][0] + secs[way][1]));
 		fflush(stdout);
 		free(ref);

@@ -21,22 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tir.h"
+#include "tests/testutil.h"
 
 #define MAXC 256
 #define MAXO 8
-
-static double pairwise(int n, const double *a, const double *b)
-{
-	long ok = 0, tot = 0;
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++) {
-			if (!(a[i] > 0 && a[j] > 0 && b[i] > 0 && b[j] > 0) || a[i] == a[j])
-				continue;
-			tot++;
-			ok += (a[i] < a[j]) == (b[i] < b[j]);
-		}
-	return tot ? (double)ok / (double)tot : NAN;
-}
 
 static int best_of(int n, const double *a)
 {
@@ -153,7 +141,7 @@ int main(int argc, char **argv)
 		snprintf(range, sizeof range, "%.2f-%.2f", bmin[o], bmax[o]);
 		printf("%-28s %8.2f %13s %4d %9.3f %9.3f %8.3f %10.2f %12.2f\n",
 		       opts[o][0] ? opts[o] : "(tird's own)", build_s[o] / rounds, range, okc[o],
-		       k ? exp(lg / k) : NAN, worst, pairwise(m, us[0], us[o]),
+		       k ? exp(lg / k) : NAN, worst, tu_pairs_alike(m, us[0], us[o]),
 		       bo >= 0 ? us[o][bo] : NAN, b0 >= 0 ? us[o][b0] : NAN);
 	}
 	for (int o = 0; o < nopt; o++)

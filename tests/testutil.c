@@ -2,6 +2,7 @@
  * testutil.c — suite and golden-file helpers for the Check suites.
  * SUITE_JSON and GOLDEN_DIR are set by Makefile.am.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,3 +163,16 @@ const char *const tu_odd[][2] = {
 	{ "dep-bf16-d3", "{\"op\":\"depthwise_conv2d\",\"N\":1,\"C\":4,\"H\":10,\"W\":10,\"R\":3,\"S\":3,\"dilation\":3,\"pad\":3,\"dtype\":\"bfloat16\"}" },
 };
 const int tu_nodd = (int)(sizeof tu_odd / sizeof *tu_odd);
+
+double tu_pairs_alike(int n, const double *a, const double *b)
+{
+	long ok = 0, tot = 0;
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++) {
+			if (!(a[i] > 0 && a[j] > 0 && b[i] > 0 && b[j] > 0) || a[i] == a[j])
+				continue;
+			tot++;
+			ok += (a[i] < a[j]) == (b[i] < b[j]);
+		}
+	return tot ? (double)ok / (double)tot : NAN;
+}

@@ -41,4 +41,8 @@ int tu_golden_check(const char *name, const char *text);
  * (0 when every test passed). */
 int tu_run_suite(Suite *s);
 
+/* The share of the pairs of n items that a and b order alike, counting only
+ * pairs with all four figures > 0 and a's two different (NaN if none). */
+double tu_pairs_alike(int n, const double *a, const double *b);
+
 #endif
