@@ -370,6 +370,7 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 		 xgb ? "xgboost" : "random", (unsigned long long)o.seed,
 		 j->has_seed ? "" : " (derived)");
 	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
+	tir_tune_end end = res.end;
 	tir_tune_result_clear(&res);
 	free(rc.batch_ins);
 	prior_free(&prior);
@@ -386,7 +387,16 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 		return STORE_JOB_FAILED;
 	}
 	if (store_best_get(d->db, j->key, j->target.key, &b, &err) == 1 && b.record_id[0]) {
-		snprintf(msg, n, "best %.3f us after %d trials", b.latency_us, b.trials);
+		/* a search that ended at a plateau says so: the job then holds
+		 * fewer records than it asked for */
+		char why[128] = "";
+		if (end == TIR_TUNE_END_PLATEAU)
+			snprintf(why, sizeof why, "; stopped early: %d rounds in a row measured "
+				 "nothing faster", TIR_TUNE_PATIENCE);
+		else if (end == TIR_TUNE_END_EXHAUSTED)
+			snprintf(why, sizeof why, "; stopped early: %d rounds in a row found no "
+				 "candidate not measured already", TIR_TUNE_STALE_ROUNDS);
+		snprintf(msg, n, "best %.3f us after %d trials%s", b.latency_us, b.trials, why);
 		store_best_clear(&b);
 		return STORE_JOB_DONE;
 	}

@@ -729,17 +729,30 @@ typedef struct tir_tune_opts {
 	const atomic_int *cancel;      /* non-zero: stop after the round */
 } tir_tune_opts;
 
+/* Why a search ended before its trial budget (tir_tune_result.end). */
+typedef enum tir_tune_end {
+	TIR_TUNE_END_BUDGET,       /* the trial budget measured (or an error) */
+	TIR_TUNE_END_CANCELLED,    /* opts->cancel set */
+	TIR_TUNE_END_PLATEAU,      /* TIR_TUNE_PATIENCE rounds in a row measured
+	                              nothing faster than the best */
+	TIR_TUNE_END_EXHAUSTED,    /* TIR_TUNE_STALE_ROUNDS rounds in a row found
+	                              no candidate not measured already */
+} tir_tune_end;
+#define TIR_TUNE_PATIENCE      6
+#define TIR_TUNE_STALE_ROUNDS  3
+
 typedef struct tir_tune_result {
 	char *best_trace;          /* malloc'd; NULL if nothing was ok */
 	double best_us, best_gflops;
 	int trials;                /* measured by this call */
 	int errors;
 	int rounds;
+	tir_tune_end end;          /* why the search ended */
 } tir_tune_result;
 
 /* Tunes w on t: sketches, evolutionary search under the cost model,
- * measurement in batches, until opts->trials candidates were measured or
- * several rounds brought nothing new.  Deterministic for a given seed and
+ * measurement in batches, until opts->trials candidates were measured, or
+ * a plateau (res->end says which) ended it sooner.  Deterministic for a given seed and
  * the same measurements.  Returns 0 (even when no candidate was ok: then
  * best_trace is NULL) or -1 on an error that stopped the search. */
 int tir_tune(const tir_workload *w, const tir_target *t, const tir_tune_opts *opts,

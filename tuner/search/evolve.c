@@ -1252,6 +1252,10 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	res->trials = S.done;
 	res->errors = S.errors;
 	res->rounds = S.round;
+	res->end = S.done >= S.trials ? TIR_TUNE_END_BUDGET
+		 : o->cancel && atomic_load(o->cancel) ? TIR_TUNE_END_CANCELLED
+		 : stale >= SEARCH_STALE_ROUNDS ? TIR_TUNE_END_EXHAUSTED
+		 : flat >= SEARCH_PATIENCE ? TIR_TUNE_END_PLATEAU : TIR_TUNE_END_BUDGET;
 	S.st.stale_rounds = stale;
 	S.st.flat_rounds = flat;
 	if (stats)

@@ -41,9 +41,9 @@
 /* Plateau: the search stops after SEARCH_STALE_ROUNDS rounds in a row that
  * found no unmeasured valid candidate (the space is exhausted, or every draw
  * fails), or SEARCH_PATIENCE rounds in a row that measured something but did
- * not improve the best latency by more than 0.1 %. */
-#define SEARCH_STALE_ROUNDS    3
-#define SEARCH_PATIENCE        6
+ * not improve the best latency by more than 0.1 % (tir.h: tir_tune_end). */
+#define SEARCH_STALE_ROUNDS    TIR_TUNE_STALE_ROUNDS
+#define SEARCH_PATIENCE        TIR_TUNE_PATIENCE
 
 /* The space searched: n sketches, each applied to a fresh schedule. */
 typedef struct search_space {
