@@ -5,7 +5,7 @@
 #   bench/gpu_harness.sh BINDIR PACK_DIR SUITE_JSON OUTDIR [--big] [--dtypes "float32 float16"]
 #                        [--ncu-cold-only] [NAME...]
 #
-# PACK_DIR is a CUDA pack of the bests, built (`tirctl pack --target cuda:sm_90
+# PACK_DIR is a CUDA pack of the bests, built (`tirctl pack --target cuda
 # --out DIR && make -C DIR`; the bests tuned by `bench/gpu.sh BINDIR SUITE
 # TRIALS --no-peer --logs DIR`, whose tird.db a local tird serves to pack).
 # BINDIR holds tirctl (for the workload keys, offline).  Runs the harness

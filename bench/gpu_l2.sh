@@ -12,7 +12,7 @@
 #
 # MODE is cold or warm.  Writes OUTDIR/MODE/: gpu.txt (bench/gpu.sh's lines:
 # name dtype trials errors tuning_s ... tird_us), the logs and tird.db, and
-# pack/ (tirctl pack --target cuda:sm_90, built with make).  The tuning is
+# pack/ (tirctl pack --target cuda, built with make).  The tuning is
 # bench/gpu.sh BINDIR bench/suite.json TRIALS --big --jobs 2 --seed SEED
 # --no-peer NAME...  Then, per mode:
 #   bench/gpu_harness.sh BINDIR OUTDIR/MODE/pack bench/suite.json OUTDIR/MODE/h --big NAME...
@@ -33,7 +33,7 @@ port=$(( 20000 + RANDOM % 20000 ))
 "$bin/tird" --listen 127.0.0.1:$port --db "$dir/tird.db" --local-workers none >"$dir/pack-tird.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-"$bin/tirctl" --server "http://127.0.0.1:$port" pack --target cuda:sm_90 --out "$dir/pack" >"$dir/pack.log" 2>&1
+"$bin/tirctl" --server "http://127.0.0.1:$port" pack --target cuda --out "$dir/pack" >"$dir/pack.log" 2>&1
 rc=$?
 kill $pid 2>/dev/null
 wait $pid 2>/dev/null

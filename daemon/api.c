@@ -407,7 +407,7 @@ static void submit(tird *d, const cJSON *body, http_resp *out)
 	}
 	if (!cJSON_IsString(tj) || !tj->valuestring[0]) {
 		http_error(out, 400, "bad_request", "\"target\" must be a string such as \"cpu\", "
-			   "\"cuda\" or \"cuda:sm_90\"");
+			   "\"cuda\" or \"cuda:sm_90+h200\"");
 		return;
 	}
 	long trials, batch;
@@ -1147,7 +1147,7 @@ void api_worker_register(http_req *r, http_resp *out)
 	tird_error e = { 0 };
 	if (!cJSON_IsString(tj))
 		http_error(out, 400, "bad_request", "\"target\" must be a full target key such "
-			   "as \"cpu:x86_64+avx2+fma\" or \"cuda:sm_90\"");
+			   "as \"cpu:x86_64+avx2+fma\" or \"cuda:sm_90+h200\"");
 	else if (ej && !cJSON_IsBool(ej))
 		http_error(out, 400, "bad_request", "\"emulated\" must be true or false");
 	else if (tir_target_parse(tj->valuestring, &t, &terr))

@@ -1,6 +1,7 @@
 /*
  * models.c — the cost model of each full target key ("cpu:x86_64+avx2+fma",
- * "cpu:aarch64+neon+dotprod", "cuda:sm_90"): loaded from the store the
+ * "cpu:aarch64+neon+dotprod", "cuda:sm_90+h200"; an H100's is not an
+ * H200's): loaded from the store the
  * first time a job of the key needs it, or made from a seed and the stored
  * records of that key when none was saved (or the saved one was made by a
  * build with other features), and written back when it learnt enough:
@@ -18,7 +19,7 @@
  * seed of its kind (costmodel/seed/KIND.records, built beside tird or
  * installed with it; the model_seed setting names another file, or none),
  * the seed's records of the key's own architecture only ("cpu:x86_64" for
- * every x86 key, "cuda:sm_90"), each workload in a "seed:" group of its own,
+ * every x86 key, "cuda:sm_90" for every sm_90 part), each workload in a "seed:" group of its own,
  * so the first workload tuned on a fresh tird is already ranked by what was
  * learnt on others.  A key ending in "+emulated" (a worker under qemu) has
  * no model: emulated timings train nothing, and its jobs rank with random

@@ -288,8 +288,9 @@ static void usage(FILE *f)
 		   "  --server   the tird to measure for (default $TIRD_URL, else "
 		   "http://127.0.0.1:8642)\n"
 		   "  --target   cpu (this machine's, detected: cpu:aarch64+neon+dotprod..., "
-		   "+emulated under qemu), cuda, or a full key (cpu:x86_64+avx2+fma, "
-		   "cuda:sm_90)\n"
+		   "+emulated under qemu), cuda (this machine's first GPU: "
+		   "cuda:sm_90+h200...), or a full key (cpu:x86_64+avx2+fma, "
+		   "cuda:sm_90, which must be this GPU's)\n"
 		   "  --token    bearer token (default $TIRD_TOKEN)\n"
 		   "  --name     shown by `tirctl workers` (default host:pid)\n"
 		   "  --cc       the C compiler that builds CPU candidates (default $CC, "
@@ -345,6 +346,28 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "tird-worker: %s\n", err.msg);
 		return 2;
+	}
+	/* a full CUDA key must be this GPU's: its architecture, and its part
+	 * where it names one (else the GPU's part is added), so an H100 never
+	 * measures for an H200's key */
+	if (w.target.kind == TIR_TARGET_CUDA && strcmp(w.target_arg, "cuda")) {
+		tir_target dev;
+		if (tir_cuda_device_props(0, &dev, &err)) {
+			fprintf(stderr, "tird-worker: %s: %s\n", w.target_arg, err.msg);
+			return 2;
+		}
+		size_t arch = strcspn(w.target.key, "+");
+		bool parted = w.target.key[arch] == '+';
+		if (dev.sm != w.target.sm ||
+		    (parted && strcmp(dev.key, w.target.key))) {
+			fprintf(stderr, "tird-worker: --target %s: this machine's GPU is %s\n",
+				w.target_arg, dev.key);
+			return 2;
+		}
+		if (!parted && strcmp(dev.key, w.target.key))
+			fprintf(stderr, "tird-worker: measuring for %s, the key of this GPU\n",
+				dev.key);
+		w.target = dev;
 	}
 	/* a full CPU key given under an emulator measures no more the hardware
 	 * than a detected one */

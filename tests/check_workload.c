@@ -464,6 +464,36 @@ START_TEST(targets)
 	ck_assert_int_eq(t.warp_size, 32);
 	ck_assert_int_eq(tir_target_parse("cuda:sm_80", &t, &err), 0);
 	ck_assert_int_eq(t.max_shared_per_block, 166912);
+	/* a part after the architecture: its own key, the architecture's code
+	 * and limits (an H100's records are never an H200's, issue #33) */
+	ck_assert_int_eq(tir_target_parse("cuda:sm_90+h100-80gb-hbm3", &t, &err), 0);
+	ck_assert_str_eq(t.key, "cuda:sm_90+h100-80gb-hbm3");
+	ck_assert(t.kind == TIR_TARGET_CUDA && t.sm == 90 && t.sm_count == 132);
+	ck_assert_int_eq(tir_target_parse("cuda:sm_90+h200", &t, &err), 0);
+	ck_assert_str_eq(t.key, "cuda:sm_90+h200");
+	char part[TIR_CUDA_PART_MAX];
+	static const struct { const char *name, *part; } names[] = {
+		{ "NVIDIA H200", "h200" },
+		{ "NVIDIA H100 80GB HBM3", "h100-80gb-hbm3" },
+		{ "NVIDIA GeForce RTX 4090", "geforce-rtx-4090" },
+		{ "  NVIDIA A100-SXM4-40GB ", "nvidia-a100-sxm4-40gb" },
+		{ "Tesla T4", "tesla-t4" },
+		{ "NVIDIA H100 PCIe (MIG 1g.10gb)", "h100-pcie-mig-1g-10gb" },
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		ck_assert(tir_cuda_part_of_name(names[i].name, part, sizeof part));
+		ck_assert_str_eq(part, names[i].part);
+		/* every part made of a name is a key's */
+		char key[128];
+		snprintf(key, sizeof key, "cuda:sm_90+%s", part);
+		ck_assert_msg(tir_target_parse(key, &t, &err) == 0, "%s: %s", key, err.msg);
+	}
+	ck_assert(!tir_cuda_part_of_name("NVIDIA ", part, sizeof part) && !part[0]);
+	ck_assert(!tir_cuda_part_of_name("()", part, sizeof part) && !part[0]);
+	/* a long name is cut, never overflows, and still makes a key */
+	ck_assert(tir_cuda_part_of_name("NVIDIA A Very Long Board Name That Goes On And On "
+					"And On Past Any Limit", part, sizeof part));
+	ck_assert(strlen(part) < TIR_CUDA_PART_MAX);
 
 	ck_assert_int_eq(tir_target_parse("cpu", &t, &err), 0);
 	ck_assert_int_eq(t.kind, TIR_TARGET_CPU);
@@ -502,6 +532,17 @@ START_TEST(targets)
 		{ "cuda:sm_99", "unknown architecture sm_99" },
 		{ "cuda:90", "expected cuda:sm_XY" },
 		{ "cuda:sm_9x", "expected cuda:sm_XY" },
+		{ "cuda:sm_+90", "expected cuda:sm_XY" },
+		{ "cuda:sm_90+", "the part \"\" must be" },
+		{ "cuda:sm_90+H200", "the part \"H200\" must be" },
+		{ "cuda:sm_90+h200+h100", "the part \"h200+h100\" must be" },
+		{ "cuda:sm_90+h100--pcie", "must be lower-case" },
+		{ "cuda:sm_90+-h100", "must be lower-case" },
+		{ "cuda:sm_90+h100-", "must be lower-case" },
+		{ "cuda:sm_90+h100 pcie", "must be lower-case" },
+		{ "cuda:sm_90+0123456789012345678901234567890123456789012345678",
+		  "at most 47 characters" },
+		{ "cuda:sm_99+h200", "unknown architecture sm_99" },
 		{ "cpu:x86_64+sse9", "unknown feature \"sse9\" for x86_64" },
 		{ "cpu:aarch64+avx2", "unknown feature \"avx2\" for aarch64" },
 		{ "cpu:", "expected cpu:ARCH" },

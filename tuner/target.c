@@ -1,8 +1,9 @@
 /*
  * target.c — what code is generated for: target strings → struct tir_target.
  *
- * A full key names the hardware and ISA ("cpu:x86_64+avx2+fma", "cuda:sm_90")
- * and is what records are stored under; "cpu" and "cuda" mean this machine's
+ * A full key names the hardware and ISA ("cpu:x86_64+avx2+fma", "cuda:sm_90",
+ * "cuda:sm_90+h200": an architecture and the part detected) and is what
+ * records are stored under; "cpu" and "cuda" mean this machine's
  * CPU and first GPU, detected.  A full key is taken at its word: its features
  * come from the key, never from the machine that parses it, so a server can
  * generate code for a remote board.  Features are kept in the order of the
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <sys/utsname.h>
 #include "ir/ir.h"
@@ -486,16 +488,57 @@ static void cuda_fill(tir_target *t, const cuda_arch *a)
 	t->l2_bytes = a->l2_bytes;
 }
 
+bool tir_cuda_part_of_name(const char *name, char *out, size_t n)
+{
+	size_t k = 0;
+	if (!strncasecmp(name, "nvidia ", 7))
+		name += 7;
+	for (; *name && k + 1 < n; name++) {
+		char c = *name;
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+			out[k++] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+		else if (k > 0 && out[k - 1] != '-')
+			out[k++] = '-';
+	}
+	while (k > 0 && out[k - 1] == '-')
+		k--;
+	out[k] = '\0';
+	return k > 0;
+}
+
+/* "cuda:sm_XY" or "cuda:sm_XY+PART": PART as tir_cuda_part_of_name makes
+ * one (letters, digits and single '-' inside), any part, since no table
+ * could list every board; the limits are the architecture's. */
 static int cuda_parse_key(const char *s, tir_target *t, tir_error *err)
 {
 	const char *p = s + 5;
 	int sm = 0, n = 0;
 	if (strncmp(p, "sm_", 3) != 0 || sscanf(p + 3, "%d%n", &sm, &n) != 1 ||
-	    p[3 + n] != '\0' || n < 2 || n > 3)
-		return tir_fail(err, "target \"%s\": expected cuda:sm_XY, e.g. cuda:sm_90", s);
+	    (p[3 + n] != '\0' && p[3 + n] != '+') || n < 2 || n > 3 || p[3] < '0' ||
+	    p[3] > '9')
+		return tir_fail(err, "target \"%s\": expected cuda:sm_XY or cuda:sm_XY+PART, "
+				"e.g. cuda:sm_90 or cuda:sm_90+h200", s);
+	const char *part = p[3 + n] == '+' ? p + 4 + n : NULL;
+	if (part) {
+		size_t len = strlen(part);
+		bool ok = len > 0 && len < TIR_CUDA_PART_MAX && part[0] != '-' &&
+			  part[len - 1] != '-';
+		for (size_t i = 0; ok && i < len; i++) {
+			char c = part[i];
+			ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			     (c == '-' && part[i + 1] != '-');
+		}
+		if (!ok)
+			return tir_fail(err, "target \"%s\": the part \"%s\" must be lower-case "
+					"letters and digits, words joined by single '-', at most "
+					"%d characters (as a worker detects it: cuda:sm_90+h200, "
+					"cuda:sm_90+h100-80gb-hbm3)", s, part, TIR_CUDA_PART_MAX - 1);
+	}
 	for (size_t i = 0; i < sizeof cuda_archs / sizeof cuda_archs[0]; i++)
 		if (cuda_archs[i].sm == sm) {
 			cuda_fill(t, &cuda_archs[i]);
+			if (part)
+				snprintf(t->key, sizeof t->key, "cuda:sm_%d+%s", sm, part);
 			return 0;
 		}
 	return tir_fail(err, "target \"%s\": unknown architecture sm_%d (known: sm_80, "
@@ -526,5 +569,5 @@ int tir_target_parse(const char *s, tir_target *t, tir_error *err)
 	if (!strncmp(s, "cuda:", 5))
 		return cuda_parse_key(s, t, err);
 	return tir_fail(err, "target: unknown target \"%s\" (expected cpu, cuda, "
-			"cpu:ARCH+FEATURES or cuda:sm_XY)", s);
+			"cpu:ARCH+FEATURES, cuda:sm_XY or cuda:sm_XY+PART)", s);
 }

@@ -79,7 +79,7 @@ typedef enum { TIR_TARGET_CPU, TIR_TARGET_CUDA } tir_target_kind;
 
 typedef struct tir_target {
 	tir_target_kind kind;
-	char key[128];            /* full key: "cpu:x86_64+avx2+fma", "cuda:sm_90" */
+	char key[128];            /* full key: "cpu:x86_64+avx2+fma", "cuda:sm_90+h200" */
 	/* cpu */
 	int vector_bytes;         /* widest SIMD register: 16, 32 or 64 */
 	int cores;
@@ -95,11 +95,21 @@ typedef struct tir_target {
 	int64_t l2_bytes;
 } tir_target;
 
-/* Parses "cpu", "cuda", "cuda:sm_90", "cpu:x86_64+avx2+fma", ...  A bare "cpu"
- * is this machine's CPU, detected; a bare "cuda" is the first GPU (detected
- * through the driver where one loads, else an error).  Known architectures
- * take their limits from a built-in table. */
+/* Parses "cpu", "cuda", "cuda:sm_90", "cuda:sm_90+h200",
+ * "cpu:x86_64+avx2+fma", ...  A bare "cpu" is this machine's CPU, detected; a
+ * bare "cuda" is the first GPU (detected through the driver where one loads,
+ * else an error), whose key names its part ("cuda:sm_90+h200",
+ * "cuda:sm_90+h100-80gb-hbm3"): parts of one architecture keep their own
+ * records, bests and cost models.  Known architectures take their limits
+ * from a built-in table; code for "cuda:sm_90+PART" is code for sm_90. */
 int tir_target_parse(const char *s, tir_target *t, tir_error *err);
+
+/* The part of a CUDA key from the driver's device name: lower case, without
+ * the vendor's "NVIDIA ", each run of other characters than letters and
+ * digits one '-' ("NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3").  false (out
+ * "") when nothing is left. */
+#define TIR_CUDA_PART_MAX 48
+bool tir_cuda_part_of_name(const char *name, char *out, size_t n);
 
 /* Whether this process runs under a user-mode emulator (qemu-user); which,
  * in emu.  A bare "cpu" asks it, and its key then ends in "+emulated". */

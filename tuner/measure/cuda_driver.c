@@ -33,6 +33,7 @@ static const struct { size_t off; const char *names[3]; } cu_syms[] = {
 	CU_SYM(DeviceGet, "cuDeviceGet"),
 	CU_SYM(DeviceGetCount, "cuDeviceGetCount"),
 	CU_SYM(DeviceGetAttribute, "cuDeviceGetAttribute"),
+	CU_SYM(DeviceGetName, "cuDeviceGetName"),
 	CU_SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 	CU_SYM(CtxSetCurrent, "cuCtxSetCurrent"),
 	CU_SYM(CtxSynchronize, "cuCtxSynchronize"),

@@ -13,6 +13,7 @@
 
 typedef struct cuda_props {
 	int v[7];
+	char name[128];            /* the driver's, e.g. "NVIDIA H200" */
 } cuda_props;
 
 typedef struct props_ctx {
@@ -52,6 +53,11 @@ static void props_child(void *ctx, tir_child_report *rep)
 			cuda_api_fail(cu, rep, r, "cuDeviceGetAttribute(%d)", (int)attrs[i]);
 			return;
 		}
+	if ((r = cu->DeviceGetName(p.name, (int)sizeof p.name, dev)) != CUDA_SUCCESS) {
+		cuda_api_fail(cu, rep, r, "cuDeviceGetName");
+		return;
+	}
+	p.name[sizeof p.name - 1] = '\0';
 	memcpy(rep->out, &p, sizeof p);
 	rep->output_ready = 1;
 	rep->status = TIR_MEASURE_OK;
@@ -75,7 +81,13 @@ int tir_cuda_device_props(int ordinal, tir_target *t, tir_error *err)
 	memset(t, 0, sizeof *t);
 	t->kind = TIR_TARGET_CUDA;
 	t->sm = p.v[0] * 10 + p.v[1];
-	snprintf(t->key, sizeof t->key, "cuda:sm_%d", t->sm);
+	/* the part in the key: an H100's records, bests and cost model are
+	 * never an H200's (one architecture, other memory and clocks) */
+	char part[TIR_CUDA_PART_MAX];
+	if (tir_cuda_part_of_name(p.name, part, sizeof part))
+		snprintf(t->key, sizeof t->key, "cuda:sm_%d+%s", t->sm, part);
+	else
+		snprintf(t->key, sizeof t->key, "cuda:sm_%d", t->sm);
 	t->sm_count = p.v[2];
 	t->max_threads_per_block = p.v[3];
 	t->max_shared_per_block = p.v[4];

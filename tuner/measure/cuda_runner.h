@@ -43,6 +43,7 @@ typedef struct cu_api {
 	CUresult (*DeviceGet)(CUdevice *, int);
 	CUresult (*DeviceGetCount)(int *);
 	CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*DeviceGetName)(char *, int, CUdevice);
 	CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*CtxSetCurrent)(CUcontext);
 	CUresult (*CtxSynchronize)(void);
