@@ -280,8 +280,19 @@ wid=$(jq -r .worker_id "$tmp/r")
 code=$(post POST /v1/workers '{"target":"cuda:sm_12"}')
 [ "$code" = 400 ] && jq -e '.error.code=="invalid_target"' "$tmp/r" >/dev/null \
 	&& pass "worker with a bad target: 400 invalid_target" || fail "bad worker target: HTTP $code"
+# two parts of one GPU architecture are two keys (an H100 never measures
+# for an H200); a part not as a worker writes it is refused
+h100=cuda:sm_90+h100-80gb-hbm3 h200=cuda:sm_90+h200
+c1=$(post POST /v1/workers "{\"target\":\"$h100\",\"name\":\"probe-h100\"}"); w100=$(jq -r .worker_id "$tmp/r")
+c2=$(post POST /v1/workers "{\"target\":\"$h200\",\"name\":\"probe-h200\"}"); w200=$(jq -r .worker_id "$tmp/r")
+keys=$(curl -s -H "$auth" "$url/v1/workers" | jq -r --arg a "$w100" --arg b "$w200" \
+	'[.workers[]|select(.worker_id==$a or .worker_id==$b)|.target]|sort|join(" ")')
+[ "$c1 $c2" = "201 201" ] && [ "$keys" = "$h100 $h200" ] &&
+	pass "an H100 and an H200 register as two keys: $keys" || fail "GPU parts: $c1 $c2 '$keys'"
+for w in "$w100" "$w200"; do post DELETE "/v1/workers/$w" >/dev/null; done
 for bad in 'cpu:sparc|unknown architecture "sparc"' 'cpu:x86_64+avx512f|"avx512f" without "avx2"' \
-	'cpu:x86_64+neon|unknown feature "neon" for x86_64'; do
+	'cpu:x86_64+neon|unknown feature "neon" for x86_64' 'cuda:sm_90+H200|the part "H200" must be' \
+	'cuda:sm_90+h100--pcie|must be lower-case'; do
 	t=${bad%%|*}; why=${bad#*|}
 	code=$(post POST /v1/jobs "{\"workload\":$(cat "$tmp/mm24.json"),\"target\":\"$t\",\"trials\":4}")
 	[ "$code" = 400 ] && jq -e --arg w "$why" '.error.code=="invalid_target" and (.error.message|contains($w))' "$tmp/r" >/dev/null \
