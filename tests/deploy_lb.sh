@@ -176,8 +176,18 @@ nreg=$(grep -c "registered with" "$tmp/worker-split.log")
 kill -9 "$rrpid" 2>/dev/null
 
 # ---- one replica killed ----------------------------------------------------------------------
+ndown=$(grep -c "tird-a is DOWN" "$tmp/haproxy.log")   # before the kill (at start-up, say)
 kill -9 "$pid_a"
-down() { grep -q "tird-a is DOWN" "$tmp/haproxy.log"; }
+wait "$pid_a" 2>/dev/null  # gone: its port refuses connections
+# before any health check has noticed: a refused connection is sent on to b
+# (deploy/haproxy.cfg's retries and redispatch), so no client sees the death
+byb=0
+for i in 1 2 3 4 5 6; do
+	[ "$(curl -s -m 10 "$lb/healthz" | jq -r .replica 2>/dev/null)" = "$rb" ] && byb=$((byb + 1))
+done
+[ "$byb" = 6 ] && pass "replica a killed: the next 6 requests through haproxy answered by b (refused connections sent on)" ||
+	fail "replica a killed: $byb of the next 6 requests through haproxy answered by b"
+down() { [ "$(grep -c "tird-a is DOWN" "$tmp/haproxy.log")" -gt "$ndown" ]; }
 until_true 30 down && pass "replica a killed: haproxy marks it down" ||
 	fail "replica a killed: haproxy did not mark it down: $(tail -3 "$tmp/haproxy.log")"
 until_true 20 up "$lb" && pass "GET /healthz through haproxy with one replica down" ||
