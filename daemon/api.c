@@ -541,12 +541,22 @@ void api_job_cancel(http_req *r, http_resp *out)
 /* ---- best -------------------------------------------------------------------------------- */
 
 /* "cpu" and "cuda" ask for every target of that kind; a full key for itself. */
-static void target_filter(const char *t, char *buf, size_t n)
+void tird_target_filter_of(const char *t, tird_target_filter *f)
 {
-	if (!strcmp(t, "cpu") || !strcmp(t, "cuda"))
-		snprintf(buf, n, "%s:", t);
-	else
-		snprintf(buf, n, "%s", t);
+	f->exact = f->prefix = NULL;
+	if (!t || !*t)
+		return;
+	if (!strcmp(t, "cpu") || !strcmp(t, "cuda")) {
+		snprintf(f->buf[1], sizeof f->buf[1], "%s:", t);
+		f->prefix = f->buf[1];
+		return;
+	}
+	snprintf(f->buf[0], sizeof f->buf[0], "%s", t);
+	f->exact = f->buf[0];
+	if (!strncmp(t, "cuda:", 5) && !strchr(t, '+')) {
+		snprintf(f->buf[1], sizeof f->buf[1], "%s+", t);
+		f->prefix = f->buf[1];
+	}
 }
 
 typedef struct where {
@@ -624,9 +634,8 @@ void api_best(http_req *r, http_resp *out)
 		return;
 	}
 	const char *op = http_query(r, "op"), *t = http_query(r, "target");
-	char tf[130];
-	if (t && *t)
-		target_filter(t, tf, sizeof tf);
+	tird_target_filter tf;
+	tird_target_filter_of(t, &tf);
 	best_ctx c = { .arr = cJSON_CreateArray() };
 	http_query_each(r, "where", add_where, &c);
 	if (c.bad) {
@@ -636,7 +645,7 @@ void api_best(http_req *r, http_resp *out)
 		return;
 	}
 	store_error err;
-	if (store_best_each(d->db, op && *op ? op : NULL, t && *t ? tf : NULL, best_one, &c,
+	if (store_best_each(d->db, op && *op ? op : NULL, tf.exact, tf.prefix, best_one, &c,
 			    &err) < 0) {
 		cJSON_Delete(c.arr);
 		free(q);
@@ -722,11 +731,10 @@ void api_workload(http_req *r, http_resp *out)
 	}
 	const char *t = http_query(r, "target"), *inc = http_query(r, "include");
 	bool tir = inc && strstr(inc, "tir"), source = inc && strstr(inc, "source");
-	char tf[130];
-	if (t && *t)
-		target_filter(t, tf, sizeof tf);
+	tird_target_filter tf;
+	tird_target_filter_of(t, &tf);
 	wl_ctx c = { .key = r->arg };
-	if (store_best_each(d->db, op, t && *t ? tf : NULL, wl_row, &c, &err) < 0) {
+	if (store_best_each(d->db, op, tf.exact, tf.prefix, wl_row, &c, &err) < 0) {
 		free(canon);
 		free(op);
 		answer_store(out, &err, "reading a workload and its bests");

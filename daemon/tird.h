@@ -339,6 +339,18 @@ void api_free(tird *d);
  * are parsed.  -1 with a message. */
 int tird_resolve_target(tird *d, const char *s, tir_target *t, tir_error *err);
 
+/* A target filter of a query (GET /v1/best?target=, /v1/workloads/KEY,
+ * /v1/roofline) as store_best_each takes it: "cpu" and "cuda" every key of
+ * that kind (prefix "cpu:", "cuda:"); a CUDA key without a part
+ * ("cuda:sm_90") itself and each of its parts (prefix "cuda:sm_90+"); any
+ * other key itself.  Fills f; f->exact and f->prefix point into it or are
+ * NULL. */
+typedef struct tird_target_filter {
+	char buf[2][136];
+	const char *exact, *prefix;
+} tird_target_filter;
+void tird_target_filter_of(const char *t, tird_target_filter *f);
+
 /* ---- jobs.c ------------------------------------------------------------------------ */
 
 typedef struct jobs jobs;

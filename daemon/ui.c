@@ -150,12 +150,11 @@ void ui_roofline(http_req *r, http_resp *out)
 {
 	tird *d = r->d;
 	const char *t = http_query(r, "target");
-	char tf[130];
-	if (t && *t)
-		snprintf(tf, sizeof tf, "%s%s", t, !strcmp(t, "cpu") || !strcmp(t, "cuda") ? ":" : "");
+	tird_target_filter tf;
+	tird_target_filter_of(t, &tf);
 	best_copy c = { 0 };
 	store_error err;
-	if (store_best_each(d->db, NULL, t && *t ? tf : NULL, copy_best, &c, &err) < 0) {
+	if (store_best_each(d->db, NULL, tf.exact, tf.prefix, copy_best, &c, &err) < 0) {
 		tird_error e;
 		tird_store_fail(&e, &err, "reading the bests");
 		http_error(out, 500, "store", "%s", e.msg);

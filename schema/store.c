@@ -749,17 +749,16 @@ int store_best_get(store *s, const char *workload_key, const char *target,
 	return ret;
 }
 
-int store_best_each(store *s, const char *op, const char *target,
+int store_best_each(store *s, const char *op, const char *target, const char *prefix,
 		    void (*fn)(void *ctx, const store_best *b), void *ctx,
 		    store_error *err)
 {
 	int n = 0, rc;
-	bool prefix = target && *target && target[strlen(target) - 1] == ':';
 	pthread_mutex_lock(&s->mu);
 	db_stmt *q = stmt(s, ST_BEST_EACH);
 	bind_text(q, 1, op);
 	bind_text(q, 2, target);
-	bind_text(q, 3, prefix ? target : NULL);
+	bind_text(q, 3, prefix && *prefix ? prefix : NULL);
 	while ((rc = step(q, err)) == DB_ROW) {
 		store_best b;
 		best_from_row(q, &b);

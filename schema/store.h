@@ -315,10 +315,10 @@ void store_best_clear(store_best *b);
 int store_best_get(store *s, const char *workload_key, const char *target,
 		   store_best *b, store_error *err);
 /* Calls fn for each best row with an ok record: of op (NULL: every op),
- * whose target equals `target`, or starts with it when `target` ends with ':'
- * (NULL: every target); ordered by op, workload, target.  Returns the count
- * or -1. */
-int store_best_each(store *s, const char *op, const char *target,
+ * whose target equals `target` or starts with `prefix` (either NULL: not
+ * that test; both NULL: every target); ordered by op, workload, target.
+ * Returns the count or -1. */
+int store_best_each(store *s, const char *op, const char *target, const char *prefix,
 		    void (*fn)(void *ctx, const store_best *b), void *ctx,
 		    store_error *err);
 

@@ -127,7 +127,7 @@
 		      "FROM best b JOIN workloads w ON w.key = b.workload_key " \
 		      "JOIN records r ON r.id = b.record_id " \
 		      "WHERE (CAST(?1 AS TEXT) IS NULL OR b.op = ?1) AND " \
-		      "(CAST(?2 AS TEXT) IS NULL OR b.target = ?2 OR " \
+		      "((CAST(?2 AS TEXT) IS NULL AND CAST(?3 AS TEXT) IS NULL) OR b.target = ?2 OR " \
 		      "(CAST(?3 AS TEXT) IS NOT NULL AND substr(b.target, 1, length(?3)) = ?3)) " \
 		      "ORDER BY b.op, b.workload_key, b.target") \
 	X(WRK_PUT,    "INSERT INTO workers(id, target, name, state, registered, last_seen, " \

@@ -225,12 +225,26 @@ START_TEST(best_each_filters_op_and_target_prefix)
 	add(CPU2, "t1", "ok", 12, NULL);
 	int n = 0;
 	store_error err;
-	ck_assert_int_eq(store_best_each(db, "matmul", NULL, count_best, &n, &err), 2);
+	ck_assert_int_eq(store_best_each(db, "matmul", NULL, NULL, count_best, &n, &err), 2);
 	n = 0;
-	ck_assert_int_eq(store_best_each(db, "matmul", CPU1, count_best, &n, &err), 1);
-	ck_assert_int_eq(store_best_each(db, "matmul", "cpu:", count_best, &n, &err), 2);
-	ck_assert_int_eq(store_best_each(db, "matmul", "cuda:", count_best, &n, &err), 0);
-	ck_assert_int_eq(store_best_each(db, "conv2d", NULL, count_best, &n, &err), 0);
+	ck_assert_int_eq(store_best_each(db, "matmul", CPU1, NULL, count_best, &n, &err), 1);
+	ck_assert_int_eq(store_best_each(db, "matmul", NULL, "cpu:", count_best, &n, &err), 2);
+	ck_assert_int_eq(store_best_each(db, "matmul", NULL, "cuda:", count_best, &n, &err), 0);
+	ck_assert_int_eq(store_best_each(db, "conv2d", NULL, NULL, count_best, &n, &err), 0);
+	/* an exact key or a prefix (the daemon's filter of "cuda:sm_90": the
+	 * key and each of its parts, tird_target_filter_of) */
+	static const char *const gpus[] = { "cuda:sm_90", "cuda:sm_90+h200",
+					    "cuda:sm_90+h100-80gb-hbm3", "cuda:sm_80+a100" };
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(store_target_put(db, gpus[i], "cuda", &err), 0);
+		add(gpus[i], "t1", "ok", 5 + i, NULL);
+	}
+	ck_assert_int_eq(store_best_each(db, "matmul", NULL, "cuda:", count_best, &n, &err), 4);
+	ck_assert_int_eq(store_best_each(db, "matmul", "cuda:sm_90", "cuda:sm_90+", count_best,
+					 &n, &err), 3);
+	ck_assert_int_eq(store_best_each(db, "matmul", "cuda:sm_90+h200", NULL, count_best, &n,
+					 &err), 1);
+	ck_assert_int_eq(store_best_each(db, "matmul", NULL, "cuda:sm_9", count_best, &n, &err), 3);
 }
 END_TEST
 
