@@ -233,8 +233,27 @@ static void mark_used(const tir_stmt *s, bool *used)
 		mark_used(s->kids[i], used);
 }
 
+/* A NEON vector of a block's dtype: its lanes, its C type and how a
+ * register is loaded from, broadcast from and stored to the buffer's
+ * elements (float16's are the C backend's uint16_t bits, reinterpreted). */
 typedef struct neon_vec neon_vec;
-static const neon_vec neon_f32, neon_f16;
+struct neon_vec {
+	tir_dtype dt;
+	int lanes;
+	const char *type, *sfx, *elem;
+	const char *load, *dup, *close, *store, *store_close;
+};
+
+static const neon_vec neon_f32 = {
+	TIR_F32, 4, "float32x4_t", "f32", "float32_t",
+	"vld1q_f32(", "vdupq_n_f32(", ")", "vst1q_f32(tir_dst, ", ");"
+};
+static const neon_vec neon_f16 = {
+	TIR_F16, 8, "float16x8_t", "f16", "uint16_t",
+	"vreinterpretq_f16_u16(vld1q_u16(", "vreinterpretq_f16_u16(vdupq_n_u16(", "))",
+	"vst1q_u16(tir_dst, vreinterpretq_u16_f16(", "));"
+};
+
 static const neon_vec *neon_loop(tir_lowered *L, const tir_stmt *l);
 
 /* Which NEON vector loops are under s: bit 0 float32, bit 1 float16. */
@@ -348,26 +367,6 @@ int c_neon_call(cg_ctx *c, const tir_stmt *loop, int depth, tir_error *err)
 }
 
 /* ---- vectorized float32 and float16 loops ---------------------------------------- */
-
-/* A NEON vector of a block's dtype: its lanes, its C type and how a
- * register is loaded from, broadcast from and stored to the buffer's
- * elements (float16's are the C backend's uint16_t bits, reinterpreted). */
-struct neon_vec {
-	tir_dtype dt;
-	int lanes;
-	const char *type, *sfx, *elem;
-	const char *load, *dup, *close, *store, *store_close;
-};
-
-static const neon_vec neon_f32 = {
-	TIR_F32, 4, "float32x4_t", "f32", "float32_t",
-	"vld1q_f32(", "vdupq_n_f32(", ")", "vst1q_f32(tir_dst, ", ");"
-};
-static const neon_vec neon_f16 = {
-	TIR_F16, 8, "float16x8_t", "f16", "uint16_t",
-	"vreinterpretq_f16_u16(vld1q_u16(", "vreinterpretq_f16_u16(vdupq_n_u16(", "))",
-	"vst1q_u16(tir_dst, vreinterpretq_u16_f16(", "));"
-};
 
 /* The change of offset `off` (in loop variables) when v steps by one: 0 or
  * 1 for a broadcast or a contiguous access, anything else (-1: not a
@@ -494,7 +493,7 @@ static bool hvectorizable(tir_lowered *L, const tir_block *b, const tir_var *v)
 			return true;
 		if (hproduct(L, b, e->b, v) && hleaf(L, b, e->a, v))
 			return true;
-		/* fall through */
+		return hleaf(L, b, e->a, v) && hleaf(L, b, e->b, v);
 	case E_SUB:
 	case E_MUL:
 	case E_MIN:
