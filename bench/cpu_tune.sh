@@ -3,7 +3,7 @@
 # (bench/cpu_tune.c), with the date, the machine and the command, into
 # bench/results/<date>-cpu-tune.txt (and on the terminal).
 #
-#   bench/cpu_tune.sh BUILD_DIR [cpu_tune options: --trials N --only sgemm-1024,C2D-0 ...]
+#   bench/cpu_tune.sh BUILD_DIR [--out FILE] [cpu_tune options: --trials N --only sgemm-1024,C2D-0 ...]
 #   bench/cpu_tune.sh BUILD_DIR --before BEFORE_DIR [--out FILE] [cpu_tune options]
 #
 # BUILD_DIR (and BEFORE_DIR) are configured build trees; `make bench` is run
@@ -41,7 +41,7 @@ header() {
 }
 
 if [ -z "$before" ]; then
-	out="$here/results/$(date +%F)-cpu-tune.txt"
+	[ -n "$out" ] || out="$here/results/$(date +%F)-cpu-tune.txt"
 	{
 		header "$build" "$@"
 		"$build/bench/cpu_tune" "$@"
