@@ -11,7 +11,8 @@
  *   - the blocked one packs the weights (a W_packed buffer) and the direct
  *     one does not; the register tile (the local write cache) fits AVX2's
  *     16 vector registers with its weight vectors and the broadcast input,
- *     and the outer parallel loop has at least two chunks per core.
+ *     and the outer parallel loop has at least two chunks per core;
+ *   - a width no perfect tile suits is tiled imperfectly, under a predicate.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,72 @@ START_TEST(register_tile)
 }
 END_TEST
 
+/* A width no perfect tile suits (109 columns, a prime, on AVX2's 16
+ * registers: one column x 8 vectors spills, one x fewer has under 8
+ * accumulators): the width tiled imperfectly, wb a categorical decision
+ * among 2..16, the tile within the registers, a predicate on the columns past
+ * the width; and the candidates compute what the reference does. */
+START_TEST(imperfect_width)
+{
+	tir_workload *w = parse("{\"op\":\"conv1d\",\"N\":1,\"C\":4,\"W\":109,\"K\":64,"
+				"\"S\":1,\"layout\":\"NWC\"}");
+	int id = sketch_id(w, &avx2, "cpu-conv-direct");
+	ck_assert_int_ge(id, 0);
+	double *ref = NULL;
+	for (int d = 0; d < 6; d++) {
+		tir_error err = { "" };
+		tir_sched *s = tir_sched_new(w, 300 + (uint64_t)d, &err);
+		ck_assert_msg(s, "%s", err.msg);
+		ck_assert_msg(tir_sketch_apply(w, &avx2, id, s, &err) == 0, "draw %d: %s", d, err.msg);
+		char *tr = tir_sched_trace(s);
+		cJSON *doc = cJSON_Parse(tr);
+		ck_assert(doc);
+		int64_t wb = 0, kb = 0;
+		const cJSON *inst;
+		cJSON_ArrayForEach(inst, cJSON_GetObjectItemCaseSensitive(doc, "insts")) {
+			const char *op = cJSON_GetObjectItemCaseSensitive(inst, "op")->valuestring;
+			const cJSON *in = cJSON_GetObjectItemCaseSensitive(inst, "in");
+			const cJSON *dec = cJSON_GetObjectItemCaseSensitive(inst, "decision");
+			/* the first categorical: the width's tile, among 2..16 */
+			if (!strcmp(op, "sample_categorical") && !wb) {
+				const cJSON *x;
+				cJSON_ArrayForEach(x, in)
+					ck_assert(x->valuedouble >= 2 && x->valuedouble <= 16);
+				int k = (int)cJSON_GetArrayItem(dec, 0)->valuedouble;
+				ck_assert(k >= 0 && k < cJSON_GetArraySize(in));
+				wb = (int64_t)cJSON_GetArrayItem(in, k)->valuedouble;
+			}
+			if (!strcmp(op, "sample_perfect_tile") && !kb)
+				kb = (int64_t)cJSON_GetArrayItem(dec, 1)->valuedouble;
+		}
+		cJSON_Delete(doc);
+		ck_assert_msg(wb >= 2 && kb >= 1, "draw %d: no categorical width (%lld) or k tile: %.3000s",
+			      d, (long long)wb, tr);
+		free(tr);
+		ck_assert_msg(wb * kb >= 8 && wb * kb + kb + 1 <= 16,
+			      "draw %d: %lld x %lld accumulators + %lld weight vectors + 1 do not "
+			      "fit 16", d, (long long)wb, (long long)kb, (long long)kb);
+		const tir_program *p = tir_sched_program(s);
+		ck_assert_msg(tir_verify(p, &avx2, &err) == 0, "draw %d: invalid: %s", d, err.msg);
+		tir_code *c = tir_codegen(p, &avx2, &err);
+		ck_assert_msg(c, "draw %d: codegen: %s", d, err.msg);
+		char guard[32];
+		snprintf(guard, sizeof guard, " < 109)");
+		ck_assert_msg(109 % wb == 0 || strstr(c->source, guard),
+			      "draw %d: a %lld-column tile without a guard on the width", d,
+			      (long long)wb);
+		tir_code_free(c);
+		char what[64];
+		snprintf(what, sizeof what, "imperfect width draw %d", d);
+		check_replays(what, w, s);
+		check_runs(what, w, s, &ref);
+		tir_sched_free(s);
+	}
+	free(ref);
+	tir_workload_free(w);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("cpu_conv");
@@ -257,6 +324,7 @@ static Suite *make_suite(void)
 	tcase_add_loop_test(tc, applies, 0, N_TAKEN);
 	tcase_add_loop_test(tc, not_applies, 0, N_REFUSED);
 	tcase_add_test(tc, register_tile);
+	tcase_add_test(tc, imperfect_width);
 	tcase_add_loop_test(tc, candidates_right, 0, N_TAKEN);
 	suite_add_tcase(s, tc);
 	return s;
