@@ -14,6 +14,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <check.h>
 #include "ir/ir.h"
 #include "codegen/codegen.h"
@@ -358,6 +360,71 @@ START_TEST(cpu_build_error)
 	ck_assert_int_eq(run_cpu(c, 10, &r), -1);
 	ck_assert_int_eq(r.status, TIR_MEASURE_BUILD_ERROR);
 	ck_assert_msg(strstr(r.msg, "nosuch") != NULL, "%s", r.msg);
+	free_code(c);
+}
+END_TEST
+
+/* A compile past its time limit is killed with every process it started:
+ * a stand-in compiler ($CC) that starts a child (as gcc starts cc1) and
+ * waits; after the build fails naming the limit, the child is gone too
+ * (it used to run on, orphaned, holding a core). */
+START_TEST(cpu_compile_timeout_kills_the_tree)
+{
+	char dir[] = "/tmp/check_measure_cc.XXXXXX";
+	ck_assert(mkdtemp(dir));
+	char cc[128], pidfile[128];
+	snprintf(cc, sizeof cc, "%s/slowcc", dir);
+	snprintf(pidfile, sizeof pidfile, "%s/child.pid", dir);
+	FILE *f = fopen(cc, "w");
+	ck_assert(f);
+	fprintf(f, "#!/bin/sh\nsleep 300 &\necho $! > %s\nwait\n", pidfile);
+	fclose(f);
+	ck_assert_int_eq(chmod(cc, 0700), 0);
+	const char *old = getenv("CC");
+	char *saved = old ? strdup(old) : NULL;
+	setenv("CC", cc, 1);
+	tir_code *c = make_code("int tir_entry(void *const *args) { return 0; }\n", 2, 16, TIR_F32);
+	tir_measure_result r;
+	double t0 = tir_now_s();
+	ck_assert_int_eq(run_cpu(c, 10, &r), -1);
+	double took = tir_now_s() - t0;
+	if (saved)
+		setenv("CC", saved, 1);
+	else
+		unsetenv("CC");
+	free(saved);
+	ck_assert_int_eq(r.status, TIR_MEASURE_BUILD_ERROR);
+	ck_assert_msg(strstr(r.msg, "ran past 20 s"), "%s", r.msg);
+	ck_assert_msg(took < 40, "the build took %.1f s", took);
+	f = fopen(pidfile, "r");
+	ck_assert(f);
+	long child = 0;
+	ck_assert(fscanf(f, "%ld", &child) == 1 && child > 1);
+	fclose(f);
+	/* killed: gone, or a zombie its new parent has not reaped yet */
+	bool gone = false;
+	for (int i = 0; i < 100 && !gone; i++) {
+		char path[64], st[256] = "";
+		snprintf(path, sizeof path, "/proc/%ld/stat", child);
+		FILE *ps = fopen(path, "r");
+		if (!ps) {
+			gone = true;
+			break;
+		}
+		size_t nr = fread(st, 1, sizeof st - 1, ps);
+		fclose(ps);
+		st[nr] = '\0';
+		const char *paren = strrchr(st, ')');
+		gone = paren && paren[1] == ' ' && paren[2] == 'Z';
+		if (!gone)
+			usleep(20000);
+	}
+	if (!gone)
+		kill((pid_t)child, SIGKILL);
+	ck_assert_msg(gone, "the compiler's child %ld outlived the timeout", child);
+	unlink(pidfile);
+	unlink(cc);
+	rmdir(dir);
 	free_code(c);
 }
 END_TEST
@@ -1113,6 +1180,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, cpu_timeout);
 	tcase_add_test(tc, cpu_nonzero_return);
 	tcase_add_test(tc, cpu_build_error);
+	tcase_add_test(tc, cpu_compile_timeout_kills_the_tree);
 	tcase_add_test(tc, cpu_batch);
 	tcase_add_test(tc, cpu_two_outputs);
 	tcase_add_test(tc, cpu_explicit_key);

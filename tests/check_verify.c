@@ -528,9 +528,9 @@ START_TEST(test_too_many_threads)
 END_TEST
 
 /* MM64 (64 x 64 x 64): the k loop unrolled is 64 copies of the block, j too
- * 4096 > VFY_MAX_UNROLLED; as an auto_unroll_max_step the same, and a
- * step below the nest's size unrolls nothing; an "unroll" = N annotation
- * makes N copies (`#pragma unroll N`). */
+ * 4096 > VFY_MAX_UNROLLED (and > VFY_MAX_UNROLLED_CPU); as an
+ * auto_unroll_max_step the same, and a step below the nest's size unrolls
+ * nothing; an "unroll" = N annotation makes N copies (`#pragma unroll N`). */
 START_TEST(test_unrolled_too_much)
 {
 	prog g = build(MM64);
@@ -539,7 +539,7 @@ START_TEST(test_unrolled_too_much)
 	loop(c, 2)->loop_kind = LOOP_UNROLLED;
 	ok(&g, &t_cuda);
 	loop(c, 1)->loop_kind = LOOP_UNROLLED;
-	ok(&g, &t_cpu);
+	bad(&g, &t_cpu, "the program unrolls to 4096 block instances, more than 2048");
 	bad(&g, &t_cuda, "unrolls to 4096 block instances, more than 1024");
 	loop(c, 1)->loop_kind = LOOP_SERIAL;
 	loop(c, 2)->loop_kind = LOOP_SERIAL;
@@ -556,6 +556,11 @@ START_TEST(test_unrolled_too_much)
 	bad(&g, &t_cuda, "unrolls to 2048 block instances, more than 1024");
 	j->ann[j->nann - 1].value = 16;      /* 16 x 64 */
 	ok(&g, &t_cuda);
+	/* on a CPU: "unroll" 32 on j (32 x 64 = 2048) is the bound itself */
+	j->ann[j->nann - 1].value = 32;
+	ok(&g, &t_cpu);
+	j->ann[j->nann - 1].value = 33;      /* 33 x 64 */
+	bad(&g, &t_cpu, "unrolls to 2112 block instances, more than 2048");
 	drop(&g);
 }
 END_TEST

@@ -72,7 +72,14 @@ extern char **environ;
 #define TIR_OPENMP_CFLAGS "-fopenmp"
 #endif
 
-#define COMPILE_TIMEOUT_S 120
+/* A compile past this is killed, the compiler's whole process group (the
+ * driver, cc1, as, ld): killing the driver alone left cc1 running on, and
+ * a candidate whose unrolled loops take gcc minutes (seen: 109 x 109
+ * columns unrolled, cc1 at 800 MB for 10 minutes) then held a core long
+ * after its build failed.  Under TIR_NVRTC_TIMEOUT_S (30 s), the batch's
+ * watchdog of a builder on one item (batch.c), so the builder always
+ * kills its compiler before the watchdog kills the builder. */
+#define COMPILE_TIMEOUT_S 20
 #define MAX_WORDS 64
 
 /* ---- compiler flags ------------------------------------------------------------ */
@@ -196,9 +203,16 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	/* a process group of its own, so a timeout kills every process of
+	 * the compile */
+	posix_spawnattr_t at;
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&at, 0);
 	pid_t pid;
-	int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int e = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
 	if (e != 0)
 		return tir_fail(err, "cpu build: cannot run the C compiler \"%s\": %s "
 				"(set CC)", argv[0], strerror(e));
@@ -209,11 +223,11 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 		if (w == pid)
 			break;
 		if (w < 0 && errno != EINTR) {
-			kill(pid, SIGKILL);
+			kill(-pid, SIGKILL);
 			return tir_fail(err, "cpu build: waitpid: %s", strerror(errno));
 		}
 		if (tir_now_s() > deadline) {
-			kill(pid, SIGKILL);
+			kill(-pid, SIGKILL);
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 				;
 			return tir_fail(err, "cpu build: the C compiler ran past %d s",

@@ -573,8 +573,40 @@ static int check_scoped_buffers(vfy_ctx *c, tir_error *err)
 	return 0;
 }
 
+/* Block instances of s once the C backend's unrolled loops are unrolled:
+ * a loop annotated "unroll" N makes min(N, extent) copies of its body, one
+ * of the unrolled kind min(extent, 64) (c.c); a tensor intrinsic counts as
+ * one block.  Saturates at 2^40. */
+static int64_t cpu_unrolled_blocks(const tir_stmt *s)
+{
+	const int64_t cap = (int64_t)1 << 40;
+	if (s->kind == STMT_BLOCK || (s->kind == STMT_FOR && intrin_of_loop(s)))
+		return 1;
+	int64_t n = 0;
+	for (int i = 0; i < s->nkids && n < cap; i++)
+		n += cpu_unrolled_blocks(s->kids[i]);
+	if (n > cap)
+		n = cap;
+	if (s->kind != STMT_FOR || s->loop_kind == LOOP_PARALLEL ||
+	    s->loop_kind == LOOP_VECTORIZED)
+		return n;
+	int64_t u = lower_ann(s, "unroll", 0);
+	if (u <= 0 && s->loop_kind == LOOP_UNROLLED)
+		u = 64;
+	if (u > s->extent)
+		u = s->extent;
+	return u > 1 ? (n > cap / u ? cap : n * u) : n;
+}
+
 int verify_threading(vfy_ctx *c, tir_error *err)
 {
+	if (c->t->kind == TIR_TARGET_CPU) {
+		int64_t copies = cpu_unrolled_blocks(c->p->root);
+		if (copies > VFY_MAX_UNROLLED_CPU)
+			return tir_fail(err, "threading: the program unrolls to %lld block "
+					"instances, more than %d (the C compiler would take minutes "
+					"to compile it)", (long long)copies, VFY_MAX_UNROLLED_CPU);
+	}
 	if (c->t->kind == TIR_TARGET_CUDA) {
 		if (check_scoped_buffers(c, err))
 			return -1;

@@ -33,6 +33,14 @@
  * (session 5's suite, both dtypes) one had more than 1,024 (conv3d float32,
  * 1,584; the best under 1,024 was 3% slower). */
 #define VFY_MAX_UNROLLED 1024
+/* The same bound for a CPU program, whose loops the C backend unrolls by
+ * their "unroll" annotation (#pragma GCC unroll, at most the extent) or
+ * their unrolled kind (cpu_unrolled_blocks, threading.c).  gcc's time
+ * grows as NVRTC's does: a candidate with two nested 109-column loops
+ * annotated unroll (11,881 instances of an AVX-512 body) had cc1 at 800 MB
+ * for over 10 minutes; the register tiles the CPU sketches make unroll to
+ * a few hundred (wb x kb accumulators x the inner reduction's unroll). */
+#define VFY_MAX_UNROLLED_CPU 2048
 
 /* ---- verify.c: shared context and helpers ------------------------------- */
 
