@@ -37,7 +37,8 @@ header() {
 	echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at the start"
 	echo "command: bench/cpu_tune.sh $*"
 	echo "commit:  $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '?')" \
-		"$(git -C "$here/.." status --porcelain 2>/dev/null | grep -q . && echo '(with uncommitted changes)')"
+		"$(git -C "$here/.." status --porcelain --untracked-files=no 2>/dev/null | grep -q . &&
+		   echo '(with uncommitted changes)')"
 }
 
 if [ -z "$before" ]; then
