@@ -364,10 +364,11 @@ START_TEST(cpu_build_error)
 }
 END_TEST
 
-/* A compile past its time limit is killed with every process it started:
- * a stand-in compiler ($CC) that starts a child (as gcc starts cc1) and
- * waits; after the build fails naming the limit, the child is gone too
- * (it used to run on, orphaned, holding a core). */
+/* A compile past its time limit (TIRD_CC_TIMEOUT_S, 3 s here) is killed
+ * with every process it started: a stand-in compiler ($CC) that starts a
+ * child (as gcc starts cc1) and waits; after the build fails naming the
+ * limit, the child is gone too (it used to run on, orphaned, holding a
+ * core). */
 START_TEST(cpu_compile_timeout_kills_the_tree)
 {
 	char dir[] = "/tmp/check_measure_cc.XXXXXX";
@@ -383,6 +384,7 @@ START_TEST(cpu_compile_timeout_kills_the_tree)
 	const char *old = getenv("CC");
 	char *saved = old ? strdup(old) : NULL;
 	setenv("CC", cc, 1);
+	setenv("TIRD_CC_TIMEOUT_S", "3", 1);
 	tir_code *c = make_code("int tir_entry(void *const *args) { return 0; }\n", 2, 16, TIR_F32);
 	tir_measure_result r;
 	double t0 = tir_now_s();
@@ -393,9 +395,10 @@ START_TEST(cpu_compile_timeout_kills_the_tree)
 	else
 		unsetenv("CC");
 	free(saved);
+	unsetenv("TIRD_CC_TIMEOUT_S");
 	ck_assert_int_eq(r.status, TIR_MEASURE_BUILD_ERROR);
-	ck_assert_msg(strstr(r.msg, "ran past 20 s"), "%s", r.msg);
-	ck_assert_msg(took < 40, "the build took %.1f s", took);
+	ck_assert_msg(strstr(r.msg, "ran past 3 s (TIRD_CC_TIMEOUT_S)"), "%s", r.msg);
+	ck_assert_msg(took < 20, "the build took %.1f s", took);
 	f = fopen(pidfile, "r");
 	ck_assert(f);
 	long child = 0;

@@ -124,6 +124,11 @@ typedef struct tir_runner {
 	 * Safe to call from several threads at once. */
 	tir_artifact *(*build)(const tir_code *c, const tir_target *t,
 			       tir_error *err);
+	/* Optional: the most seconds one build() may take, after which a batch
+	 * kills the builder process running it (NULL: TIR_NVRTC_TIMEOUT_S, an
+	 * in-process NVRTC compile being uninterruptible).  A build that runs
+	 * a compiler of its own kills it sooner itself. */
+	double (*build_limit_s)(void);
 	/* Runs a built candidate (see above) and fills *r (status, message,
 	 * times, outputs).  Returns 0 when status is OK, else -1. */
 	int (*run)(const tir_artifact *a, const tir_code *c,

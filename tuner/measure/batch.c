@@ -92,7 +92,9 @@ typedef struct builders {
  * builder runs NVRTC in itself (tir_nvrtc_in_process: it never uses CUDA),
  * not in a fresh child per compile that would start NVRTC and libcuda
  * afresh each time, and the parent kills one that spends over
- * TIR_NVRTC_TIMEOUT_S on an item.  A builder
+ * TIR_NVRTC_TIMEOUT_S generating an item's code, or over the runner's
+ * build_limit_s building it (a CPU build kills its own compiler sooner,
+ * process group and all).  A builder
  * takes the next item from a counter they share, works on it and sends the
  * result up its pipe as bytes: a candidate's tir_code, or its artifact (both
  * plain data; an artifact's files, if any, pass to the parent with it), or
@@ -128,6 +130,7 @@ typedef struct pool {
 	/* in the parent: a result a builder sent */
 	void (*take)(void *ctx, int i, bool ok, const char *data, size_t len);
 	void *ctx;
+	double limit_s;            /* a builder on one item longer is killed */
 	struct pool_shared *sh;
 } pool;
 
@@ -204,7 +207,7 @@ static int take_one(pool *pl, int fd)
 #define BUILDER_START_S 10.0
 
 /* Runs pl's items in up to `procs` builder processes, taking each result
- * as it comes; a builder on one item for over TIR_NVRTC_TIMEOUT_S is
+ * as it comes; a builder on one item for over pl->limit_s is
  * killed, and one that took no item BUILDER_START_S after the forks.
  * taken[i] says whether a builder took item i (whether or not it
  * sent a result: one that died did not), late[i] whether its builder was
@@ -265,7 +268,7 @@ static int in_processes(pool *pl, int procs, int *taken, int *late)
 		for (int k = 0; k < started; k++) {
 			int i = __atomic_load_n(&pl->sh->cur[k], __ATOMIC_SEQ_CST);
 			if (pf[k].fd >= 0 && i >= 0 && !late[i] &&
-			    now - pl->sh->since[k] > TIR_NVRTC_TIMEOUT_S &&
+			    now - pl->sh->since[k] > pl->limit_s &&
 			    __atomic_load_n(&pl->sh->cur[k], __ATOMIC_SEQ_CST) == i) {
 				late[i] = 1;
 				kill(pid[k], SIGKILL);
@@ -453,7 +456,8 @@ static void build_take(void *ctx, int i, bool ok, const char *data, size_t len)
 /* Step 1 for every candidate, in builder processes. */
 static void generate_all(builders *b, int procs)
 {
-	pool pl = { .n = b->n, .work = generate_work, .take = generate_take, .ctx = b };
+	pool pl = { .n = b->n, .work = generate_work, .take = generate_take, .ctx = b,
+		    .limit_s = TIR_NVRTC_TIMEOUT_S };
 	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
 	int *late = xcalloc((size_t)b->n + 1, sizeof *late);
 	int ran = in_processes(&pl, procs, taken, late);
@@ -482,7 +486,8 @@ static void generate_all(builders *b, int procs)
 static void build_all(builders *b, int procs)
 {
 	pool pl = { .n = b->n, .order = b->order, .work = build_work, .take = build_take,
-		    .ctx = b };
+		    .ctx = b, .limit_s = b->r->build_limit_s ? b->r->build_limit_s()
+							     : TIR_NVRTC_TIMEOUT_S };
 	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
 	int *late = xcalloc((size_t)b->n + 1, sizeof *late);
 	int ran = in_processes(&pl, procs, taken, late);
@@ -494,7 +499,7 @@ static void build_all(builders *b, int procs)
 		if (ran && taken[i]) {
 			char msg[96] = "the builder process died compiling it";
 			if (late[i])
-				snprintf(msg, sizeof msg, "the build ran past %d s", TIR_NVRTC_TIMEOUT_S);
+				snprintf(msg, sizeof msg, "the build ran past %g s", pl.limit_s);
 			built(b, i, NULL, msg);
 		} else {
 			tir_error e = { "" };

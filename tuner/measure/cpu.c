@@ -72,14 +72,30 @@ extern char **environ;
 #define TIR_OPENMP_CFLAGS "-fopenmp"
 #endif
 
-/* A compile past this is killed, the compiler's whole process group (the
- * driver, cc1, as, ld): killing the driver alone left cc1 running on, and
- * a candidate whose unrolled loops take gcc minutes (seen: 109 x 109
- * columns unrolled, cc1 at 800 MB for 10 minutes) then held a core long
- * after its build failed.  Under TIR_NVRTC_TIMEOUT_S (30 s), the batch's
- * watchdog of a builder on one item (batch.c), so the builder always
- * kills its compiler before the watchdog kills the builder. */
-#define COMPILE_TIMEOUT_S 20
+/* A compile past its limit (TIRD_CC_TIMEOUT_S, default 120 s) is killed,
+ * the compiler's whole process group (the driver, cc1, as, ld): killing the
+ * driver alone left cc1 running on, and a candidate whose unrolled loops
+ * took gcc minutes (109 x 109 columns unrolled: cc1 at 800 MB for over 10
+ * minutes) held a core long after its build had failed.  A batch's builder
+ * on one build is killed CC_GRACE_S after the limit (cpu_build_limit_s):
+ * the compiler's own limit comes first, so no compile outlives its
+ * builder. */
+#define CC_TIMEOUT_S 120
+#define CC_GRACE_S 10
+
+static double cc_timeout_s(void)
+{
+	const char *e = getenv("TIRD_CC_TIMEOUT_S");
+	char *end;
+	double v = e && *e ? strtod(e, &end) : 0;
+	return e && *e && *end == '\0' && v >= 1 && v <= 3600 ? v : CC_TIMEOUT_S;
+}
+
+static double cpu_build_limit_s(void)
+{
+	return cc_timeout_s() + CC_GRACE_S;
+}
+
 #define MAX_WORDS 64
 
 /* ---- compiler flags ------------------------------------------------------------ */
@@ -216,7 +232,7 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 	if (e != 0)
 		return tir_fail(err, "cpu build: cannot run the C compiler \"%s\": %s "
 				"(set CC)", argv[0], strerror(e));
-	double deadline = tir_now_s() + COMPILE_TIMEOUT_S;
+	double limit = cc_timeout_s(), deadline = tir_now_s() + limit;
 	int st;
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
@@ -230,8 +246,8 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 			kill(-pid, SIGKILL);
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 				;
-			return tir_fail(err, "cpu build: the C compiler ran past %d s",
-					COMPILE_TIMEOUT_S);
+			return tir_fail(err, "cpu build: the C compiler ran past %g s "
+					"(TIRD_CC_TIMEOUT_S)", limit);
 		}
 		struct timespec ts = { 0, 5000000 };
 		nanosleep(&ts, NULL);
@@ -783,6 +799,7 @@ static int cpu_run_batch(int n, const tir_artifact *const *a, const tir_code *co
 const tir_runner tir_runner_cpu = {
 	.name = "cpu",
 	.build = cpu_build,
+	.build_limit_s = cpu_build_limit_s,
 	.run = cpu_run,
 	.free = cpu_free,
 	.run_batch = cpu_run_batch,
