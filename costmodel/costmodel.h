@@ -50,7 +50,10 @@ void cm_model_set_threads(cm_model *m, int threads);
 
 /* Adds measured candidates: n rows of features with their GFLOP/s (0 for a
  * candidate that failed), of the workload `group` (its key).  Then retrains
- * when enough rows exist, and returns when the new booster is installed.
+ * the shared booster when enough rows exist and the rows it has not learned
+ * reach an eighth of those it learned (xgb.c, CM_RETRAIN_DIV; the workload's
+ * own booster of cm_model_predict_group learns every batch), and returns
+ * when the new booster is installed.
  * Thread-safe: the retraining does not hold the model's lock, so
  * predictions on other threads go on meanwhile with the booster installed
  * before (never a half-trained one). */

@@ -2,10 +2,13 @@
  * xgb.c — the XGBoost ranker behind costmodel.h.
  *
  * The model keeps every row it was given (features, workload, GFLOP/s) and
- * retrains the booster from scratch after each batch, on all of them up to
- * CM_MAX_TRAIN_ROWS and on a fair share of each workload beyond (train_rows):
- * tuning adds tens of rows a round, and the time of a training grows with
- * its rows.
+ * retrains the shared booster from scratch, on all of them up to
+ * CM_MAX_TRAIN_ROWS and on a fair share of each workload beyond (train_rows),
+ * once the rows it has not learned reach 1/CM_RETRAIN_DIV of those it was
+ * trained from (stale): tuning adds tens of rows a round, a training's time
+ * grows with its rows, and a batch of one workload among thousands of rows
+ * barely moves the shared booster (below) while its own booster, remade
+ * from its rows after every batch, learns it at once.
  * Labels are throughputs normalized by the best of the same workload, and
  * the objective is XGBoost's pairwise ranking with one group per workload:
  * the search only ever compares candidates of one workload, and workloads
@@ -76,6 +79,15 @@
 #define CM_XGB_THREADS "1"
 
 #define CM_RECENT_BATCHES 8
+
+/* The shared booster is retrained when the rows added since its rows were
+ * chosen reach 1/CM_RETRAIN_DIV of them.  A model of a few hundred rows
+ * then retrains after every batch, as before; the CPU seed's 14,816 rows
+ * after some 1,850 new ones (14 jobs of 128 trials), where retraining after
+ * each batch of 16 took 2.6 s of this VM's 2 cores per round, beside a
+ * round of 4.5 s: the builds and timed runs of the job waited for the cores
+ * (bench/results/2026-12-07-cpu-tuning-loop.txt). */
+#define CM_RETRAIN_DIV 8
 
 struct cm_model {
 	pthread_mutex_t mu;
@@ -465,6 +477,13 @@ static void judge(cm_model *m, int g, int n, const float *f, const double *gflop
 	free(p[1]);
 }
 
+/* Under m->mu: whether the shared booster is due a retraining (CM_RETRAIN_DIV). */
+static bool stale(const cm_model *m)
+{
+	return !m->booster ||
+	       (int64_t)(m->nrows - m->booster_data) * CM_RETRAIN_DIV >= m->booster_data;
+}
+
 int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 		 const double *gflops, tir_error *err)
 {
@@ -474,7 +493,7 @@ int cm_model_add(cm_model *m, const char *group, int n, const float *features,
 	int g = group_id(m, group ? group : "");
 	judge(m, g, n, features, gflops);
 	add_rows(m, g, n, features, gflops);
-	int rc = train(m, g, err);
+	int rc = stale(m) ? train(m, g, err) : 0;
 	pthread_mutex_unlock(&m->mu);
 	return rc;
 }
