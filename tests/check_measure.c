@@ -364,6 +364,71 @@ START_TEST(cpu_build_error)
 }
 END_TEST
 
+/* A group build: three sources in one compiler run, each artifact with its
+ * own entry point and directory (a hard link to the one shared object), so
+ * that each runs and is freed alone; a group with a source that does not
+ * compile fails whole with the compiler's message and leaves nothing. */
+START_TEST(cpu_group_build)
+{
+	static const char *const sub =
+		"#include <stdint.h>\n"
+		"int tir_entry(void *const *args) {\n"
+		"  const float *a = args[0], *b = args[1]; float *c = args[2];\n"
+		"  for (int i = 0; i < 4096; i++) c[i] = a[i] - b[i];\n"
+		"  return 0;\n"
+		"}\n";
+	static const char *const three = "int tir_entry(void *const *args) { return 3; }\n";
+	tir_code *c[3] = { make_code(src_add, 2, 4096, TIR_F32), make_code(sub, 2, 4096, TIR_F32),
+			   make_code(three, 2, 4096, TIR_F32) };
+	tir_target t = cpu_target();
+	tir_error err = { "" };
+	tir_artifact *a[3];
+	ck_assert_msg(tir_runner_cpu.build_group(3, (const tir_code *const *)c, &t, a, &err) == 0,
+		      "%s", err.msg);
+	for (int i = 0; i < 3; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "tir_entry_g%d", i);
+		ck_assert_str_eq(a[i]->entry, want);
+		for (int j = 0; j < i; j++)
+			ck_assert_str_ne(a[i]->dir, a[j]->dir);
+	}
+	char dir0[sizeof a[0]->dir];
+	snprintf(dir0, sizeof dir0, "%s", a[0]->dir);
+	tir_runner_cpu.free(a[1]);               /* the others still run */
+	ck_assert_int_eq(access(dir0, F_OK), 0);
+	tir_measure_opts o = { .seed = 42, .timeout_s = 20, .repeats = 2 };
+	tir_measure_result r;
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(tir_runner_cpu.run(a[0], c[0], &o, &r), 0);
+	float *x = malloc(4096 * 4), *y = malloc(4096 * 4);
+	tir_measure_fill(c[0], 0, 42, x);
+	tir_measure_fill(c[0], 1, 42, y);
+	for (int i = 0; i < 4096; i++)
+		ck_assert(r.output[i] == (double)(x[i] + y[i]));
+	tir_measure_result_clear(&r);
+	tir_runner_cpu.free(a[0]);
+	ck_assert_int_ne(access(dir0, F_OK), 0);
+	ck_assert_int_eq(tir_runner_cpu.run(a[2], c[2], &o, &r), -1);
+	ck_assert_msg(strstr(r.msg, "returned 3") != NULL, "%s", r.msg);
+	tir_measure_result_clear(&r);
+	tir_runner_cpu.free(a[2]);
+
+	/* one bad source: the group fails, naming it; no artifact */
+	tir_code *bad = make_code("int tir_entry(void *const *args) { return nosuch; }\n",
+				  2, 4096, TIR_F32);
+	const tir_code *g[2] = { c[0], bad };
+	a[0] = a[1] = (tir_artifact *)1;
+	ck_assert_int_eq(tir_runner_cpu.build_group(2, g, &t, a, &err), -1);
+	ck_assert_msg(strstr(err.msg, "nosuch") != NULL, "%s", err.msg);
+	ck_assert(a[0] == NULL && a[1] == NULL);
+	free_code(bad);
+	for (int i = 0; i < 3; i++)
+		free_code(c[i]);
+	free(x);
+	free(y);
+}
+END_TEST
+
 /* A compile past its time limit (TIRD_CC_TIMEOUT_S, 3 s here) is killed
  * with every process it started: a stand-in compiler ($CC) that starts a
  * child (as gcc starts cc1) and waits; after the build fails naming the
@@ -1183,6 +1248,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, cpu_timeout);
 	tcase_add_test(tc, cpu_nonzero_return);
 	tcase_add_test(tc, cpu_build_error);
+	tcase_add_test(tc, cpu_group_build);
 	tcase_add_test(tc, cpu_compile_timeout_kills_the_tree);
 	tcase_add_test(tc, cpu_batch);
 	tcase_add_test(tc, cpu_two_outputs);

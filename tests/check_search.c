@@ -1092,6 +1092,96 @@ START_TEST(test_measure_local_compile_cache)
 }
 END_TEST
 
+/* A CC wrapper script in dir: it appends a line to dir/count per compile
+ * and one to dir/groups per compile of a group (a source of renamed entry
+ * points), and with refuse_groups fails those. */
+static void group_cc(const char *dir, bool refuse_groups, char *cc, size_t size)
+{
+	snprintf(cc, size, "%s/cc", dir);
+	FILE *f = fopen(cc, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\necho x >> %s/count\n"
+		   "for a in \"$@\"; do case $a in *.c) if grep -q tir_entry_g \"$a\"; then\n"
+		   "  echo x >> %s/groups\n%s"
+		   "fi;; esac; done\nexec cc \"$@\"\n",
+		dir, dir, refuse_groups ? "  echo 'no groups here' >&2; exit 1\n" : "");
+	fclose(f);
+	ck_assert_int_eq(chmod(cc, 0700), 0);
+}
+
+static off_t lines_of(const char *dir, const char *name)
+{
+	char p[128];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	return stat(p, &st) == 0 ? st.st_size / 2 : 0;      /* "x\n" each */
+}
+
+/* The CPU builds a batch in groups: six candidates, one builder, two
+ * compiles (two groups of three), each candidate measured from its own
+ * entry point in the shared object, their figures those of the same
+ * candidates built alone; a group the compiler refuses is built member by
+ * member, and every candidate is still measured. */
+START_TEST(test_measure_local_group_build)
+{
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	enum { N = 6 };
+	char *tr[N];
+	const char *traces[N];
+	for (int i = 0; i < N; i++)
+		traces[i] = tr[i] = sample_trace(w, 11 + (uint64_t)i);
+	const char *old = getenv("CC");
+	char *saved = old ? strdup(old) : NULL;
+	double us[2][N];
+	for (int refuse = 0; refuse < 2; refuse++) {
+		char dir[] = "/tmp/tir-group-XXXXXX", cc[64];
+		ck_assert_ptr_nonnull(mkdtemp(dir));
+		group_cc(dir, refuse, cc, sizeof cc);
+		setenv("CC", cc, 1);
+		tir_candidate out[N];
+		measure_local l = fast_local();
+		l.threads = 1;
+		ck_assert_int_eq(tir_measure_local(&l, w, &t, N, traces, out), 0);
+		int distinct = N;                  /* sample traces may repeat a source */
+		tir_measure_phases ph;
+		tir_measure_cache_phases(&l, &ph);
+		distinct -= ph.cache_hits;
+		for (int i = 0; i < N; i++) {
+			ck_assert_msg(out[i].status == TIR_MEASURE_OK, "%d: %s", i, out[i].msg);
+			ck_assert(out[i].latency_us > 0 && out[i].max_rel_error >= 0);
+			us[refuse][i] = out[i].latency_us;
+			free((char *)out[i].msg);
+		}
+		ck_assert_int_eq(ph.built, N);
+		/* two groups: one compile each, and when refused one per member too */
+		ck_assert_int_eq(lines_of(dir, "groups"), 2);
+		ck_assert_int_eq(lines_of(dir, "count"), refuse ? 2 + distinct : 2);
+		measure_local_clear(&l);
+		char p[128];
+		snprintf(p, sizeof p, "%s/count", dir);
+		unlink(p);
+		snprintf(p, sizeof p, "%s/groups", dir);
+		unlink(p);
+		unlink(cc);
+		ck_assert_int_eq(rmdir(dir), 0);
+	}
+	/* the same candidates, built together or alone: times of one order
+	 * (a shared test machine: within 5x) */
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(us[0][i] < 5 * us[1][i] && us[1][i] < 5 * us[0][i],
+			      "%d: %g us in a group, %g alone", i, us[0][i], us[1][i]);
+	if (saved)
+		setenv("CC", saved, 1);
+	else
+		unsetenv("CC");
+	free(saved);
+	for (int i = 0; i < N; i++)
+		free(tr[i]);
+	tir_workload_free(w);
+}
+END_TEST
+
 START_TEST(test_measure_local_statuses)
 {
 	tir_workload *w = load(mm_json);
@@ -1266,6 +1356,7 @@ static Suite *make_search_suite(void)
 	tcase_add_test(real, test_measure_local_statuses);
 	tcase_add_test(real, test_measure_local_builder_dies);
 	tcase_add_test(real, test_measure_local_compile_cache);
+	tcase_add_test(real, test_measure_local_group_build);
 	tcase_add_test(real, test_real_planted);
 	tcase_add_test(real, test_e2e_matmul);
 	tcase_add_test(real, test_e2e_conv);

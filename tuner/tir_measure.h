@@ -124,6 +124,14 @@ typedef struct tir_runner {
 	 * Safe to call from several threads at once. */
 	tir_artifact *(*build)(const tir_code *c, const tir_target *t,
 			       tir_error *err);
+	/* Optional: builds the n codes c[0..n-1] at once, cheaper than one by
+	 * one (the CPU's: one compiler run), out[i] candidate i's artifact,
+	 * each freed on its own.  0, or -1 with the compiler's message and no
+	 * artifact: a batch then builds each with build(), so that only the
+	 * faulty candidate fails, with its own message.  Takes up to n times
+	 * build_limit_s. */
+	int (*build_group)(int n, const tir_code *const *c, const tir_target *t,
+			   tir_artifact **out, tir_error *err);
 	/* Optional: the most seconds one build() may take, after which a batch
 	 * kills the builder process running it (NULL: TIR_NVRTC_TIMEOUT_S, an
 	 * in-process NVRTC compile being uninterruptible).  A build that runs

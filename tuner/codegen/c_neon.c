@@ -284,10 +284,12 @@ void c_neon_prelude(cg_ctx *c, const tir_stmt *root)
 	if (tir_nintrins > 64)
 		return;
 	mark_used(root, used);
+	/* each guarded, as the C prelude is (a group build) */
 	for (int i = 0; i < tir_nintrins; i++) {
 		const char *text = used[i] ? implementation(&tir_intrins[i]) : NULL;
 		if (text)
-			buf_puts(o, text);
+			buf_printf(o, "#ifndef TIR_NEON_%s\n#define TIR_NEON_%s\n%s#endif\n",
+				   tir_intrins[i].name, tir_intrins[i].name, text);
 	}
 }
 

@@ -9,7 +9,10 @@
  *      first each candidate's trace is replayed on a fresh schedule,
  *      validated and its code generated (tir_codegen: milliseconds), then
  *      each is compiled by the target's runner (NVRTC: a tenth of a second
- *      to seconds), the biggest first;
+ *      to seconds), the biggest first; a runner that builds groups (the
+ *      CPU's build_group: one compiler run for several candidates) gets
+ *      them dealt into two groups per builder process, and builds a
+ *      group's members one by one only when the group fails;
  *   2. run, ONE AT A TIME.  Where the runner streams (CUDA), its measuring
  *      process is forked when the compiles start — its setup, the driver and
  *      a context, overlaps them — and takes each candidate as soon as it is
@@ -77,6 +80,10 @@ typedef struct builders {
 	int n;
 	tir_run_stream *stream;    /* NULL: the runs wait for every build */
 	int *order;                /* compile order: largest first */
+	/* the groups built together (runner build_group): group g is the jobs
+	 * member[start[g] .. start[g + 1]) */
+	int ngroups;
+	int *start, *member;
 } builders;
 
 /* ---- phase 1: in builder processes ------------------------------------------------
@@ -377,6 +384,41 @@ static void generate_take(void *ctx, int i, bool ok, const char *data, size_t le
 	}
 }
 
+/* An artifact as bytes: it is plain data, its paths (its files then belong
+ * to the parent) and its image; a is freed, not by runner->free: the files
+ * stay for the parent. */
+static void art_bytes(tir_artifact *a, tir_buf *out)
+{
+	buf_put(out, &a->sm, sizeof a->sm);
+	buf_put(out, a->dir, sizeof a->dir);
+	buf_put(out, a->path, sizeof a->path);
+	buf_put(out, a->entry, sizeof a->entry);
+	buf_put(out, a->image, a->image_size);
+	free(a->image);
+	free(a);
+}
+
+static tir_artifact *art_of_bytes(const tir_runner *r, const char *data, size_t len)
+{
+	tir_artifact *a = xcalloc(1, sizeof *a);
+	size_t at = 0;
+	a->runner = r;
+	if (get(data, len, &at, &a->sm, sizeof a->sm) ||
+	    get(data, len, &at, a->dir, sizeof a->dir) ||
+	    get(data, len, &at, a->path, sizeof a->path) ||
+	    get(data, len, &at, a->entry, sizeof a->entry)) {
+		free(a);
+		return NULL;
+	}
+	a->dir[sizeof a->dir - 1] = a->path[sizeof a->path - 1] = '\0';
+	a->entry[sizeof a->entry - 1] = '\0';
+	if ((a->image_size = len - at)) {
+		a->image = xmalloc(a->image_size);
+		memcpy(a->image, data + at, a->image_size);
+	}
+	return a;
+}
+
 /* Step 2 for one candidate: compile. */
 static int build_work(void *ctx, int i, tir_buf *out)
 {
@@ -389,14 +431,43 @@ static int build_work(void *ctx, int i, tir_buf *out)
 		buf_puts(out, e.msg);
 		return -1;
 	}
-	/* the artifact is plain data: its paths (its files now belong to the
-	 * parent) and its image */
-	buf_put(out, &a->sm, sizeof a->sm);
-	buf_put(out, a->dir, sizeof a->dir);
-	buf_put(out, a->path, sizeof a->path);
-	buf_put(out, a->image, a->image_size);
-	free(a->image);
-	free(a);              /* not runner->free: the files stay for the parent */
+	art_bytes(a, out);
+	return 0;
+}
+
+/* Step 2 for group g (the runner's build_group): its candidates built
+ * together, or, if that fails, each alone (only the faulty one fails, with
+ * its compiler's message).  Sends per member: ok (int32), the length of
+ * what follows (uint64), its artifact's bytes or its message. */
+static int group_work(void *ctx, int g, tir_buf *out)
+{
+	builders *b = ctx;
+	int k = b->start[g + 1] - b->start[g];
+	const int *mem = b->member + b->start[g];
+	const tir_code **c = xcalloc((size_t)k, sizeof *c);
+	tir_artifact **a = xcalloc((size_t)k, sizeof *a);
+	for (int q = 0; q < k; q++)
+		c[q] = b->jobs[mem[q]].code;
+	tir_error e = { "" };
+	bool together = k > 1 && b->r->build_group(k, c, b->t, a, &e) == 0;
+	for (int q = 0; q < k; q++) {
+		tir_error e1 = { "" };
+		if (!together)
+			a[q] = b->r->build(c[q], b->t, &e1);
+		tir_buf one = { 0 };
+		if (a[q])
+			art_bytes(a[q], &one);
+		else
+			buf_puts(&one, e1.msg);
+		int32_t ok = a[q] != NULL;
+		uint64_t len = one.len;
+		buf_put(out, &ok, sizeof ok);
+		buf_put(out, &len, sizeof len);
+		buf_put(out, one.s, one.len);
+		free(one.s);
+	}
+	free(c);
+	free(a);
 	return 0;
 }
 
@@ -435,22 +506,37 @@ static void build_take(void *ctx, int i, bool ok, const char *data, size_t len)
 		built(b, i, NULL, data);
 		return;
 	}
-	tir_artifact *a = xcalloc(1, sizeof *a);
+	tir_artifact *a = art_of_bytes(b->r, data, len);
+	built(b, i, a, a ? NULL : "a builder process sent a broken artifact");
+}
+
+/* Group g's results (group_work). */
+static void group_take(void *ctx, int g, bool ok, const char *data, size_t len)
+{
+	builders *b = ctx;
 	size_t at = 0;
-	a->runner = b->r;
-	if (get(data, len, &at, &a->sm, sizeof a->sm) ||
-	    get(data, len, &at, a->dir, sizeof a->dir) ||
-	    get(data, len, &at, a->path, sizeof a->path)) {
-		free(a);
-		built(b, i, NULL, "a builder process sent a broken artifact");
-		return;
+	for (int m = b->start[g]; m < b->start[g + 1]; m++) {
+		int i = b->member[m];
+		int32_t good;
+		uint64_t n;
+		if (!ok) {
+			built(b, i, NULL, data);
+			continue;
+		}
+		if (get(data, len, &at, &good, sizeof good) || get(data, len, &at, &n, sizeof n) ||
+		    n > len - at) {
+			built(b, i, NULL, "a builder process sent a broken group of builds");
+			at = len;
+			continue;
+		}
+		char *d = xmalloc((size_t)n + 1);
+		memcpy(d, data + at, (size_t)n);
+		d[n] = '\0';
+		at += (size_t)n;
+		tir_artifact *a = good ? art_of_bytes(b->r, d, (size_t)n) : NULL;
+		built(b, i, a, good ? (a ? NULL : "a builder process sent a broken artifact") : d);
+		free(d);
 	}
-	a->dir[sizeof a->dir - 1] = a->path[sizeof a->path - 1] = '\0';
-	if ((a->image_size = len - at)) {
-		a->image = xmalloc(a->image_size);
-		memcpy(a->image, data + at, a->image_size);
-	}
-	built(b, i, a, NULL);
 }
 
 /* Step 1 for every candidate, in builder processes. */
@@ -481,24 +567,82 @@ static void generate_all(builders *b, int procs)
 	free(late);
 }
 
+/* Groups per builder process, and the most candidates in one group: each
+ * process takes two groups on average, so that one with slower compiles
+ * does not leave the other processes idle. */
+#define GROUPS_PER_PROCESS 2
+#define GROUP_MAX 8
+
+static bool to_build(const job *j)
+{
+	return j->code && !j->art && j->same < 0 && j->status == TIR_MEASURE_OK;
+}
+
+/* The groups of the runner's build_group, over what is to be built: dealt
+ * in compile order like cards, so that each gets its share of the large
+ * ones.  None (ngroups 0) without build_group or with fewer than two to
+ * build. */
+static void make_groups(builders *b, int procs)
+{
+	int m = 0;
+	for (int i = 0; i < b->n; i++)
+		m += to_build(&b->jobs[i]);
+	b->ngroups = 0;
+	if (!b->r->build_group || m < 2)
+		return;
+	int ng = GROUPS_PER_PROCESS * (procs > 0 ? procs : 1);
+	if (ng < (m + GROUP_MAX - 1) / GROUP_MAX)
+		ng = (m + GROUP_MAX - 1) / GROUP_MAX;
+	if (ng > m)
+		ng = m;
+	b->ngroups = ng;
+	b->start = xcalloc((size_t)ng + 1, sizeof *b->start);
+	b->member = xcalloc((size_t)m, sizeof *b->member);
+	int *fill = xcalloc((size_t)ng, sizeof *fill);
+	for (int g = 0; g < ng; g++)          /* group g: positions g, g + ng, ... */
+		b->start[g + 1] = b->start[g] + (m - g + ng - 1) / ng;
+	for (int k = 0, pos = 0; k < b->n; k++) {
+		int i = b->order[k];
+		if (!to_build(&b->jobs[i]))
+			continue;
+		int g = pos++ % ng;
+		b->member[b->start[g] + fill[g]++] = i;
+	}
+	free(fill);
+}
+
 /* Step 2 for every generated candidate, in compile order, in builder
- * processes; each result into the stream, when there is one, as it comes. */
+ * processes (in groups where the runner builds groups); each result into
+ * the stream, when there is one, as it comes. */
 static void build_all(builders *b, int procs)
 {
+	make_groups(b, procs);
+	double limit = b->r->build_limit_s ? b->r->build_limit_s() : TIR_NVRTC_TIMEOUT_S;
 	pool pl = { .n = b->n, .order = b->order, .work = build_work, .take = build_take,
-		    .ctx = b, .limit_s = b->r->build_limit_s ? b->r->build_limit_s()
-							     : TIR_NVRTC_TIMEOUT_S };
-	int *taken = xcalloc((size_t)b->n + 1, sizeof *taken);
-	int *late = xcalloc((size_t)b->n + 1, sizeof *late);
+		    .ctx = b, .limit_s = limit };
+	if (b->ngroups) {
+		/* a group's build, then if it fails each member's alone */
+		pl = (pool){ .n = b->ngroups, .work = group_work, .take = group_take, .ctx = b,
+			     .limit_s = limit * (1 + GROUP_MAX) };
+	}
+	int *group = xcalloc((size_t)b->n + 1, sizeof *group);
+	for (int i = 0; i < b->n; i++)
+		group[i] = b->ngroups ? -1 : i;
+	for (int g = 0; g < b->ngroups; g++)
+		for (int m = b->start[g]; m < b->start[g + 1]; m++)
+			group[b->member[m]] = g;
+	int *taken = xcalloc((size_t)pl.n + 1, sizeof *taken);
+	int *late = xcalloc((size_t)pl.n + 1, sizeof *late);
 	int ran = in_processes(&pl, procs, taken, late);
 	for (int k = 0; k < b->n; k++) {
 		int i = b->order[k];
 		job *j = &b->jobs[i];
-		if (!j->code || j->art || j->same >= 0 || j->status != TIR_MEASURE_OK)
+		if (!to_build(j))
 			continue;
-		if (ran && taken[i]) {
+		int g = group[i];
+		if (ran && g >= 0 && taken[g]) {
 			char msg[96] = "the builder process died compiling it";
-			if (late[i])
+			if (late[g])
 				snprintf(msg, sizeof msg, "the build ran past %g s", pl.limit_s);
 			built(b, i, NULL, msg);
 		} else {
@@ -507,8 +651,13 @@ static void build_all(builders *b, int procs)
 			built(b, i, a, e.msg);
 		}
 	}
+	free(group);
 	free(taken);
 	free(late);
+	free(b->start);
+	free(b->member);
+	b->start = b->member = NULL;
+	b->ngroups = 0;
 }
 
 /* ---- the compile cache ------------------------------------------------------------

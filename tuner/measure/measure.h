@@ -100,6 +100,8 @@ struct tir_artifact {
 	const struct tir_runner *runner;
 	char dir[256];             /* cpu: private temporary directory */
 	char path[320];            /* cpu: the shared object in it */
+	char entry[80];            /* cpu: its entry point's symbol; "": the code's
+				    * (tir_code.entry; a group build renames it) */
 	char *image;               /* cuda: the cubin, malloc'd */
 	size_t image_size;
 	int sm;                    /* cuda: compiled for */
