@@ -28,10 +28,11 @@
  * child process, warm-up, caches flushed before each of 5 repeats of at
  * least 1 ms, the median); tuned is the best the search measured, naive the
  * empty trace measured the same way.  Peers are timed the same way in this
- * program: warm-up, 5 repeats of at least 1 ms each after a cache flush, the
- * median.  Each peer runs in a forked child, so their thread pools (OpenMP,
- * OpenBLAS) never live in the process that forks tird's measurements.  All
- * use every core.
+ * program: warm-up, 5 repeats of at least 1 ms each after their buffers are
+ * evicted from the caches as tird's runner evicts a candidate's arguments
+ * (tir_cpu_evict), the median.  Each peer runs in a forked child, so their
+ * thread pools (OpenMP, OpenBLAS) never live in the process that forks
+ * tird's measurements.  All use every core.
  *
  * Ratios are throughput ratios (peer time / tuned time): tuned/openblas 0.5
  * means tuned sgemm runs at half OpenBLAS's GFLOP/s.
@@ -73,11 +74,13 @@ static int cmp_d(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median per-call time of fn over 5 repeats of at least 1 ms, each after a
- * 64 MiB cache flush; one warm-up call first. */
-static double time_calls(void (*fn)(void *), void *ctx)
+/* Median per-call time of fn over 5 repeats of at least 1 ms, each after
+ * its n buffers buf[i] (bytes[i] each) are evicted from the caches as tird's
+ * runner evicts a candidate's arguments (tir_cpu_evict); one warm-up call
+ * first. */
+static double time_calls(void (*fn)(void *), void *ctx, int n_buf, const void *const *buf,
+			 const size_t *bytes)
 {
-	static char flush[64 << 20];
 	fn(ctx);
 	double t0 = now_us();
 	fn(ctx);
@@ -85,7 +88,7 @@ static double time_calls(void (*fn)(void *), void *ctx)
 	long n = one > 1000 ? 1 : (long)ceil(1000 / (one > 0.01 ? one : 0.01));
 	double rep[5];
 	for (int r = 0; r < 5; r++) {
-		memset(flush, r + 1, sizeof flush);
+		tir_cpu_evict(n_buf, buf, bytes);
 		t0 = now_us();
 		for (long i = 0; i < n; i++)
 			fn(ctx);
@@ -151,10 +154,19 @@ static void openblas_call(void *ctx)
 		    g->A, g->K, g->B, g->N, 0.0f, g->C, g->N);
 }
 
+/* The operands of g, for time_calls. */
+static double time_gemm(void (*fn)(void *), gemm *g)
+{
+	const void *buf[3] = { g->A, g->B, g->C };
+	size_t bytes[3] = { sizeof(float) * (size_t)g->M * g->K, sizeof(float) * (size_t)g->K * g->N,
+			    sizeof(float) * (size_t)g->M * g->N };
+	return time_calls(fn, g, 3, buf, bytes);
+}
+
 static double openblas_sgemm(void *ctx)
 {
 	gemm_alloc(ctx);
-	return time_calls(openblas_call, ctx);
+	return time_gemm(openblas_call, ctx);
 }
 #endif
 
@@ -168,7 +180,7 @@ static void dnnl_call(void *ctx)
 static double dnnl_sgemm_time(void *ctx)
 {
 	gemm_alloc(ctx);
-	return time_calls(dnnl_call, ctx);
+	return time_gemm(dnnl_call, ctx);
 }
 
 /* ---- oneDNN convolution --------------------------------------------------------- */
@@ -257,7 +269,23 @@ static double dnnl_conv_time(void *ctx)
 		c->rargs[0] = (dnnl_exec_arg_t){ DNNL_ARG_FROM, pm };
 		c->rargs[1] = (dnnl_exec_arg_t){ DNNL_ARG_TO, c->args[1].memory };
 	}
-	return time_calls(conv_call, c);
+	/* every buffer a call touches: the source, its weights (and the plain
+	 * ones it reorders), the destination */
+	const void *buf[4];
+	size_t bytes[4];
+	int nb = 0;
+	dnnl_memory_t mem[4] = { c->args[0].memory, c->args[1].memory, c->args[2].memory,
+				 c->reorder ? c->rargs[0].memory : NULL };
+	for (int i = 0; i < 4; i++) {
+		const dnnl_memory_desc_t *md;
+		void *p;
+		if (!mem[i] || dnnl_memory_get_memory_desc(mem[i], &md) != dnnl_success ||
+		    dnnl_memory_get_data_handle(mem[i], &p) != dnnl_success)
+			continue;
+		buf[nb] = p;
+		bytes[nb++] = dnnl_memory_desc_get_size(md);
+	}
+	return time_calls(conv_call, c, nb, buf, bytes);
 }
 #endif
 

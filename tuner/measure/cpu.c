@@ -478,44 +478,43 @@ static size_t flush_size(void)
 }
 #endif
 
-/* Evicts code c's arguments args[] from the caches: each line written back
- * if dirty and invalidated in every cache of the coherence domain, so the
- * next call reads them from memory as a cold call would.  Other
- * architectures write a buffer of twice the last-level cache instead
- * (flush_size; allocated once, at the first call). */
-static void evict_args(const tir_code *c, void *const *args)
+void tir_cpu_evict(int n, const void *const *p, const size_t *bytes)
 {
 #if defined(__x86_64__) || defined(__i386__)
-	for (int i = 0; i < c->nargs; i++) {
-		const char *p = args[i];
-		size_t bytes = (size_t)c->args[i].elems * (size_t)c->args[i].elem_bytes;
-		for (size_t o = 0; o < bytes; o += 64)
-			__asm__ __volatile__("clflush %0" : : "m"(p[o]) : "memory");
-	}
+	for (int i = 0; i < n; i++)
+		for (size_t o = 0; o < bytes[i]; o += 64)
+			__asm__ __volatile__("clflush %0" : : "m"(((const char *)p[i])[o]) : "memory");
 	__asm__ __volatile__("mfence" ::: "memory");
 #elif defined(__aarch64__)
 	uint64_t ctr;
 	__asm__ __volatile__("mrs %0, ctr_el0" : "=r"(ctr));
 	size_t line = (size_t)4 << ((ctr >> 16) & 0xf);     /* DminLine, in bytes */
-	for (int i = 0; i < c->nargs; i++) {
-		const char *p = args[i];
-		size_t bytes = (size_t)c->args[i].elems * (size_t)c->args[i].elem_bytes;
-		for (size_t o = 0; o < bytes; o += line)
-			__asm__ __volatile__("dc civac, %0" : : "r"(p + o) : "memory");
-	}
+	for (int i = 0; i < n; i++)
+		for (size_t o = 0; o < bytes[i]; o += line)
+			__asm__ __volatile__("dc civac, %0" : : "r"((const char *)p[i] + o) : "memory");
 	__asm__ __volatile__("dsb ish" ::: "memory");
 #else
 	static unsigned char *buf;
 	static size_t size;
 	static int round;
-	(void)c;
-	(void)args;
+	(void)n;
+	(void)p;
+	(void)bytes;
 	if (!buf && (size = flush_size()) && !(buf = malloc(size)))
 		return;
 	memset(buf, ++round & 0xff, size);
 	/* The stores must happen: tell the compiler the buffer is read. */
 	__asm__ __volatile__("" : : "r"(buf) : "memory");
 #endif
+}
+
+/* Code c's arguments args[] evicted (tir_cpu_evict). */
+static void evict_args(const tir_code *c, void *const *args)
+{
+	for (int i = 0; i < c->nargs; i++) {
+		size_t bytes = (size_t)c->args[i].elems * (size_t)c->args[i].elem_bytes;
+		tir_cpu_evict(1, (const void *const *)&args[i], &bytes);
+	}
 }
 
 static int cpu_flush(void *ctx, tir_child_report *rep)

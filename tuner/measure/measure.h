@@ -112,6 +112,14 @@ struct tir_artifact {
 extern const tir_runner tir_runner_cpu;
 extern const tir_runner tir_runner_cuda;
 
+/* cpu.c: evicts the n buffers p[i] (bytes[i] each) from every cache of the
+ * coherence domain, each line written back if dirty and invalidated, so
+ * that the next call reads them from memory as a cold call would (CLFLUSH
+ * on x86, DC CIVAC on AArch64; elsewhere a write of twice the last-level
+ * cache).  The CPU runner's flush before each timed repeat, on the
+ * candidate's arguments; bench/cpu_tune's for the peers', on theirs. */
+void tir_cpu_evict(int n, const void *const *p, const size_t *bytes);
+
 /* Fills o's zero fields with the defaults. */
 tir_measure_opts tir_measure_opts_default(const tir_measure_opts *o);
 
