@@ -11,8 +11,9 @@
  *      each is compiled by the target's runner (NVRTC: a tenth of a second
  *      to seconds), the biggest first; a runner that builds groups (the
  *      CPU's build_group: one compiler run for several candidates) gets
- *      them dealt into two groups per builder process, and builds a
- *      group's members one by one only when the group fails;
+ *      them dealt into one group per builder process (at most 8 in a
+ *      group), and builds a group's members one by one only when the
+ *      group fails;
  *   2. run, ONE AT A TIME.  Where the runner streams (CUDA), its measuring
  *      process is forked when the compiles start — its setup, the driver and
  *      a context, overlaps them — and takes each candidate as soon as it is
@@ -567,10 +568,34 @@ static void generate_all(builders *b, int procs)
 	free(late);
 }
 
-/* Groups per builder process, and the most candidates in one group: each
- * process takes two groups on average, so that one with slower compiles
- * does not leave the other processes idle. */
-#define GROUPS_PER_PROCESS 2
+/* A pass of single builds over some jobs: item q is job job[q]. */
+typedef struct retry {
+	builders *b;
+	const int *job;
+} retry;
+
+static int retry_work(void *ctx, int q, tir_buf *out)
+{
+	retry *r = ctx;
+	return build_work(r->b, r->job[q], out);
+}
+
+static void retry_take(void *ctx, int q, bool ok, const char *data, size_t len)
+{
+	retry *r = ctx;
+	build_take(r->b, r->job[q], ok, data, len);
+}
+
+/* Groups per builder process, and the most candidates in one group.  One
+ * group per process: the members are dealt round the groups largest first,
+ * so the groups' compiles take alike, and a larger group pays the compiler's
+ * start, headers, assembler and linker over more candidates.  A batch of 16
+ * GMM-2 candidates on the 2-core VM built in 1.14 s as 2 groups of 8, 1.41 s
+ * as 4 of 4, 1.79 s as 8 of 2 (32 batches each, interleaved with 4 of 4;
+ * bench/results/2026-12-07-cpu-tuning-loop.txt, part 6).  Past GROUP_MAX a
+ * process takes several groups: one failed group then costs at most 8
+ * builds again. */
+#define GROUPS_PER_PROCESS 1
 #define GROUP_MAX 8
 
 static bool to_build(const job *j)
@@ -634,16 +659,42 @@ static void build_all(builders *b, int procs)
 	int *taken = xcalloc((size_t)pl.n + 1, sizeof *taken);
 	int *late = xcalloc((size_t)pl.n + 1, sizeof *late);
 	int ran = in_processes(&pl, procs, taken, late);
+	/* the members of a group whose builder died (not one killed for time),
+	 * each built again on its own in builder processes: a builder that
+	 * dies then costs the one candidate it was on, as without groups */
+	int *again = xcalloc((size_t)b->n + 1, sizeof *again);
+	int *slot = xcalloc((size_t)b->n + 1, sizeof *slot);
+	int na = 0;
+	for (int k = 0; k < b->n; k++) {
+		int i = b->order[k], g = group[i];
+		slot[i] = -1;
+		if (to_build(&b->jobs[i]) && b->ngroups && ran && taken[g] && !late[g] &&
+		    b->start[g + 1] - b->start[g] > 1) {
+			slot[i] = na;
+			again[na++] = i;
+		}
+	}
+	int *taken2 = xcalloc((size_t)na + 1, sizeof *taken2);
+	int *late2 = xcalloc((size_t)na + 1, sizeof *late2);
+	int ran2 = 0;
+	if (na) {
+		retry rt = { b, again };
+		pool p2 = { .n = na, .work = retry_work, .take = retry_take, .ctx = &rt,
+			    .limit_s = limit };
+		ran2 = in_processes(&p2, procs, taken2, late2);
+	}
 	for (int k = 0; k < b->n; k++) {
 		int i = b->order[k];
 		job *j = &b->jobs[i];
 		if (!to_build(j))
 			continue;
-		int g = group[i];
-		if (ran && g >= 0 && taken[g]) {
+		int g = group[i], q = slot[i];
+		bool lost = q >= 0 ? ran2 && taken2[q] : ran && g >= 0 && taken[g];
+		if (lost) {
 			char msg[96] = "the builder process died compiling it";
-			if (late[g])
-				snprintf(msg, sizeof msg, "the build ran past %g s", pl.limit_s);
+			if (q >= 0 ? late2[q] : late[g])
+				snprintf(msg, sizeof msg, "the build ran past %g s",
+					 q >= 0 ? limit : pl.limit_s);
 			built(b, i, NULL, msg);
 		} else {
 			tir_error e = { "" };
@@ -651,6 +702,10 @@ static void build_all(builders *b, int procs)
 			built(b, i, a, e.msg);
 		}
 	}
+	free(again);
+	free(slot);
+	free(taken2);
+	free(late2);
 	free(group);
 	free(taken);
 	free(late);
