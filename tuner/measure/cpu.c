@@ -267,12 +267,18 @@ static int run_compiler(char **argv, const char *log, tir_error *err)
 			WEXITSTATUS(st), msg);
 }
 
+/* Whether build directories are kept ($TIRD_KEEP_BUILD set, and not 0). */
+static bool keep_builds(void)
+{
+	const char *keep = getenv("TIRD_KEEP_BUILD");
+	return keep && *keep && strcmp(keep, "0");
+}
+
 static void cpu_free(tir_artifact *a)
 {
 	if (!a)
 		return;
-	const char *keep = getenv("TIRD_KEEP_BUILD");
-	if (a->dir[0] && !(keep && *keep && strcmp(keep, "0"))) {
+	if (a->dir[0] && !keep_builds()) {
 		static const char *const files[] = { "k.c", "k.so", "k.log" };
 		for (size_t i = 0; i < 3; i++) {
 			char p[sizeof a->dir + 8];
@@ -394,8 +400,7 @@ static int cpu_build_group(int n, const tir_code *const *c, const tir_target *t,
 	}
 	int rc = write_file(src, text.s, err) || compile(t, src, so, log, err) ? -1 : 0;
 	free(text.s);
-	const char *keep = getenv("TIRD_KEEP_BUILD");
-	bool kept = keep && *keep && strcmp(keep, "0");
+	bool kept = keep_builds();
 	for (int i = 0; rc == 0 && i < n; i++) {
 		tir_artifact *a = out[i] = xcalloc(1, sizeof *a);
 		a->runner = &tir_runner_cpu;
