@@ -326,6 +326,18 @@ int config_finish(tird_config *c, char *msg, size_t n)
 			 c->job_lease_renew_s);
 		return -1;
 	}
+	if (!strcmp(c->pipeline, "auto")) {
+		c->pipeline_depth = -1;
+	} else {
+		char *rest;
+		long k = strtol(c->pipeline, &rest, 10);
+		if (rest == c->pipeline || *rest || k < 0 || k > TIR_TUNE_PIPELINE_MAX) {
+			snprintf(msg, n, "pipeline: \"%s\" is not auto or a number from 0 to %d",
+				 c->pipeline, TIR_TUNE_PIPELINE_MAX);
+			return -1;
+		}
+		c->pipeline_depth = (int)k;
+	}
 	c->limits = tir_limits_default();
 	if (c->max_extent)
 		c->limits.max_extent = c->max_extent;

@@ -26,6 +26,17 @@
 #include <string.h>
 #include "jobs_int.h"
 
+/* batches of a GPU job measured at once (tir_tune_opts.pipeline) with
+ * pipeline = auto */
+#define GPU_PIPELINE 2
+
+/* A batch's results as store_batch stored them, until on_result saw each. */
+typedef struct stored_batch {
+	const tir_candidate *out;  /* NULL: a free slot */
+	int n, seen;
+	signed char *ins;
+} stored_batch;
+
 typedef struct run_ctx {
 	jobs *js;
 	job *j;
@@ -33,12 +44,14 @@ typedef struct run_ctx {
 	double flops;
 	int measured;              /* candidates measured in this run */
 	bool async;                /* the model learns beside the search */
-	int cache_hits;            /* compiles the workers' caches saved, in this run */
-	/* the last batch workers_measure stored (store_batch): its results and
-	 * what store_record_add said of each (1 new, 0 held, -1 not stored) */
-	const tir_candidate *batch;
-	int batch_n, batch_cap;
-	signed char *batch_ins;
+	int cache_hits;            /* compiles the workers' caches saved, in this run (mu) */
+	/* the batches workers_measure stored (store_batch) that on_result has
+	 * not seen whole yet — up to the search's pipeline depth, stored on
+	 * its measuring threads while it records the oldest on its own — each
+	 * with what store_record_add said of each result (1 new, 0 held, -1
+	 * not stored); guarded by mu */
+	pthread_mutex_t mu;
+	stored_batch held[TIR_TUNE_PIPELINE_MAX + 1];
 } run_ctx;
 
 /* Stores one measured candidate: 1 a new record, 0 one already held, -1 not
@@ -71,10 +84,7 @@ static int store_one(run_ctx *rc, const tir_candidate *c)
 static int store_batch(void *ctx, int n, const tir_candidate *out)
 {
 	run_ctx *rc = ctx;
-	if (n > rc->batch_cap) {
-		rc->batch_ins = tird_xrealloc(rc->batch_ins, (size_t)n);
-		rc->batch_cap = n;
-	}
+	signed char *ins = tird_xcalloc((size_t)n + 1, 1);
 	/* a claim taken over while this replica was stalled: the job is the
 	 * other replica's now, and nothing more of this run is stored (each
 	 * result marked not stored, so on_result does not store it either) */
@@ -84,13 +94,49 @@ static int store_batch(void *ctx, int n, const tir_candidate *out)
 			 "is lost", (long long)rc->j->id, n);
 	int failed = 0;
 	for (int i = 0; i < n; i++) {
-		rc->batch_ins[i] = held ? (signed char)store_one(rc, &out[i]) : -1;
-		failed += rc->batch_ins[i] < 0;
+		ins[i] = held ? (signed char)store_one(rc, &out[i]) : -1;
+		failed += ins[i] < 0;
 	}
-	rc->batch = out;
-	rc->batch_n = n;
+	pthread_mutex_lock(&rc->mu);
+	/* a free slot; there is one unless the search measures more batches
+	 * at once than TIR_TUNE_PIPELINE_MAX (then the last slot's batch is
+	 * forgotten: on_result stores its results again, which
+	 * store_record_add holds) */
+	int k = 0;
+	while (k < TIR_TUNE_PIPELINE_MAX && rc->held[k].out)
+		k++;
+	free(rc->held[k].ins);
+	rc->held[k] = (stored_batch){ out, n, 0, ins };
 	rc->cache_hits += rc->mc.compile_cache_hits;
+	pthread_mutex_unlock(&rc->mu);
 	return failed;
+}
+
+/* What store_batch said of c (1, 0, -1), or 2: it did not store c. */
+static int stored_as(run_ctx *rc, const tir_candidate *c)
+{
+	int ins = 2;
+	pthread_mutex_lock(&rc->mu);
+	for (int k = 0; k <= TIR_TUNE_PIPELINE_MAX && ins == 2; k++) {
+		stored_batch *b = &rc->held[k];
+		if (!b->out || c < b->out || c >= b->out + b->n)
+			continue;
+		ins = b->ins[c - b->out];
+		if (++b->seen == b->n) {
+			free(b->ins);
+			*b = (stored_batch){ 0 };
+		}
+	}
+	pthread_mutex_unlock(&rc->mu);
+	return ins;
+}
+
+static void run_ctx_clear(run_ctx *rc)
+{
+	for (int k = 0; k <= TIR_TUNE_PIPELINE_MAX; k++)
+		free(rc->held[k].ins);
+	pthread_mutex_destroy(&rc->mu);
+	pthread_mutex_destroy(&rc->mc.mu);
 }
 
 /* tir_tune's on_result: every measured candidate is stored at once (by
@@ -101,12 +147,12 @@ static void on_result(void *ctx, const tir_candidate *c)
 	job *j = rc->j;
 	tird *d = rc->js->d;
 	bool ok = c->status == TIR_MEASURE_OK && c->latency_us > 0;
-	int ins = 2;
-	for (int i = 0; i < rc->batch_n && ins == 2; i++)
-		if (&rc->batch[i] == c)
-			ins = rc->batch_ins[i];
-	if (ins == 2)
+	int ins = stored_as(rc, c);
+	if (ins == 2) {            /* mc.mu: another batch's worker is not c's */
+		pthread_mutex_lock(&rc->mc.mu);
 		ins = store_one(rc, c);
+		pthread_mutex_unlock(&rc->mc.mu);
+	}
 	atomic_fetch_add(&d->metrics.trials, 1);
 	rc->measured++;
 	if (!ok && (unsigned)c->status < 8)
@@ -133,6 +179,9 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 	int done = j->trials_done, errors = j->errors;
 	double best = j->best_us;
 	pthread_mutex_unlock(&rc->js->mu);
+	pthread_mutex_lock(&rc->mu);
+	int cache_hits = rc->cache_hits;
+	pthread_mutex_unlock(&rc->mu);
 	store_error err;
 	if (store_job_progress(rc->js->d->db, j->id, rc->js->d->replica, done, errors, best, &err))
 		log_warn("job %lld: progress not stored: %s", (long long)j->id, err.msg);
@@ -142,7 +191,7 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 			 (long long)j->id, p->round, p->update_s,
 			 p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
 			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0,
-			 p->elapsed_s, rc->cache_hits);
+			 p->elapsed_s, cache_hits);
 	} else if (p->round > 0) {  /* 0: the final store after tir_tune */
 		log_info("job %lld: round %d, %d/%d trials, best %.3f us: search %.2f s, "
 			 "measuring %.2f s, recording and model update %.2f s (model training "
@@ -154,7 +203,7 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 			 p->model_lag == 1 ? "" : "es",
 			 p->elapsed_s > 0 ? rc->measured / p->elapsed_s : 0,
 			 p->elapsed_s > 0 ? 100 * p->measure_total_s / p->elapsed_s : 0,
-			 rc->cache_hits);
+			 cache_hits);
 	}
 }
 
@@ -272,10 +321,12 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
 				.workload_key = j->key, .cancel = &j->cancel },
 		       tir_workload_flops(j->w), 0 };
+	pthread_mutex_init(&rm.mu, NULL);
+	pthread_mutex_init(&rm.mc.mu, NULL);
 	rm.mc.store = store_batch;
 	rm.mc.store_ctx = &rm;
 	int rmrc = remeasure_imports(&rm);
-	free(rm.batch_ins);
+	run_ctx_clear(&rm);
 	if (rmrc < 0) {
 		int st = interrupted(js, j, &rm.mc, true, msg, n);
 		if (st >= 0)
@@ -318,6 +369,8 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	run_ctx rc = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
 				.workload_key = j->key, .cancel = &j->cancel },
 		       tir_workload_flops(j->w), 0 };
+	pthread_mutex_init(&rc.mu, NULL);
+	pthread_mutex_init(&rc.mc.mu, NULL);
 	rc.mc.store = store_batch;
 	rc.mc.store_ctx = &rc;
 	tir_tune_opts o = { 0 };
@@ -331,15 +384,23 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	o.prior = prior.c;
 	o.measure = workers_measure;
 	o.measure_ctx = &rc.mc;
-	/* GPU: the next batch searched while a worker measures this one (the
-	 * callbacks stay on this thread: tir_tune records a batch after the
-	 * next is picked; workers_measure and its store_batch run on the
-	 * search's measuring thread, one batch at a time).  Not on a CPU: its
+	/* GPU: the next batch searched while a worker measures the GPU_PIPELINE
+	 * before it (the callbacks stay on this thread: tir_tune records a
+	 * batch after the next is picked; workers_measure and its store_batch
+	 * run on the search's measuring threads, up to GPU_PIPELINE at once,
+	 * store_batch's results kept apart per batch).  Two batches out keep
+	 * a worker's builders busy while the slowest compiles of one finish
+	 * (tird-worker measures batches in slots, --slots).  Not on a CPU: its
 	 * cores build and time the candidates, and a search beside them
 	 * slowed each batch's measuring more than it saved (this 2-core VM,
 	 * GMM-2: measuring 3.8 -> 4.7 s a batch, the job 37.6 -> 42.1 s;
 	 * bench/results/2026-12-03-cpu-tuning-loop.txt) */
-	o.pipeline = j->target.kind == TIR_TARGET_CUDA;
+	o.pipeline = d->cfg.pipeline_depth >= 0 ? d->cfg.pipeline_depth
+		   : j->target.kind == TIR_TARGET_CUDA ? GPU_PIPELINE : 0;
+	/* each batch learnt as it ends: one whose slowest compile takes
+	 * seconds holds up only itself (the measurements make a daemon's
+	 * search no more repeatable than that) */
+	o.pipeline_any_order = true;
 	o.threads = tird_search_threads(j->target.kind);
 	/* "xgboost": the model shared by every job of the full target key, so
 	 * each workload teaches the next (tir_tune draws random scores while it
@@ -372,9 +433,9 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
 	tir_tune_end end = res.end;
 	tir_tune_result_clear(&res);
-	free(rc.batch_ins);
 	prior_free(&prior);
 	on_progress(&rc, &(tir_tune_progress){ 0 });
+	run_ctx_clear(&rc);        /* its threads are over: rc is read alone below */
 	if (xgb)               /* written when it learnt enough (models_cron) */
 		models_learned(d, &j->target, rc.measured);
 

@@ -125,6 +125,7 @@ char *tird_strdup(const char *s);
 	X(default_trials,  INT,  default_trials,  "64",    "trials of a job that names none") \
 	X(max_trials,      INT,  max_trials,      "100000", "most trials one job may ask") \
 	X(default_batch,   INT,  default_batch,   "16",    "candidates measured per round") \
+	X(pipeline,        STR,  pipeline,        "auto",  "batches of a job measured while its next is searched, 0-4, or auto: 2 on a GPU, 0 on a CPU") \
 	X(lease_s,         INT,  lease_s,         "15",    "a silent worker loses its lease after this") \
 	X(job_lease_s,     INT,  job_lease_s,     "15",    "a replica's claim of a job lapses after this unless renewed; another replica then takes the job over") \
 	X(job_lease_renew_s, INT, job_lease_renew_s, "5",  "a replica renews its claims this often (less than job_lease_s)") \
@@ -186,6 +187,7 @@ typedef struct tird_config {
 				    * with the worker scope); NULL: none */
 	char host[64];             /* listen, split */
 	int port;
+	int pipeline_depth;        /* from pipeline: 0-4, -1 auto */
 	tir_limits limits;         /* from the max_* settings */
 } tird_config;
 
@@ -606,6 +608,10 @@ typedef struct measure_ctx {
 	 * stored here) */
 	int (*store)(void *store_ctx, int n, const tir_candidate *out);
 	void *store_ctx;
+	/* the search calls workers_measure for up to tir_tune_opts.pipeline
+	 * batches at once: mu guards the fields above from worker on, and
+	 * makes the re-check and store of one batch's results whole */
+	pthread_mutex_t mu;
 } measure_ctx;
 
 /* A tir_measure_batch_fn: queues the batch for a worker of t and waits for

@@ -6,11 +6,14 @@
  *
  * The loop, top to bottom: resolve the target on this machine (a bare "cuda"
  * asks the driver in a child process: this process never initialises CUDA,
- * so the runner's forked children can); register; then lease a batch (a long
- * poll), measure each candidate (replay its trace, validate, generate code,
- * build, run in a child process, check against the reference, time), post the
- * results, and again.  A heartbeat thread keeps the lease while a batch is
- * measured.  When tird forgets the worker (404: it restarted, or thought the
+ * so the runner's forked children can); register; then, in each slot (a
+ * thread; --slots, 2 on a GPU, 1 on a CPU), lease a batch (a long poll),
+ * measure each candidate (replay its trace, validate, generate code, build,
+ * run in a child process, check against the reference, time), post the
+ * results, and again.  Two slots on a GPU: one batch's builders compile
+ * while the slowest compiles of the other finish, and the runs take turns
+ * on the device (cuda_device_turn).  A heartbeat thread keeps the leases
+ * while batches are measured; the main thread registers.  When tird forgets the worker (404: it restarted, or thought the
  * worker dead) the worker registers again.  SIGTERM / SIGINT: leave (tird
  * re-queues a batch in flight) and exit 0.
  *
@@ -69,11 +72,23 @@ typedef struct wk {
 	char id[64];
 	bool need_register;
 	double heartbeat_s;
-	void *cache;               /* tir_measure_cache_new: the measuring thread's */
-	/* the main thread's: when it last registered, and how long it waits
-	 * before registering again after tird forgot it soon (register_loop) */
+	int slots;                 /* batches measured at once (--slots) */
+	/* the main thread's: when it last registered; how long it waits
+	 * before registering again after tird forgot it soon (register_loop;
+	 * reset under mu by a slot's lease poll answered) */
 	double registered_at, forgot_wait_s;
 } wk;
+
+#define MAX_SLOTS 8
+
+/* A slot: a thread that leases a batch, measures it and posts the results,
+ * and again.  Its cache (tir_measure_cache_new) is its own. */
+typedef struct slot {
+	wk *w;
+	int k;
+	void *cache;
+	pthread_t th;
+} slot;
 
 static void wlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void wlog(const char *fmt, ...)
@@ -172,21 +187,23 @@ static bool register_once(wk *w)
  * by the main thread only.  When tird forgot the worker less than
  * FORGOT_SOON_S after it registered, it first waits forgot_wait_s, doubled
  * each time up to FORGOT_WAIT_MAX_S and reset by a lease poll answered
- * (main), so that a worker behind such a balancer never registers in a
+ * (slot_main), so that a worker behind such a balancer never registers in a
  * tight loop (it did: 34,000 registrations in 30 s). */
 static void register_loop(wk *w)
 {
 	double since = mono_s() - w->registered_at;
 	if (w->registered_at > 0 && since < FORGOT_SOON_S) {
+		pthread_mutex_lock(&w->mu);
 		if (w->forgot_wait_s <= 0)
 			w->forgot_wait_s = 1;
+		double wait_s = w->forgot_wait_s;
+		w->forgot_wait_s = wait_s * 2 < FORGOT_WAIT_MAX_S ? wait_s * 2 : FORGOT_WAIT_MAX_S;
+		pthread_mutex_unlock(&w->mu);
 		wlog("tird forgot this worker %.1f s after it registered: is a load balancer "
 		     "sending its requests to tirds that do not share one database? (point "
 		     "the worker at one replica, or the replicas at one database); "
-		     "registering again in %.0f s", since, w->forgot_wait_s);
-		nap(w->forgot_wait_s);
-		w->forgot_wait_s = w->forgot_wait_s * 2 < FORGOT_WAIT_MAX_S ? w->forgot_wait_s * 2
-									: FORGOT_WAIT_MAX_S;
+		     "registering again in %.0f s", since, wait_s);
+		nap(wait_s);
 	}
 	double backoff = 0.2;
 	while (!stop_requested && !register_once(w)) {
@@ -234,10 +251,11 @@ static void result(cJSON *arr, tir_measure_status st, double us, double err, con
 
 /* Measures every trace of the batch with tir_measure_local (builds in
  * parallel, runs one at a time in child processes; the reference of the
- * last workload kept in w->cache); returns the results, and in ph where
- * the time went. */
-static cJSON *measure_batch(wk *w, const cJSON *batch, tir_measure_phases *ph)
+ * last workload kept in the slot's cache); returns the results, and in ph
+ * where the time went. */
+static cJSON *measure_batch(slot *sl, const cJSON *batch, tir_measure_phases *ph)
 {
+	wk *w = sl->w;
 	cJSON *out = cJSON_CreateArray();
 	memset(ph, 0, sizeof *ph);
 	const cJSON *wj = cJSON_GetObjectItem(batch, "workload");
@@ -262,10 +280,10 @@ static cJSON *measure_batch(wk *w, const cJSON *batch, tir_measure_phases *ph)
 		tr[i++] = cJSON_IsString(t) ? t->valuestring : "{}";
 	for (i = 0; i < n; i++)
 		c[i] = (tir_candidate){ tr[i], TIR_MEASURE_RUN_ERROR, 0, -1, NULL };
-	if (!w->cache)
-		w->cache = tir_measure_cache_new();
-	tir_measure_local(w->cache, wl, &w->target, n, tr, c);
-	tir_measure_cache_phases(w->cache, ph);
+	if (!sl->cache)
+		sl->cache = tir_measure_cache_new();
+	tir_measure_local(sl->cache, wl, &w->target, n, tr, c);
+	tir_measure_cache_phases(sl->cache, ph);
 	for (i = 0; i < n; i++) {
 		result(out, (tir_measure_status)c[i].status, c[i].latency_us,
 		       c[i].max_rel_error, c[i].msg);
@@ -277,12 +295,99 @@ static cJSON *measure_batch(wk *w, const cJSON *batch, tir_measure_phases *ph)
 	return out;
 }
 
+/* ---- the slots ------------------------------------------------------------------------ */
+
+/* A slot's loop: lease a batch (a long poll), measure it, post the
+ * results, until a signal.  Registering is the main thread's. */
+static void *slot_main(void *arg)
+{
+	slot *sl = arg;
+	wk *w = sl->w;
+	double backoff = 0.2;
+	while (!stop_requested) {
+		pthread_mutex_lock(&w->mu);
+		bool again = w->need_register || !w->id[0];
+		char path[160];
+		snprintf(path, sizeof path, "/v1/workers/%s/lease?wait=20", w->id);
+		pthread_mutex_unlock(&w->mu);
+		if (again) {               /* the main thread registers */
+			nap(0.2);
+			continue;
+		}
+		char *resp = NULL;
+		long st = request(w, "POST", path, NULL, 40, true, &resp);
+		if (st == 200 || st == 204) {   /* this tird knows the worker */
+			pthread_mutex_lock(&w->mu);
+			w->forgot_wait_s = 0;
+			pthread_mutex_unlock(&w->mu);
+		}
+		if (st == 200) {
+			backoff = 0.2;
+			cJSON *batch = resp ? cJSON_Parse(resp) : NULL;
+			const cJSON *bid = cJSON_GetObjectItem(batch, "batch_id");
+			if (batch && cJSON_IsNumber(bid)) {
+				int n = cJSON_GetArraySize(cJSON_GetObjectItem(batch, "traces"));
+				struct timespec t0, t1;
+				clock_gettime(CLOCK_MONOTONIC, &t0);
+				tir_measure_phases ph;
+				cJSON *res = measure_batch(sl, batch, &ph);
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				wlog("batch %.0f: %d candidates measured in %.2f s (slot %d): %d built in %.2f s "
+				     "(code %.2f s), reference %.2f s, runs done %.2f s after the builds "
+				     "(%d processes; candidates %.2f s, of which timing %.2f s); "
+				     "compile cache: %d hits (%ld in all)",
+				     bid->valuedouble, n,
+				     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, sl->k,
+				     ph.built, ph.build_s, ph.generate_s, ph.reference_s, ph.run_s,
+				     ph.processes, ph.candidates_s, ph.timing_s, ph.cache_hits,
+				     ph.cache_hits_total);
+				if (!stop_requested) {
+					cJSON *o = cJSON_CreateObject();
+					cJSON_AddNumberToObject(o, "batch_id", bid->valuedouble);
+					cJSON_AddItemToObject(o, "results", res);
+					cJSON_AddNumberToObject(o, "compile_cache_hits", ph.cache_hits);
+					char *body = cJSON_PrintUnformatted(o);
+					char rpath[160];
+					pthread_mutex_lock(&w->mu);
+					snprintf(rpath, sizeof rpath, "/v1/workers/%s/results", w->id);
+					pthread_mutex_unlock(&w->mu);
+					long pst = request(w, "POST", rpath, body, 30, false, NULL);
+					if (pst == 200)
+						wlog("batch %.0f: %d results taken", bid->valuedouble, n);
+					else
+						wlog("batch %.0f: results not taken (HTTP %ld)",
+						     bid->valuedouble, pst);
+					free(body);
+					cJSON_Delete(o);
+				} else {
+					cJSON_Delete(res);
+				}
+			}
+			cJSON_Delete(batch);
+		} else if (st == 404) {
+			pthread_mutex_lock(&w->mu);
+			w->need_register = true;
+			pthread_mutex_unlock(&w->mu);
+		} else if (st != 204 && !stop_requested) {
+			if (st == 0)
+				wlog("cannot reach %s; retrying", w->server);
+			else
+				wlog("lease: HTTP %ld %s", st, resp ? resp : "");
+			nap(backoff);
+			if (backoff < 5)
+				backoff *= 2;
+		}
+		free(resp);
+	}
+	return NULL;
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tird-worker --server URL --target TARGET [--token TOKEN] "
-		   "[--name NAME] [--cc CC]\n"
+		   "[--name NAME] [--cc CC] [--slots N]\n"
 		   "       tird-worker --target TARGET --print-target\n"
 		   "       tird-worker --help | --version\n"
 		   "  --server   the tird to measure for (default $TIRD_URL, else "
@@ -295,10 +400,13 @@ static void usage(FILE *f)
 		   "  --name     shown by `tirctl workers` (default host:pid)\n"
 		   "  --cc       the C compiler that builds CPU candidates (default $CC, "
 		   "else %s)\n"
+		   "  --slots    batches measured at once, 1-%d (default: 2 for cuda, whose "
+		   "builders then compile the next batch while the slowest compiles of one "
+		   "finish, the GPU runs taken in turns; 1 for cpu, whose cores also time)\n"
 		   "  --print-target  print the full key TARGET resolves to, and exit\n"
 		   "  --help     print this and exit\n"
 		   "  --version  print the version and exit\n",
-		TIR_SYSTEM_CC);
+		TIR_SYSTEM_CC, MAX_SLOTS);
 }
 
 int main(int argc, char **argv)
@@ -325,6 +433,16 @@ int main(int argc, char **argv)
 			name = v, i++;
 		} else if (v && !strcmp(a, "--cc")) {
 			cc = v, i++;
+		} else if (v && !strcmp(a, "--slots")) {
+			char *end;
+			long k = strtol(v, &end, 10);
+			if (*end || end == v || k < 1 || k > MAX_SLOTS) {
+				fprintf(stderr, "tird-worker: --slots: '%s' is not a number from 1 to %d\n",
+					v, MAX_SLOTS);
+				return 2;
+			}
+			w.slots = (int)k;
+			i++;
 		} else if (!strcmp(a, "--print-target")) {
 			print_target = true;
 		} else {
@@ -384,6 +502,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tird-worker: %s\n", err.msg);
 		return 2;
 	}
+	/* a GPU's two slots: while the slowest compiles of one batch finish,
+	 * the builders of the next use the idle cores (the GPU runs take
+	 * turns, cuda_device_turn); a CPU's cores build and time both, and
+	 * one batch's builds beside another's timings would disturb them */
+	if (!w.slots)
+		w.slots = w.target.kind == TIR_TARGET_CUDA ? 2 : 1;
 	if (print_target) {
 		printf("%s\n", w.target.key);
 		if (w.target.emulated)
@@ -410,77 +534,33 @@ int main(int argc, char **argv)
 	register_loop(&w);
 	pthread_t hb;
 	pthread_create(&hb, NULL, heartbeat_thread, &w);
-	double backoff = 0.2;
+	slot *sl = calloc((size_t)w.slots, sizeof *sl);
+	if (!sl)
+		abort();
+	int started = 0;
+	for (int k = 0; k < w.slots; k++) {
+		sl[k] = (slot){ .w = &w, .k = k };
+		if (pthread_create(&sl[k].th, NULL, slot_main, &sl[k])) {
+			wlog("slot %d: no thread: measuring in %d slot%s", k, k, k == 1 ? "" : "s");
+			break;
+		}
+		started++;
+	}
+	if (!started) {
+		fprintf(stderr, "tird-worker: cannot start a measuring thread\n");
+		stop_requested = 1;
+	}
 	while (!stop_requested) {
 		pthread_mutex_lock(&w.mu);
 		bool again = w.need_register;
-		char path[160];
-		snprintf(path, sizeof path, "/v1/workers/%s/lease?wait=20", w.id);
 		pthread_mutex_unlock(&w.mu);
-		if (again) {
+		if (again)
 			register_loop(&w);
-			continue;
-		}
-		char *resp = NULL;
-		long st = request(&w, "POST", path, NULL, 40, true, &resp);
-		if (st == 200 || st == 204)
-			w.forgot_wait_s = 0;   /* this tird knows the worker */
-		if (st == 200) {
-			backoff = 0.2;
-			cJSON *batch = resp ? cJSON_Parse(resp) : NULL;
-			const cJSON *bid = cJSON_GetObjectItem(batch, "batch_id");
-			if (batch && cJSON_IsNumber(bid)) {
-				int n = cJSON_GetArraySize(cJSON_GetObjectItem(batch, "traces"));
-				struct timespec t0, t1;
-				clock_gettime(CLOCK_MONOTONIC, &t0);
-				tir_measure_phases ph;
-				cJSON *res = measure_batch(&w, batch, &ph);
-				clock_gettime(CLOCK_MONOTONIC, &t1);
-				wlog("batch %.0f: %d candidates measured in %.2f s: %d built in %.2f s "
-				     "(code %.2f s), reference %.2f s, runs done %.2f s after the builds "
-				     "(%d processes; candidates %.2f s, of which timing %.2f s); "
-				     "compile cache: %d hits (%ld in all)",
-				     bid->valuedouble, n,
-				     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
-				     ph.built, ph.build_s, ph.generate_s, ph.reference_s, ph.run_s,
-				     ph.processes, ph.candidates_s, ph.timing_s, ph.cache_hits,
-				     ph.cache_hits_total);
-				if (!stop_requested) {
-					cJSON *o = cJSON_CreateObject();
-					cJSON_AddNumberToObject(o, "batch_id", bid->valuedouble);
-					cJSON_AddItemToObject(o, "results", res);
-					cJSON_AddNumberToObject(o, "compile_cache_hits", ph.cache_hits);
-					char *body = cJSON_PrintUnformatted(o);
-					char rpath[160];
-					snprintf(rpath, sizeof rpath, "/v1/workers/%s/results", w.id);
-					long pst = request(&w, "POST", rpath, body, 30, false, NULL);
-					if (pst == 200)
-						wlog("batch %.0f: %d results taken", bid->valuedouble, n);
-					else
-						wlog("batch %.0f: results not taken (HTTP %ld)",
-						     bid->valuedouble, pst);
-					free(body);
-					cJSON_Delete(o);
-				} else {
-					cJSON_Delete(res);
-				}
-			}
-			cJSON_Delete(batch);
-		} else if (st == 404) {
-			pthread_mutex_lock(&w.mu);
-			w.need_register = true;
-			pthread_mutex_unlock(&w.mu);
-		} else if (st != 204 && !stop_requested) {
-			if (st == 0)
-				wlog("cannot reach %s; retrying", w.server);
-			else
-				wlog("lease: HTTP %ld %s", st, resp ? resp : "");
-			nap(backoff);
-			if (backoff < 5)
-				backoff *= 2;
-		}
-		free(resp);
+		else
+			nap(0.2);
 	}
+	for (int k = 0; k < started; k++)
+		pthread_join(sl[k].th, NULL);
 	/* leave, so that a batch in flight goes back to the queue at once */
 	stop_requested = 0;        /* let this last request through */
 	char path[160];
@@ -492,7 +572,9 @@ int main(int argc, char **argv)
 	stop_requested = 1;
 	pthread_join(hb, NULL);
 	curl_global_cleanup();
-	tir_measure_cache_free(w.cache);
+	for (int k = 0; k < started; k++)
+		tir_measure_cache_free(sl[k].cache);
+	free(sl);
 	wlog("stopped");
 	return 0;
 }

@@ -207,14 +207,14 @@ static void recheck(measure_ctx *mc, const tir_workload *w, const tir_target *t,
 	}
 }
 
-/* The posted results of batch id into out[0..n): 0, or -1 with mc->why. */
-static int take_results(measure_ctx *mc, int64_t id, int n, tir_candidate *out)
+/* The posted results of batch id into out[0..n): 0, or -1 with why. */
+static int take_results(tird *d, int64_t id, int n, tir_candidate *out, char *why, size_t cap)
 {
 	store_result *res = tird_xcalloc((size_t)n, sizeof *res);
 	store_error err;
-	int r = store_batch_results(mc->d->db, id, n, res, &err);
+	int r = store_batch_results(d->db, id, n, res, &err);
 	if (r <= 0)
-		snprintf(mc->why, sizeof mc->why, "reading the results of batch %lld: %.200s",
+		snprintf(why, cap, "reading the results of batch %lld: %.200s",
 			 (long long)id, r < 0 ? err.msg : "the batch is gone");
 	for (int i = 0; i < n; i++) {
 		int st = tir_measure_status_parse(res[i].status);
@@ -233,14 +233,30 @@ static int take_results(measure_ctx *mc, int64_t id, int n, tir_candidate *out)
 	return r > 0 ? 0 : -1;
 }
 
+/* A batch of mc failed (why; no_worker: since when no worker was live, 0
+ * when that was not why): -1, and mc says so unless another batch's
+ * failure did first. */
+static int failed(measure_ctx *mc, const char *why, double no_worker)
+{
+	pthread_mutex_lock(&mc->mu);
+	if (!mc->why[0]) {
+		snprintf(mc->why, sizeof mc->why, "%s", why);
+		mc->no_worker_since = no_worker;
+	}
+	pthread_mutex_unlock(&mc->mu);
+	return -1;
+}
+
 int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 		    const char *const *traces, tir_candidate *out)
 {
 	measure_ctx *mc = ctx;
 	tird *d = mc->d;
 	workers *ws = d->workers;
-	mc->why[0] = '\0';
-	mc->no_worker_since = 0;
+	/* why this batch failed: into mc once it did (the first failure of
+	 * the batches measured at once stays) */
+	char why[sizeof mc->why] = "";
+	double no_worker = 0;
 	/* how long a pending batch waits with no live worker of its target
 	 * before the job gives its tuning thread back (a worker restarting
 	 * comes back well within it) */
@@ -257,8 +273,8 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	snprintf(b.workload_key, sizeof b.workload_key, "%s", mc->workload_key);
 	store_error err;
 	if (store_batch_add(d->db, &b, mc->canonical, traces, &err)) {
-		snprintf(mc->why, sizeof mc->why, "queueing a batch: %.200s", err.msg);
-		return -1;
+		snprintf(why, sizeof why, "queueing a batch: %.200s", err.msg);
+		return failed(mc, why, 0);
 	}
 	int64_t id = b.id;
 	wake(ws, &ws->avail);
@@ -268,14 +284,14 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	int rc = 0;
 	for (;;) {
 		if (atomic_load(mc->cancel) || atomic_load(&d->stopping)) {
-			snprintf(mc->why, sizeof mc->why, "%s",
+			snprintf(why, sizeof why, "%s",
 				 atomic_load(&d->stopping) ? "tird is stopping" : "cancelled");
 			rc = -1;
 			break;
 		}
 		int r = store_batch_get(d->db, id, &b, &err);
 		if (r <= 0) {
-			snprintf(mc->why, sizeof mc->why, "batch %lld: %.200s", (long long)id,
+			snprintf(why, sizeof why, "batch %lld: %.200s", (long long)id,
 				 r < 0 ? err.msg : "purged (the job is no longer run by this "
 				 "replica)");
 			rc = -1;
@@ -290,9 +306,9 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 				log_warn("job %lld: no live worker for %s; its batch waits %.0f s",
 					 (long long)b.job_id, b.target, give_up);
 			} else if (now - no_worker_since > give_up) {
-				snprintf(mc->why, sizeof mc->why, "no live worker for target %.100s "
+				snprintf(why, sizeof why, "no live worker for target %.100s "
 					 "for %.0f s", b.target, give_up);
-				mc->no_worker_since = no_worker_since;
+				no_worker = no_worker_since;
 				rc = -1;
 				break;
 			}
@@ -301,17 +317,18 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 		}
 		nap(ws, &ws->changed, POLL_S);
 	}
-	if (!rc && take_results(mc, id, n, out))
+	if (!rc && take_results(d, id, n, out, why, sizeof why))
 		rc = -1;
 	if (rc) {
 		/* a worker posting for it later is told its lease was lost */
 		if (store_batch_delete(d->db, id, &err))
 			log_warn("batch %lld: %s (the cron duty purges it)", (long long)id, err.msg);
 		log_debug("batch %lld of job %lld given up: %s", (long long)id,
-			  (long long)mc->job_id, mc->why);
+			  (long long)mc->job_id, why);
 		wake(ws, &ws->changed);
-		return rc;
+		return failed(mc, why, no_worker);
 	}
+	pthread_mutex_lock(&mc->mu);
 	snprintf(mc->worker, sizeof mc->worker, "%s", b.worker);
 	snprintf(mc->token, sizeof mc->token, "%s", b.token);
 	snprintf(mc->host, sizeof mc->host, "%s", b.host);
@@ -323,6 +340,7 @@ int workers_measure(void *ctx, const tir_workload *w, const tir_target *t, int n
 	if (store_batch_stored(d->db, id, not_stored, &err) < 0)
 		log_warn("batch %lld: %s: its worker is told its results were not stored",
 			 (long long)id, err.msg);
+	pthread_mutex_unlock(&mc->mu);
 	wake(ws, &ws->changed);
 	return 0;
 }

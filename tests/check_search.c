@@ -140,7 +140,7 @@ typedef struct log_ {
 	/* check every trace asked for replays and validates */
 	const tir_workload *w;
 	const tir_target *t;
-	int invalid_seen;
+	atomic_int invalid_seen;   /* measure functions may run at once (pipeline) */
 	atomic_int cancel;
 	int cancel_after_round;
 } log_;
@@ -751,18 +751,23 @@ END_TEST
 
 /* ---- pipelining: the next batch searched while this one is measured -------------------- */
 
-static atomic_int pipe_measuring, pipe_overlaps;
+static atomic_int pipe_measuring, pipe_overlaps, pipe_most;
 
 static int pipe_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 			const char *const *traces, tir_candidate *out)
 {
-	atomic_store(&pipe_measuring, 1);
+	int now = atomic_fetch_add(&pipe_measuring, 1) + 1;
+	for (int most = atomic_load(&pipe_most); now > most;)
+		if (atomic_compare_exchange_weak(&pipe_most, &most, now))
+			break;
 	int rc = fake_measure(ctx, w, t, n, traces, out);
 	usleep(100 * 1000);
-	atomic_store(&pipe_measuring, 0);
+	atomic_fetch_sub(&pipe_measuring, 1);
 	return rc;
 }
 
+/* A model whose scores are a hash of the program (deterministic), which
+ * counts the scorings made while a batch is being measured. */
 static int pipe_predict(void *self, const tir_workload *w, const tir_target *t, int n,
 			const tir_program *const *progs, double *scores)
 {
@@ -777,7 +782,7 @@ static int pipe_predict(void *self, const tir_workload *w, const tir_target *t, 
 	return 0;
 }
 
-static void pipe_run(uint64_t seed, log_ *l, tir_tune_result *r)
+static void pipe_run(uint64_t seed, int depth, log_ *l, tir_tune_result *r)
 {
 	static const tir_cost_model model = { "pipe", pipe_predict, NULL };
 	tir_workload *w = load(mm_json);
@@ -788,29 +793,31 @@ static void pipe_run(uint64_t seed, log_ *l, tir_tune_result *r)
 	tir_tune_opts o = fake_opts(l, seed, 36);
 	o.measure = pipe_measure;
 	o.model = &model;
-	o.pipeline = true;
+	o.pipeline = depth;
 	tir_error err = { "" };
 	ck_assert_msg(search_run(w, &t, &o, &sp, r, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(l->invalid_seen, 0);
 	tir_workload_free(w);
 }
 
-START_TEST(test_pipeline)
+/* pipeline = 1 and 2: the budget exactly (36 in batches of 8: the last of
+ * 4), no candidate measured twice though each batch was picked while the
+ * ones before it were still being measured, as many batches measured at
+ * once as asked, and the same sequence again from the same seed */
+static void pipe_check(int depth)
 {
 	log_ a = { 0 }, b = { 0 };
 	tir_tune_result ra, rb;
 	atomic_store(&pipe_overlaps, 0);
-	pipe_run(5, &a, &ra);
-	/* the budget exactly (36 in batches of 8: the last of 4), no
-	 * candidate measured twice though each batch was picked while the one
-	 * before was still being measured */
+	atomic_store(&pipe_most, 0);
+	pipe_run(5, depth, &a, &ra);
 	ck_assert_int_eq(a.n, 36);
 	for (int i = 0; i < a.n; i++)
 		for (int j = 0; j < i; j++)
 			ck_assert_msg(strcmp(a.trace[i], a.trace[j]), "trial %d repeats %d", i, j);
 	ck_assert_msg(atomic_load(&pipe_overlaps) > 0, "no scoring during a measurement");
-	/* deterministic: the same sequence again */
-	pipe_run(5, &b, &rb);
+	ck_assert_int_eq(atomic_load(&pipe_most), depth);
+	pipe_run(5, depth, &b, &rb);
 	ck_assert_int_eq(b.n, a.n);
 	for (int i = 0; i < a.n; i++)
 		ck_assert_msg(!strcmp(a.trace[i], b.trace[i]), "run 2 differs at trial %d", i);
@@ -819,6 +826,71 @@ START_TEST(test_pipeline)
 	log_free(&b);
 	tir_tune_result_clear(&ra);
 	tir_tune_result_clear(&rb);
+}
+
+START_TEST(test_pipeline)
+{
+	pipe_check(1);
+}
+END_TEST
+
+/* pipeline_any_order: batches recorded as they end.  Every other batch
+ * takes 400 ms, the rest 20 ms, so later batches end first. */
+static pthread_mutex_t sent_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *sent_first[64];       /* the first trace of each batch, as sent */
+static int nsent;
+
+static int slow_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
+			const char *const *traces, tir_candidate *out)
+{
+	pthread_mutex_lock(&sent_mu);
+	int k = nsent;
+	if (nsent < 64)
+		sent_first[nsent++] = strdup(traces[0]);
+	pthread_mutex_unlock(&sent_mu);
+	int rc = fake_measure(ctx, w, t, n, traces, out);
+	usleep(k % 2 ? 20 * 1000 : 400 * 1000);
+	return rc;
+}
+
+START_TEST(test_pipeline_any_order)
+{
+	log_ l = { 0 };
+	tir_tune_result r;
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	search_space sp = local_space();
+	l.w = w;
+	l.t = &t;
+	tir_tune_opts o = fake_opts(&l, 5, 48);
+	o.measure = slow_measure;
+	o.pipeline = 2;
+	o.pipeline_any_order = true;
+	nsent = 0;
+	tir_error err = { "" };
+	ck_assert_msg(search_run(w, &t, &o, &sp, &r, NULL, &err) == 0, "%s", err.msg);
+	/* the budget exactly, nothing measured twice */
+	ck_assert_int_eq(l.n, 48);
+	ck_assert_int_eq(nsent, 6);
+	for (int i = 0; i < l.n; i++)
+		for (int j = 0; j < i; j++)
+			ck_assert_msg(strcmp(l.trace[i], l.trace[j]), "trial %d repeats %d", i, j);
+	/* recorded as they ended: some batch before one sent earlier */
+	bool overtaken = false;
+	for (int b = 0; b < nsent; b++)
+		overtaken |= strcmp(l.trace[8 * b], sent_first[b]) != 0;
+	ck_assert_msg(overtaken, "every batch recorded in the order it was sent");
+	for (int b = 0; b < nsent; b++)
+		free(sent_first[b]);
+	log_free(&l);
+	tir_tune_result_clear(&r);
+	tir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_pipeline_two)
+{
+	pipe_check(2);
 }
 END_TEST
 
@@ -1351,6 +1423,8 @@ static Suite *make_search_suite(void)
 	tcase_add_test(tc, test_prior);
 	tcase_add_test(tc, test_async_update);
 	tcase_add_test(tc, test_pipeline);
+	tcase_add_test(tc, test_pipeline_two);
+	tcase_add_test(tc, test_pipeline_any_order);
 	suite_add_tcase(s, tc);
 	TCase *share = tcase_create("sketch share");
 	tcase_set_timeout(share, 120);         /* several whole searches each */

@@ -1047,5 +1047,37 @@ echo "RSS of tird around 16 concurrent exports of $nexported records: before $1 
 rm -f "$tmp"/exp6.* "$tmp/big6.json"
 kill $t6; wait $t6 2>/dev/null
 
+# batches in flight (issue #32): a tird that keeps two batches of a job out while it
+# searches the next (--pipeline 2, as it does on a GPU) and a worker that measures two at
+# once (--slots 2): every trial stored once, each batch's results its own, both slots used
+# (the random model: the job may end at a plateau before its 40 trials)
+port7=$(free_port); url7=http://127.0.0.1:$port7
+"$TIRD" --listen 127.0.0.1:$port7 --db "$(db p)" --local-workers none --pipeline 2 \
+	--model-seed none >"$tmp/tird7.log" 2>&1 &
+t7=$!; pids="$pids $t7"
+wait_up "$url7" || fail "the tird of the pipeline test did not start"
+"$WORKER" --server "$url7" --target cpu --slots 2 --name slots >"$tmp/worker7.log" 2>&1 &
+w7=$!; pids="$pids $w7"
+echo '{"op":"matmul","M":24,"N":20,"K":16}' > "$tmp/q7.json"
+j7=$(curl -s -X POST --data-binary "{\"workload\":$(cat "$tmp/q7.json"),\"target\":\"cpu\",\"trials\":40,\"batch\":4,\"search\":{\"cost_model\":\"random\"}}" \
+	"$url7/v1/jobs" | jq -r .job_id)
+done7() { curl -s "$url7/v1/jobs/$j7" | jq -e '.state=="done" or .state=="failed"' >/dev/null; }
+until_ok 1800 done7
+r7=$(curl -s "$url7/v1/jobs/$j7")
+n7=$(sq p "SELECT count(*), count(DISTINCT trace) FROM records")
+t7n=$(echo "$r7" | jq -r .trials_done)
+echo "$r7" | jq -e '.state=="done" and .trials_done >= 24' >/dev/null && [ "$n7" = "$t7n|$t7n" ] &&
+	grep -q '(slot 0)' "$tmp/worker7.log" && grep -q '(slot 1)' "$tmp/worker7.log" \
+	&& pass "two batches in flight, two worker slots: $t7n trials, as many distinct records, both slots measured" \
+	|| fail "pipeline 2 / slots 2: $(echo "$r7" | jq -c '{state,trials_done,message}'), records $n7, slots used: $(grep -o '(slot [0-9])' "$tmp/worker7.log" | sort | uniq -c | tr '\n' ' ')"
+"$TIRD" --listen 127.0.0.1:$(free_port) --db "$tmp/bad7.db" --pipeline 5 >"$tmp/bad7.log" 2>&1
+[ $? = 2 ] && grep -q 'pipeline: "5" is not auto or a number from 0 to 4' "$tmp/bad7.log" \
+	&& pass "--pipeline 5 refused, naming the range" || fail "--pipeline 5: $(cat "$tmp/bad7.log")"
+"$WORKER" --server "$url7" --target cpu --slots 0 >"$tmp/bad7w.log" 2>&1
+[ $? = 2 ] && grep -q "slots: '0' is not a number from 1 to 8" "$tmp/bad7w.log" \
+	&& pass "tird-worker --slots 0 refused" || fail "--slots 0: $(cat "$tmp/bad7w.log")"
+kill $w7; wait $w7 2>/dev/null
+kill $t7; wait $t7 2>/dev/null
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

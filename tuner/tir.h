@@ -703,6 +703,9 @@ typedef struct tir_tune_progress {
 	bool drain;
 } tir_tune_progress;
 
+/* the most batches tir_tune keeps in flight (tir_tune_opts.pipeline) */
+#define TIR_TUNE_PIPELINE_MAX 4
+
 typedef struct tir_tune_opts {
 	int trials;                /* measured candidates in all (default 64) */
 	int batch;                 /* measured per round (default 16) */
@@ -724,12 +727,19 @@ typedef struct tir_tune_opts {
 	 * (cm_xgboost is; the random model learns nothing).  false: the update
 	 * in line after each batch, the old order, deterministic. */
 	bool async_update;
-	/* the batch of round k+1 is searched while round k's is measured (the
-	 * measure function then runs on a thread of the search's own, and is
-	 * called for one batch at a time): each batch is picked without the
-	 * results of the one before it.  Deterministic as the other order
-	 * (with the update in line), not the same sequence of candidates. */
-	bool pipeline;
+	/* how many batches are measured while the next is searched (at most
+	 * TIR_TUNE_PIPELINE_MAX; 0: none, each batch searched after the last
+	 * is recorded).  The measure function then runs on threads of the
+	 * search's own, called for up to `pipeline` batches at once (it must
+	 * be safe so; tir_measure_local is not: 1 at most with it), and each
+	 * batch is picked without the results of the `pipeline` before it.
+	 * Deterministic as the other order (with the update in line), not the
+	 * same sequence of candidates. */
+	int pipeline;
+	/* with pipeline: the batch measured is recorded (learnt, reported,
+	 * counted) as it ends, not in the order it was sent, so that one held
+	 * up by a slow build holds up only itself; not deterministic */
+	bool pipeline_any_order;
 	tir_measure_batch_fn measure;  /* NULL: tir_measure_local */
 	void *measure_ctx;
 	/* called for every measured candidate and after every round */

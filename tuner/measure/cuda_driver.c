@@ -17,10 +17,14 @@
  * parent's watchdog (TIMEOUT).
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cuda_runner.h"
 
 #ifdef HAVE_CUDA
@@ -127,6 +131,8 @@ int cuda_api_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
 	return -1;
 }
 
+static void turn_open(cu_api *cu, CUdevice dev);
+
 /* Loads the driver and makes device's primary context current; its compute
  * capability (90 for sm_90) in *sm, its L2 size in *l2. */
 int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep)
@@ -149,7 +155,35 @@ int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *re
 	CU_TRY(cu->DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
 	CU_TRY(cu->CtxSetCurrent(ctx), "cuCtxSetCurrent");
 	*sm = major * 10 + minor;
+	turn_open(cu, dev);
 	return 0;
+}
+
+/* The device's lock file (cuda_device_turn), by its PCI address: the same
+ * for every process whatever CUDA_VISIBLE_DEVICES numbers it. */
+static void turn_open(cu_api *cu, CUdevice dev)
+{
+	int dom = 0, bus = 0, slot = 0;
+	if (cu->DeviceGetAttribute(&dom, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev) ||
+	    cu->DeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev) ||
+	    cu->DeviceGetAttribute(&slot, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev))
+		return;
+	const char *dir = getenv("TMPDIR");
+	char path[512];
+	snprintf(path, sizeof path, "%s/tird-cuda-%04x-%02x-%02x.lock",
+		 dir && *dir ? dir : "/tmp", dom, bus, slot);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd >= 0)
+		cu->turn_fd = fd + 1;
+}
+
+void cuda_device_turn(cu_api *cu, bool take)
+{
+	if (cu->turn_fd <= 0)
+		return;
+	struct flock l = { .l_type = take ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET };
+	while (fcntl(cu->turn_fd - 1, take ? F_SETLKW : F_SETLK, &l) < 0 && errno == EINTR)
+		;
 }
 
 #endif /* HAVE_CUDA */

@@ -447,6 +447,7 @@ static int cuda_child_run(cuda_ctx *x, tir_child_report *rep)
 	CUmodule mod;
 	if (cuda_api_open(cu, x->o->device, &sm, &l2, rep))
 		return -1;
+	cuda_device_turn(cu, true);   /* to the end of this child */
 	CU_TRY(cu->ModuleLoadData(&mod, x->a->image),
 	       "loading the cubin for sm_%d on a device of sm_%d", x->a->sm, sm);
 

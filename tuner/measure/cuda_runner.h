@@ -77,6 +77,7 @@ typedef struct cu_api {
 					 const cuuint32_t *, const cuuint32_t *,
 					 CUtensorMapInterleave, CUtensorMapSwizzle,
 					 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+	int turn_fd;               /* the device's lock file, + 1 (0: none; cuda_device_turn) */
 } cu_api;
 
 /* Loads the driver; 0, or -1 with a message in msg. */
@@ -96,6 +97,15 @@ int cuda_api_fail(const cu_api *cu, tir_child_report *rep, CUresult r,
 /* Loads the driver and makes device's primary context current; its compute
  * capability (90 for sm_90) in *sm, its L2 size in *l2. */
 int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *rep);
+
+/* Takes (take) or gives back this process's turn on the device that
+ * cuda_api_open opened: one measuring process at a time runs candidates
+ * on a GPU, whichever worker or slot forked it, so that no timing shares
+ * the GPU with another's kernels.  The turn is an fcntl lock on a file per
+ * device (named by its PCI address, in $TMPDIR or /tmp); a process that
+ * dies holding it gives it back.  Without the file (it cannot be opened)
+ * there are no turns. */
+void cuda_device_turn(cu_api *cu, bool take);
 
 /* ---- cuda_run.c: one candidate on the device (in a child) --------------------------------------- */
 

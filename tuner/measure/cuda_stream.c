@@ -128,9 +128,12 @@ static int batch_setup(void *ctx, tir_child_report *rep)
 			CU_TRY(cu->MemcpyHtoD(s->base + GUARD_BYTES, s->host, s->bytes),
 			       "copying \"%s\" to the device", s->info->name);
 	}
-	if (!b->o->no_timing && cuda_timing_init(x, l2, rep))
-		return -1;
-	return 0;
+	if (b->o->no_timing)
+		return 0;
+	cuda_device_turn(cu, true);   /* the launch term is timed */
+	int rc = cuda_timing_init(x, l2, rep);
+	cuda_device_turn(cu, false);
+	return rc;
 }
 
 /* Points c's arguments at the shared buffers and at guarded scratch
@@ -377,11 +380,13 @@ static int batch_item(void *ctx, int i, tir_child_report *rep, double *max_rel_e
 	at += (size_t)sl->nlaunches * sizeof(tir_launch);
 	tir_artifact a = { .runner = &tir_runner_cuda, .image = (char *)(uintptr_t)at,
 			   .image_size = sl->image_size, .sm = sl->sm };
+	cuda_device_turn(&b->x.cu, true);
 	if (item_run(b, &a, &c, rep, max_rel_error) == 0) {
 		rep->status = TIR_MEASURE_OK;
 		rep->msg[0] = '\0';
 	}
 	item_release(b);
+	cuda_device_turn(&b->x.cu, false);
 	return item_must_end(b, rep) ? TIR_BATCH_END : 0;
 }
 

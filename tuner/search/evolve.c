@@ -177,7 +177,11 @@ typedef struct search {
 	int npool, cappool;
 	hashset in_pool;
 	hashset in_pool_prog;      /* their program_hash */
-	hashset flying, flying_prog;   /* pipeline: the batch being measured */
+	hashset flying, flying_prog;   /* pipeline: the batches being measured */
+	/* pipeline: a flight's thread says it ended (flight.ended) under fmu
+	 * and signals fcv */
+	pthread_mutex_t fmu;
+	pthread_cond_t fcv;
 
 	int round, done, errors;
 	search_stats st;
@@ -866,6 +870,7 @@ typedef struct flight {
 	int model_lag;
 	pthread_t th;
 	bool threaded;
+	bool ended;                /* its measuring returned (under S->fmu) */
 } flight;
 
 /* The batch (pool indices) copied into f. */
@@ -891,6 +896,15 @@ static void flight_fill(search *S, flight *f, int n, const int *batch)
 	}
 }
 
+/* The messages of a flight that is not recorded (the search failed). */
+static void flight_drop(flight *f)
+{
+	for (int i = 0; i < f->n; i++) {
+		free((char *)f->out[i].msg);
+		f->out[i].msg = NULL;
+	}
+}
+
 static void flight_free(flight *f)
 {
 	for (int i = 0; i < f->n; i++)
@@ -911,6 +925,10 @@ static void *flight_main(void *arg)
 	f->failed = S->measure(S->measure_ctx, S->w, S->t, f->n,
 			       (const char *const *)f->traces, f->out);
 	f->t1 = tir_now_s();
+	pthread_mutex_lock(&S->fmu);
+	f->ended = true;
+	pthread_cond_broadcast(&S->fcv);
+	pthread_mutex_unlock(&S->fmu);
 	return NULL;
 }
 
@@ -1097,25 +1115,36 @@ static void progress(search *S, int round)
 	S->o->on_progress(S->o->cb_ctx, &p);
 }
 
-/* The rounds with opts->pipeline: the batch of round k+1 is picked while
- * that of round k is measured (on the flight's thread), from what was
- * recorded up to round k-1 — the candidates in flight count as measured,
- * so none is picked twice — and round k's results are recorded (reported,
- * learnt, counted by the plateau rules) once the pick is made.  The order
- * of every draw is fixed, so a pipelined search is as deterministic as the
- * other (with the update in line); it differs from it, each batch picked
- * one batch of results earlier.  Returns 0 or -1; the plateau counters
- * are search_run's. */
+/* The rounds with opts->pipeline = D: the batch of round k+1 is picked
+ * while D batches are measured (each on its flight's own thread), from what
+ * was recorded before — the candidates in flight count as measured, so
+ * none is picked twice — and, once D are out, the next to end is recorded
+ * (reported, learnt, counted by the plateau rules) and the one picked sent
+ * at once.  Which is recorded next: the oldest (the default), so that the
+ * order of every draw is fixed and a pipelined search is as deterministic
+ * as the other (with the update in line), each batch picked D batches of
+ * results earlier; or, with opts->pipeline_any_order, whichever ends
+ * first, so that a batch held up by one slow build holds up only itself
+ * while a measurer that takes batches at once (tird-worker's slots) goes
+ * on with the others — not deterministic.  Returns 0 or -1; the plateau
+ * counters are search_run's. */
 static int pipelined(search *S, int *stale, int *flat, tir_error *err)
 {
 	const tir_tune_opts *o = S->o;
-	flight cur = { 0 };
-	bool flying = false;
+	int depth = o->pipeline < TIR_TUNE_PIPELINE_MAX ? o->pipeline : TIR_TUNE_PIPELINE_MAX;
+	if (!o->measure)           /* tir_measure_local: one batch at a time */
+		depth = 1;
+	flight fl[TIR_TUNE_PIPELINE_MAX];
+	int order[TIR_TUNE_PIPELINE_MAX];   /* fl indices in flight, oldest first */
+	int count = 0;
 	int rc = 0;
+	bool stop = false;
 	for (;;) {
-		int inflight = flying ? cur.n : 0;
+		int inflight = 0;
+		for (int k = 0; k < count; k++)
+			inflight += fl[order[k]].n;
 		int left = S->trials - S->done - inflight;
-		bool more = left > 0 && !(o->cancel && atomic_load(o->cancel));
+		bool more = !rc && !stop && left > 0 && !(o->cancel && atomic_load(o->cancel));
 		flight next = { 0 };
 		int n = 0;
 		if (more) {
@@ -1124,30 +1153,59 @@ static int pipelined(search *S, int *stale, int *flat, tir_error *err)
 			if (n < 0)
 				rc = -1;
 		}
-		if (flying) {
+		/* flights recorded: one while D are out, and every one when
+		 * nothing new goes out beside them */
+		double search_s = S->search_s;
+		int lag = S->model_lag;
+		while (count > 0 && (count >= depth || n <= 0)) {
+			int at = 0;        /* the oldest, or the first to end */
+			if (o->pipeline_any_order) {
+				pthread_mutex_lock(&S->fmu);
+				for (;;) {
+					at = 0;
+					while (at < count && !fl[order[at]].ended)
+						at++;
+					if (at < count)
+						break;
+					pthread_cond_wait(&S->fcv, &S->fmu);
+				}
+				pthread_mutex_unlock(&S->fmu);
+			}
+			flight *cur = &fl[order[at]];
 			double before = best_us(S);
-			flight_wait(&cur);
+			flight_wait(cur);
+			memmove(&order[at], &order[at + 1], sizeof *order * (size_t)(count - at - 1));
+			count--;
 			set_clear(&S->flying);
 			set_clear(&S->flying_prog);
-			double search_s = S->search_s;
-			int lag = S->model_lag;
+			for (int k = 0; k < count; k++) {
+				const flight *f = &fl[order[k]];
+				for (int i = 0; i < f->n; i++) {
+					set_put(&S->flying, f->hash[i], i);
+					set_put(&S->flying_prog, f->prog[i], i);
+				}
+			}
 			if (!rc)
-				rc = flight_record(S, &cur, err);
+				rc = flight_record(S, cur, err);
+			else
+				flight_drop(cur);
 			if (!rc) {
 				*stale = 0;
 				bool better = S->best >= 0 &&
 					      (before == 0 || best_us(S) < before * 0.999);
 				*flat = better ? 0 : *flat + 1;
-				progress(S, cur.round);
+				progress(S, cur->round);
 			}
-			S->search_s = search_s;     /* the round just picked: its own */
-			S->model_lag = lag;
-			flight_free(&cur);
-			flying = false;
+			flight_free(cur);
 		}
+		S->search_s = search_s;     /* the round just picked: its own */
+		S->model_lag = lag;
 		if (rc || !more) {
 			flight_free(&next);
-			break;
+			if (count == 0)
+				break;
+			stop = true;
+			continue;
 		}
 		if (n == 0) {
 			(*stale)++;
@@ -1155,17 +1213,26 @@ static int pipelined(search *S, int *stale, int *flat, tir_error *err)
 			progress(S, S->round);
 		}
 		if (*stale >= SEARCH_STALE_ROUNDS || *flat >= SEARCH_PATIENCE) {
+			/* what is in flight is measured already: it is recorded */
 			flight_free(&next);
-			break;
+			stop = true;
+			continue;
 		}
 		if (n > 0) {
-			cur = next;
-			for (int i = 0; i < cur.n; i++) {
-				set_put(&S->flying, cur.hash[i], i);
-				set_put(&S->flying_prog, cur.prog[i], i);
+			int slot = 0;      /* a free one: fl[] not in order[] */
+			for (bool used = true; used; slot += used) {
+				used = false;
+				for (int k = 0; k < count; k++)
+					used |= order[k] == slot;
 			}
-			flight_start(&cur, true);
-			flying = true;
+			flight *f = &fl[slot];
+			*f = next;
+			for (int i = 0; i < f->n; i++) {
+				set_put(&S->flying, f->hash[i], i);
+				set_put(&S->flying_prog, f->prog[i], i);
+			}
+			order[count++] = slot;
+			flight_start(f, true);
 		}
 	}
 	return rc;
@@ -1197,12 +1264,14 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	S.measure = o->measure ? o->measure : tir_measure_local;
 	S.measure_ctx = o->measure ? o->measure_ctx : &S.local;
 
+	pthread_mutex_init(&S.fmu, NULL);
+	pthread_cond_init(&S.fcv, NULL);
 	S.start_s = tir_now_s();
 	load_prior(&S);
 	if (o->async_update && S.model->update)
 		S.up = updater_start(&S);
 	int rc = 0, stale = 0, flat = 0;
-	while (!o->pipeline && S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
+	while (o->pipeline <= 0 && S.done < S.trials && !(o->cancel && atomic_load(o->cancel))) {
 		double before = best_us(&S);
 		S.round++;
 		int n = search_round(&S, err);
@@ -1217,7 +1286,7 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		if (stale >= SEARCH_STALE_ROUNDS || flat >= SEARCH_PATIENCE)
 			break;
 	}
-	if (o->pipeline && !rc)
+	if (o->pipeline > 0 && !rc)
 		rc = pipelined(&S, &stale, &flat, err);
 	if (S.up) {
 		/* every measured row in the model before tir_tune returns: the
@@ -1268,6 +1337,8 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	set_clear(&S.measured_prog);
 	set_clear(&S.flying);
 	set_clear(&S.flying_prog);
+	pthread_mutex_destroy(&S.fmu);
+	pthread_cond_destroy(&S.fcv);
 	pool_clear(&S);
 	free(S.pool);
 	measure_local_clear(&S.local);
