@@ -143,6 +143,8 @@ typedef struct log_ {
 	atomic_int invalid_seen;   /* measure functions may run at once (pipeline) */
 	atomic_int cancel;
 	int cancel_after_round;
+	int rounds[64];            /* the rounds on_progress reported, in order */
+	atomic_int nrounds;        /* read by a measure function (any order) */
 } log_;
 
 static void log_free(log_ *l)
@@ -191,6 +193,8 @@ static void on_progress(void *ctx, const tir_tune_progress *p)
 {
 	log_ *l = ctx;
 	ck_assert_int_le(p->trials_done, p->trials_total);
+	if (l->nrounds < 64 && !p->drain)
+		l->rounds[l->nrounds++] = p->round;
 	if (l->cancel_after_round && p->round >= l->cancel_after_round)
 		atomic_store(&l->cancel, 1);
 }
@@ -751,7 +755,7 @@ END_TEST
 
 /* ---- pipelining: the next batch searched while this one is measured -------------------- */
 
-static atomic_int pipe_measuring, pipe_overlaps, pipe_most;
+static atomic_int pipe_measuring, pipe_overlaps, pipe_most, pipe_calls, pipe_depth;
 
 static int pipe_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
 			const char *const *traces, tir_candidate *out)
@@ -761,6 +765,12 @@ static int pipe_measure(void *ctx, const tir_workload *w, const tir_target *t, i
 		if (atomic_compare_exchange_weak(&pipe_most, &most, now))
 			break;
 	int rc = fake_measure(ctx, w, t, n, traces, out);
+	/* the first batch lasts until the search sent as many as it keeps in
+	 * flight (at most 60 s: a slow machine's search takes longer than the
+	 * measuring's 100 ms) */
+	if (atomic_fetch_add(&pipe_calls, 1) == 0)
+		for (int i = 0; i < 60000 && atomic_load(&pipe_measuring) < atomic_load(&pipe_depth); i++)
+			usleep(1000);
 	usleep(100 * 1000);
 	atomic_fetch_sub(&pipe_measuring, 1);
 	return rc;
@@ -810,6 +820,8 @@ static void pipe_check(int depth)
 	tir_tune_result ra, rb;
 	atomic_store(&pipe_overlaps, 0);
 	atomic_store(&pipe_most, 0);
+	atomic_store(&pipe_calls, 0);
+	atomic_store(&pipe_depth, depth);
 	pipe_run(5, depth, &a, &ra);
 	ck_assert_int_eq(a.n, 36);
 	for (int i = 0; i < a.n; i++)
@@ -834,8 +846,8 @@ START_TEST(test_pipeline)
 }
 END_TEST
 
-/* pipeline_any_order: batches recorded as they end.  Every other batch
- * takes 400 ms, the rest 20 ms, so later batches end first. */
+/* pipeline_any_order: batches recorded as they end.  The first batch lasts
+ * until another was recorded (at most 60 s). */
 static pthread_mutex_t sent_mu = PTHREAD_MUTEX_INITIALIZER;
 static char *sent_first[64];       /* the first trace of each batch, as sent */
 static int nsent;
@@ -849,7 +861,10 @@ static int slow_measure(void *ctx, const tir_workload *w, const tir_target *t, i
 		sent_first[nsent++] = strdup(traces[0]);
 	pthread_mutex_unlock(&sent_mu);
 	int rc = fake_measure(ctx, w, t, n, traces, out);
-	usleep(k % 2 ? 20 * 1000 : 400 * 1000);
+	log_ *l = ctx;
+	for (int i = 0; k == 0 && i < 60000 && atomic_load(&l->nrounds) < 1; i++)
+		usleep(1000);
+	usleep(20 * 1000);
 	return rc;
 }
 
@@ -875,11 +890,14 @@ START_TEST(test_pipeline_any_order)
 	for (int i = 0; i < l.n; i++)
 		for (int j = 0; j < i; j++)
 			ck_assert_msg(strcmp(l.trace[i], l.trace[j]), "trial %d repeats %d", i, j);
-	/* recorded as they ended: some batch before one sent earlier */
-	bool overtaken = false;
+	/* recorded as they ended: round 2 before round 1 */
+	ck_assert_int_eq(l.nrounds, 6);
+	ck_assert_msg(l.rounds[0] == 2 && l.rounds[1] == 1, "rounds recorded %d, %d, ...",
+		      l.rounds[0], l.rounds[1]);
+	bool overtaken = false;    /* and its traces first */
 	for (int b = 0; b < nsent; b++)
 		overtaken |= strcmp(l.trace[8 * b], sent_first[b]) != 0;
-	ck_assert_msg(overtaken, "every batch recorded in the order it was sent");
+	ck_assert_msg(overtaken, "every batch's traces recorded in the order it was sent");
 	for (int b = 0; b < nsent; b++)
 		free(sent_first[b]);
 	log_free(&l);
