@@ -12,7 +12,10 @@
 #
 # A BINDIR holds tird, tird-worker and tirctl.  One line per run:
 #   build seed wall_s best_us rounds search_s measure_s update_s train_s drain_s
-# then the mean of each column per build.  With TUNE_AB_LOGS=DIR set, each
+# then the mean of each column per build (measure_s sums the batches'
+# measuring times, which overlap where a job keeps batches in flight at
+# once: a GPU job's; tird's log line "after round R ...: N candidates/s"
+# gives the job's own rate).  With TUNE_AB_LOGS=DIR set, each
 # run's tird log is kept as DIR/BUILD-SEED.log (the per-round lines: the
 # candidates a second and how busy the measurer was).
 set -u
