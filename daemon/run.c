@@ -131,6 +131,17 @@ static int stored_as(run_ctx *rc, const tir_candidate *c)
 	return ins;
 }
 
+/* rc for one pass of j's measuring: results stored by store_batch. */
+static void run_ctx_init(run_ctx *rc, jobs *js, job *j)
+{
+	*rc = (run_ctx){ js, j, { .d = js->d, .job_id = j->id, .canonical = j->canonical,
+				  .workload_key = j->key, .cancel = &j->cancel,
+				  .store = store_batch, .store_ctx = rc },
+			 tir_workload_flops(j->w), 0 };
+	pthread_mutex_init(&rc->mu, NULL);
+	pthread_mutex_init(&rc->mc.mu, NULL);
+}
+
 static void run_ctx_clear(run_ctx *rc)
 {
 	for (int k = 0; k <= TIR_TUNE_PIPELINE_MAX; k++)
@@ -318,13 +329,8 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	tird *d = js->d;
 	store_error err;
 	prior_set prior = { 0 };
-	run_ctx rm = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
-				.workload_key = j->key, .cancel = &j->cancel },
-		       tir_workload_flops(j->w), 0 };
-	pthread_mutex_init(&rm.mu, NULL);
-	pthread_mutex_init(&rm.mc.mu, NULL);
-	rm.mc.store = store_batch;
-	rm.mc.store_ctx = &rm;
+	run_ctx rm;
+	run_ctx_init(&rm, js, j);
 	int rmrc = remeasure_imports(&rm);
 	run_ctx_clear(&rm);
 	if (rmrc < 0) {
@@ -366,13 +372,8 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	if (want <= 0)             /* every stored candidate failed: try afresh */
 		want = j->trials;
 
-	run_ctx rc = { js, j, { .d = d, .job_id = j->id, .canonical = j->canonical,
-				.workload_key = j->key, .cancel = &j->cancel },
-		       tir_workload_flops(j->w), 0 };
-	pthread_mutex_init(&rc.mu, NULL);
-	pthread_mutex_init(&rc.mc.mu, NULL);
-	rc.mc.store = store_batch;
-	rc.mc.store_ctx = &rc;
+	run_ctx rc;
+	run_ctx_init(&rc, js, j);
 	tir_tune_opts o = { 0 };
 	o.trials = want;
 	o.batch = j->batch;

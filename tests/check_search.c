@@ -792,7 +792,10 @@ static int pipe_predict(void *self, const tir_workload *w, const tir_target *t, 
 	return 0;
 }
 
-static void pipe_run(uint64_t seed, int depth, log_ *l, tir_tune_result *r)
+/* A pipelined search of the matmul: `trials` in batches of 8, measured by
+ * `measure`, `depth` batches in flight. */
+static void pipe_run(uint64_t seed, int trials, int depth, bool any_order,
+		     tir_measure_batch_fn measure, log_ *l, tir_tune_result *r)
 {
 	static const tir_cost_model model = { "pipe", pipe_predict, NULL };
 	tir_workload *w = load(mm_json);
@@ -800,10 +803,11 @@ static void pipe_run(uint64_t seed, int depth, log_ *l, tir_tune_result *r)
 	search_space sp = local_space();
 	l->w = w;
 	l->t = &t;
-	tir_tune_opts o = fake_opts(l, seed, 36);
-	o.measure = pipe_measure;
+	tir_tune_opts o = fake_opts(l, seed, trials);
+	o.measure = measure;
 	o.model = &model;
 	o.pipeline = depth;
+	o.pipeline_any_order = any_order;
 	tir_error err = { "" };
 	ck_assert_msg(search_run(w, &t, &o, &sp, r, NULL, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(l->invalid_seen, 0);
@@ -822,14 +826,14 @@ static void pipe_check(int depth)
 	atomic_store(&pipe_most, 0);
 	atomic_store(&pipe_calls, 0);
 	atomic_store(&pipe_depth, depth);
-	pipe_run(5, depth, &a, &ra);
+	pipe_run(5, 36, depth, false, pipe_measure, &a, &ra);
 	ck_assert_int_eq(a.n, 36);
 	for (int i = 0; i < a.n; i++)
 		for (int j = 0; j < i; j++)
 			ck_assert_msg(strcmp(a.trace[i], a.trace[j]), "trial %d repeats %d", i, j);
 	ck_assert_msg(atomic_load(&pipe_overlaps) > 0, "no scoring during a measurement");
 	ck_assert_int_eq(atomic_load(&pipe_most), depth);
-	pipe_run(5, depth, &b, &rb);
+	pipe_run(5, 36, depth, false, pipe_measure, &b, &rb);
 	ck_assert_int_eq(b.n, a.n);
 	for (int i = 0; i < a.n; i++)
 		ck_assert_msg(!strcmp(a.trace[i], b.trace[i]), "run 2 differs at trial %d", i);
@@ -872,18 +876,8 @@ START_TEST(test_pipeline_any_order)
 {
 	log_ l = { 0 };
 	tir_tune_result r;
-	tir_workload *w = load(mm_json);
-	tir_target t = cpu();
-	search_space sp = local_space();
-	l.w = w;
-	l.t = &t;
-	tir_tune_opts o = fake_opts(&l, 5, 48);
-	o.measure = slow_measure;
-	o.pipeline = 2;
-	o.pipeline_any_order = true;
 	nsent = 0;
-	tir_error err = { "" };
-	ck_assert_msg(search_run(w, &t, &o, &sp, &r, NULL, &err) == 0, "%s", err.msg);
+	pipe_run(5, 48, 2, true, slow_measure, &l, &r);
 	/* the budget exactly, nothing measured twice */
 	ck_assert_int_eq(l.n, 48);
 	ck_assert_int_eq(nsent, 6);
@@ -902,7 +896,6 @@ START_TEST(test_pipeline_any_order)
 		free(sent_first[b]);
 	log_free(&l);
 	tir_tune_result_clear(&r);
-	tir_workload_free(w);
 }
 END_TEST
 
