@@ -33,6 +33,16 @@ under 1e-2).  Timing, median of REPEATS:
       kernel between cuProfilerStart and Stop; --ncu-csv reads ncu's log);
   (cw) as (c) from a run with --cache-control none (--ncu-csv-warm).
 An empty kernel timed the same ways comes first: the floor of each method.
+tird's side is also timed the way tird's runner times it: (r) back to back
+with the calls rotating through copies of the arguments that span twice the
+L2 (the recorded figure less its launch term); (re) the same with an empty
+kernel before each call, (ri) with a kernel before each call whose
+straight-line code leaves nothing of tird's code in the SMs' instruction
+caches, and (rl) with a read of twice the L2 and that kernel before each
+call (nothing of tird's code or data left in any cache), each less a graph
+of what runs before the calls alone.  Against (c), the summary
+counts how many of tird's figures each way (and each plus the launch term
+per kernel: an empty kernel back to back) lands within 5%.
 
 Prints one line per case: name dtype error, tird and torch under (a) and (b)
 (and (c) with --ncu-csv), the ratios torch/tird, tird's kernels, then the
@@ -183,6 +193,42 @@ class Timer:
             t.append(a.elapsed_time(b) * 1000 / B2B_CALLS)
         return sorted(t)[len(t) // 2]
 
+    def graph(self, fns):
+        """Median device time (us) of one replay of a CUDA graph of the calls
+        fns, in order."""
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for f in fns[:3]:
+                f()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for f in fns:
+                f()
+        g.replay()
+        torch.cuda.synchronize()
+        t = []
+        for _ in range(REPEATS):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            t.append(a.elapsed_time(b) * 1000)
+        return sorted(t)[len(t) // 2]
+
+    def between(self, calls, other, n=B2B_CALLS):
+        """n calls back to back with `other` before each, less n of `other`
+        alone: per call (us).  calls: the calls in rotation (one per copy)."""
+        seq = [calls[i % len(calls)] for i in range(n)]
+        both = self.graph([f for c in seq for f in (other, c)])
+        return (both - self.graph([other] * n)) / n
+
+    def read_l2(self):
+        """Reads twice the L2: it holds nothing of the call's, and no dirty line."""
+        torch.sum(self.flush)
+
     def isolated(self, fn, cold=True):
         fn()
         torch.cuda.synchronize()
@@ -209,6 +255,37 @@ MARK_PTX = b"""
 """
 
 
+def evict_ptx(n):
+    """A kernel of n multiply-adds (8 independent chains) in straight-line
+    code, 16 bytes of machine code each: run on every SM, it leaves no other
+    kernel's code in the SMs' instruction caches."""
+    body = "".join("    mad.lo.u32 %%r%d, %%r%d, %%r8, %d;\n" % (i % 8, i % 8, 2 * i + 1)
+                   for i in range(n))
+    sums = "".join("    add.u32 %%r0, %%r0, %%r%d;\n" % k for k in range(1, 8))
+    return ("""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry tird_harness_evict(.param .u64 out, .param .u32 a) {
+    .reg .u32 %r<9>;
+    .reg .u64 %p;
+    .reg .pred %q;
+    ld.param.u32 %r8, [a];
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, %r0; mov.u32 %r2, %r0; mov.u32 %r3, %r0; mov.u32 %r4, %r0;
+    mov.u32 %r5, %r0; mov.u32 %r6, %r0; mov.u32 %r7, %r0;
+""" + body + sums + """    setp.ne.u32 %q, %r0, 0;
+    @%q ret;
+    ld.param.u64 %p, [out];
+    st.global.u32 [%p], %r0;
+    ret;
+}
+""").encode()
+
+
+EVICT_MADS = 16384      # 256 KiB of code: more than an SM's instruction caches
+
+
 class Marker:
     """A kernel of its own name, launched between cases for ncu's log."""
 
@@ -221,6 +298,22 @@ class Marker:
            self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"tird_harness_mark"):
             raise RuntimeError("cannot load the marker kernel")
         self.fn = fn
+        emod, efn = ctypes.c_void_p(), ctypes.c_void_p()
+        if self.cu.cuModuleLoadData(ctypes.byref(emod), evict_ptx(EVICT_MADS)) or \
+           self.cu.cuModuleGetFunction(ctypes.byref(efn), emod, b"tird_harness_evict"):
+            raise RuntimeError("cannot load the instruction-cache evicting kernel")
+        self.efn = efn
+        self.sink = torch.zeros(1, device="cuda", dtype=torch.int32)
+        self.sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def evict(self):
+        """The evicting kernel: 2 blocks of 4 warps per SM."""
+        s = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        out, a = ctypes.c_uint64(self.sink.data_ptr()), ctypes.c_uint32(3)
+        args = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.byref(out), ctypes.c_void_p),
+                                     ctypes.cast(ctypes.byref(a), ctypes.c_void_p))
+        self.cu.cuLaunchKernel(self.efn, ctypes.c_uint(2 * self.sms), 1, 1, ctypes.c_uint(128), 1, 1,
+                               0, s, args, None)
 
     def __call__(self, idx, threads=1):
         """Launches the marker of segment idx: a grid of idx + 1 blocks."""
@@ -295,9 +388,11 @@ def main():
                                                        v[3 * len(v) // 4], len(v)))
     print("%-9s %-8s %9s " % ("name", "dtype", "error") + " ".join(
         "%9s %9s %7s" % ("tird_" + m, "torch_" + m, m) for m in methods) +
-        " kernels  tird_rec " + " ".join("%8s" % ("rec/%s-1" % m) for m in ("c", "cw") if m in segs),
+        " kernels  tird_rec " + " ".join("%8s" % ("rec/%s-1" % m) for m in ("c", "cw") if m in segs) +
+        "    tird_r   tird_re   tird_ri   tird_rl",
         flush=True)
     devs, gaps = {}, {}     # per ncu method: |recorded/ncu - 1|, (ncu - recorded) per kernel
+    versus = {}             # per way of timing tird: (|x/c - 1|, (c - x) per kernel)
     for case, line in enumerate(l for l in sys.stdin if l.strip()):
         name, dtype, key, js = line.split(" ", 3)
         try:
@@ -329,6 +424,19 @@ def main():
                     torch.cuda.cudart().cudaProfilerStop()
                 print("%-9s %-8s %9.2e profiled" % (name, dtype, err), flush=True)
                 continue
+            # tird's runner's way (calls rotating through copies spanning
+            # twice the L2), alone (r) and with an empty kernel (re) or the
+            # instruction-cache evicting kernel (ri) before each call
+            span = sum(t.numel() * t.element_size() for t in ins + outs)
+            ncp = max(1, min(B2B_CALLS, -(-timer.flush.numel() * 4 // max(span, 1))))
+            keep = [ins + outs] + [[t.clone() for t in ins] + [torch.empty_like(o) for o in outs]
+                                   for _ in range(ncp - 1)]
+            rot = [pack.caller(k, ts) for ts in keep]
+            seq = [rot[i % ncp] for i in range(B2B_CALLS)]
+            rx = (timer.graph(seq) / B2B_CALLS, timer.between(rot, lambda: marker(0)),
+                  timer.between(rot, marker.evict),
+                  timer.between(rot, lambda: (timer.read_l2(), marker.evict()), n=5))
+            del seq, rot, keep
             r = {"a": (timer.b2b(tird), timer.b2b(fn)),
                  "w": (timer.isolated(tird, cold=False), timer.isolated(fn, cold=False)),
                  "b": (timer.isolated(tird), timer.isolated(fn))}
@@ -352,8 +460,16 @@ def main():
                     devs.setdefault(m, []).append(abs(d))
                     gaps.setdefault(m, []).append((r[m][0] - rec) / max(nk, 1))
                     dev.append("%+7.1f%%" % (100 * d))
-            print("%-9s %-8s %9.2e %s %d %9.2f %s" % (name, dtype, err, " ".join(cells), nk,
-                                                      rec, " ".join(dev) or "-"), flush=True)
+            print("%-9s %-8s %9.2e %s %d %9.2f %s %9.2f %9.2f %9.2f %9.2f" % (
+                name, dtype, err, " ".join(cells), nk, rec, " ".join(dev) or "-", *rx), flush=True)
+            if "c" in r:
+                c_ = r["c"][0]
+                for lab, v in (("recorded", rec), ("r", rx[0]), ("r+term", rx[0] + nk * launch),
+                               ("re", rx[1]), ("re+term", rx[1] + nk * launch), ("ri", rx[2]),
+                               ("ri+term", rx[2] + nk * launch), ("rl", rx[3]),
+                               ("rl+term", rx[3] + nk * launch)):
+                    if v > 0:
+                        versus.setdefault(lab, []).append((abs(v / c_ - 1), (c_ - v) / max(nk, 1)))
         except Exception as e:
             print("%-9s %-8s failed: %s" % (name, dtype, str(e).splitlines()[0][:150]), flush=True)
     for m in sorted(devs):
@@ -362,6 +478,12 @@ def main():
             m, m, 100 * dv[len(dv) // 2], sum(d <= 0.05 for d in dv), len(dv)))
         print("ncu (%s) less the recorded figure, per kernel: median %.2f us, quartiles %.2f-%.2f" % (
             m, gp[len(gp) // 2], gp[len(gp) // 4], gp[3 * len(gp) // 4]))
+    for lab, v in versus.items():
+        dv, gp = sorted(x[0] for x in v), sorted(x[1] for x in v)
+        print("tird by %-8s against ncu (c): median |x/c-1| %.1f%%, within 5%%: %d of %d; "
+              "(c) less it per kernel: median %.2f us, quartiles %.2f-%.2f" % (
+                  lab, 100 * dv[len(dv) // 2], sum(d <= 0.05 for d in dv), len(dv),
+                  gp[len(gp) // 2], gp[len(gp) // 4], gp[3 * len(gp) // 4]))
     for (dtype, m), v in sorted(logs.items()):
         print("geomean torch/tird %s method (%s): %.3f over %d workloads" % (
             dtype, m, math.exp(sum(v) / len(v)), len(v)))
