@@ -171,27 +171,8 @@ class Timer:
         self.flush = torch.empty(2 * l2 // 4, device="cuda", dtype=torch.float32)
 
     def b2b(self, fn):
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(B2B_CALLS):
-                fn()
-        g.replay()
-        torch.cuda.synchronize()
-        t = []
-        for _ in range(REPEATS):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            t.append(a.elapsed_time(b) * 1000 / B2B_CALLS)
-        return sorted(t)[len(t) // 2]
+        """Back to back: a graph of B2B_CALLS calls, device time per call (us)."""
+        return self.graph([fn] * B2B_CALLS) / B2B_CALLS
 
     def graph(self, fns):
         """Median device time (us) of one replay of a CUDA graph of the calls
