@@ -2,7 +2,7 @@
  * service.c — the tirctl commands that talk to a tird over HTTP:
  *
  *   tune FILE|- --target T [--trials N] [--batch B] [--cost-model xgboost|random]
- *        [--seed N] [--fusion inductor|tvm|eager] [--wait] [--timeout S]
+ *        [--seed N] [--patience P] [--fusion inductor|tvm|eager] [--wait] [--timeout S]
  *   jobs [--state S] [--limit N]     status JOB     wait JOB     cancel JOB
  *   best OP [--target T] [--where KEY=VALUE ...]
  *   show KEY [--target T] [--tir|--trace|--source]
@@ -34,6 +34,8 @@ typedef struct args {
 	long trials, batch, limit;
 	long long seed;            /* with has_seed */
 	bool has_seed;
+	long patience;             /* with has_patience; 0: never stop early */
+	bool has_patience;
 	double timeout_s;
 	bool wait, tir, trace, source, trust;
 	const char *where[32];
@@ -95,6 +97,16 @@ static int parse(int argc, char **argv, const char *accepts, int maxpos, tirctl_
 				return -1;
 			}
 			a->has_seed = true;
+		}
+		else if (!strcmp(n, "patience")) {
+			errno = 0;
+			a->patience = strtol(v, &end, 10);
+			if (errno || *end || a->patience < 0 || !(*v >= '0' && *v <= '9')) {
+				tirctl_err("%s: --patience takes a non-negative integer (rounds; "
+					   "0: never stop early)", argv[0]);
+				return -1;
+			}
+			a->has_patience = true;
 		}
 		else if (!strcmp(n, "where")) {
 			if (a->nwhere == 32 || !strchr(v, '=')) {
@@ -340,7 +352,7 @@ static int tune_plan(tirctl_globals *g, const args *a, const cJSON *wj);
 int tirctl_tune(tirctl_globals *g, int argc, char **argv)
 {
 	args a;
-	if (parse(argc, argv, "target trials batch cost-model seed fusion wait timeout", 1, g, &a))
+	if (parse(argc, argv, "target trials batch cost-model seed patience fusion wait timeout", 1, g, &a))
 		return TIRCTL_USAGE;
 	size_t len;
 	int rc;
@@ -401,12 +413,14 @@ static char *job_body(const args *a, cJSON *w)
 		cJSON_AddNumberToObject(body, "trials", (double)a->trials);
 	if (a->batch)
 		cJSON_AddNumberToObject(body, "batch", (double)a->batch);
-	if (a->cost_model || a->has_seed) {
+	if (a->cost_model || a->has_seed || a->has_patience) {
 		cJSON *so = cJSON_AddObjectToObject(body, "search");
 		if (a->cost_model)
 			cJSON_AddStringToObject(so, "cost_model", a->cost_model);
 		if (a->has_seed)
 			cJSON_AddNumberToObject(so, "seed", (double)a->seed);
+		if (a->has_patience)
+			cJSON_AddNumberToObject(so, "patience", (double)a->patience);
 	}
 	char *s = cJSON_PrintUnformatted(body);
 	cJSON_Delete(body);

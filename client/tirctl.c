@@ -20,10 +20,12 @@
 /* X(name, function or NULL (needs the service), arguments, what it does) */
 #define TIRCTL_COMMANDS(X) \
 	X(tune,    tirctl_tune, "FILE|- --target T [--trials N] [--batch B] " \
-	  "[--cost-model xgboost|random] [--seed N] [--fusion inductor|tvm|eager|measured|none] [--wait] [--timeout S]", \
+	  "[--cost-model xgboost|random] [--seed N] [--patience P] [--fusion inductor|tvm|eager|measured|none] [--wait] [--timeout S]", \
 	  "submit a tuning job; with --wait show progress and the best result;\n" \
 	  "           --cost-model ranks candidates by the target's shared XGBoost model\n" \
-	  "           (default) or at random, --seed makes the search repeatable;\n" \
+	  "           (default) or at random, --seed makes the search repeatable,\n" \
+	  "           --patience ends it after P rounds in a row found nothing faster\n" \
+	  "           (0: never; default: the service's default_patience);\n" \
 	  "           a graph is planned (--fusion, inductor by default; none: one\n" \
 	  "           program) and each kernel tuned as a job of its own\n" \
 	  "           (with --wait: each kernel's best and the graph's total; measured:\n" \

@@ -259,19 +259,22 @@ static bool json_int(const cJSON *body, const char *name, long lo, long hi, long
 
 #define SEED_MAX 9007199254740991.0        /* 2^53 - 1: exact as a JSON number */
 
-/* "search": {"cost_model": "xgboost" | "random", "seed": N}, both optional,
- * into rq's cost_model, has_seed and seed.  false after answering 400. */
+/* "search": {"cost_model": "xgboost" | "random", "seed": N, "patience": P},
+ * each optional, into rq's cost_model, has_seed, seed, has_patience and
+ * patience.  false after answering 400. */
 static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 {
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "search");
 	snprintf(rq->cost_model, sizeof rq->cost_model, "%s", tird_cost_models[0]);
 	rq->has_seed = false;
 	rq->seed = 0;
+	rq->has_patience = false;
+	rq->patience = 0;
 	if (!s)
 		return true;
 	if (!cJSON_IsObject(s)) {
 		http_error(out, 400, "bad_request", "search: expected an object {\"cost_model\": "
-			   "\"xgboost\" | \"random\", \"seed\": N}");
+			   "\"xgboost\" | \"random\", \"seed\": N, \"patience\": P}");
 		return false;
 	}
 	for (const cJSON *k = s->child; k; k = k->next) {
@@ -300,9 +303,20 @@ static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 			}
 			rq->seed = (int64_t)k->valuedouble;
 			rq->has_seed = true;
+		} else if (!strcmp(k->string, "patience")) {
+			if (!cJSON_IsNumber(k) || !(k->valuedouble >= 0) ||
+			    k->valuedouble > TIRD_PATIENCE_MAX ||
+			    (double)(int)k->valuedouble != k->valuedouble) {
+				http_error(out, 400, "bad_request", "search.patience: expected an "
+					   "integer in [0, %d] (rounds; 0: never stop early)",
+					   TIRD_PATIENCE_MAX);
+				return false;
+			}
+			rq->patience = (int)k->valuedouble;
+			rq->has_patience = true;
 		} else {
 			http_error(out, 400, "bad_request", "search: unknown key \"%s\" (expected "
-				   "cost_model, seed)", k->string);
+				   "cost_model, seed, patience)", k->string);
 			return false;
 		}
 	}
@@ -379,7 +393,8 @@ out:
 }
 
 /* POST /v1/jobs: {"workload": {...}, "target": "cpu", "trials": N,
- * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S},
+ * "batch": B, "search": {"cost_model": "xgboost" | "random", "seed": S,
+ * "patience": P},
  * "fusion": M}: a graph is planned (submit_plan; Inductor's plan by default,
  * "none": tuned as one program).
  * Answers the job: 201 new, 200 joined ("joined": true) or cached

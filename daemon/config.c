@@ -310,6 +310,11 @@ int config_finish(tird_config *c, char *msg, size_t n)
 			 "must be positive (tuning_threads at most 64), max_body at least 256");
 		return -1;
 	}
+	if (c->default_patience < 0 || c->default_patience > TIRD_PATIENCE_MAX) {
+		snprintf(msg, n, "default_patience must be 0 (never stop early) to %d rounds "
+			 "(given %ld)", TIRD_PATIENCE_MAX, c->default_patience);
+		return -1;
+	}
 	if (c->worker_wait_s < 1 || c->max_queued_jobs < 1 || c->max_connections < 1 ||
 	    c->max_connections_per_ip < 0 || c->idle_timeout_s < 1 || c->model_save_rows < 1 ||
 	    c->model_save_s < 1) {

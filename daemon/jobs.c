@@ -204,6 +204,8 @@ static void do_view(const job *j, job_view *v)
 	memcpy(sj->cost_model, j->cost_model, sizeof sj->cost_model);
 	sj->has_seed = j->has_seed;
 	sj->seed = j->seed;
+	sj->has_patience = j->has_patience;
+	sj->patience = j->patience;
 	sj->state = j->state;
 	sj->trials_done = j->trials_done;
 	sj->errors = j->errors;
@@ -302,6 +304,8 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	snprintf(sj.cost_model, sizeof sj.cost_model, "%s", rq->cost_model);
 	sj.has_seed = rq->has_seed;
 	sj.seed = rq->seed;
+	sj.has_patience = rq->has_patience;
+	sj.patience = rq->patience;
 	if (have == 1 && b.record_id[0] && b.trials >= rq->trials) {
 		sj.state = STORE_JOB_DONE;
 		sj.cached = true;
@@ -365,6 +369,8 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	memcpy(j->cost_model, sj.cost_model, sizeof j->cost_model);
 	j->has_seed = sj.has_seed;
 	j->seed = sj.seed;
+	j->has_patience = sj.has_patience;
+	j->patience = sj.patience;
 	j->state = STORE_JOB_QUEUED;
 	j->trials_done = sj.trials_done;
 	j->best_us = sj.best_us;
@@ -782,6 +788,8 @@ static int do_load(jobs *js, const store_job *sj, job **out, tir_error *terr,
 		 sj->cost_model[0] ? sj->cost_model : tird_cost_models[0]);
 	j->has_seed = sj->has_seed;
 	j->seed = sj->seed;
+	j->has_patience = sj->has_patience;
+	j->patience = sj->patience;
 	j->state = STORE_JOB_QUEUED;
 	j->trials_done = sj->trials_done;
 	j->best_us = sj->best_us;

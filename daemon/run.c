@@ -377,6 +377,10 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	tir_tune_opts o = { 0 };
 	o.trials = want;
 	o.batch = j->batch;
+	/* the job's patience, else the daemon's: rounds in a row measuring
+	 * nothing faster that end the search short of its trials; 0 none do */
+	int patience = j->has_patience ? j->patience : (int)d->cfg.default_patience;
+	o.patience = patience;
 	/* a given seed makes the run deterministic given the same measurements;
 	 * else one is derived from the job and what was stored before */
 	o.seed = j->has_seed ? (uint64_t)j->seed
@@ -427,10 +431,13 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	o.cancel = &j->cancel;
 	tir_tune_result res = { 0 };
 	tir_error terr = { "" };
+	char pat[48] = "no early stop";
+	if (patience > 0)
+		snprintf(pat, sizeof pat, "patience %d rounds", patience);
 	log_info("job %lld: tuning %d more trials (%d stored) in batches of %d, %s model, "
-		 "seed %llu%s", (long long)j->id, want, prior.n, j->batch,
+		 "seed %llu%s, %s", (long long)j->id, want, prior.n, j->batch,
 		 xgb ? "xgboost" : "random", (unsigned long long)o.seed,
-		 j->has_seed ? "" : " (derived)");
+		 j->has_seed ? "" : " (derived)", pat);
 	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
 	tir_tune_end end = res.end;
 	tir_tune_result_clear(&res);
@@ -454,7 +461,7 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 		char why[128] = "";
 		if (end == TIR_TUNE_END_PLATEAU)
 			snprintf(why, sizeof why, "; stopped early: %d rounds in a row measured "
-				 "nothing faster", TIR_TUNE_PATIENCE);
+				 "nothing faster", patience);
 		else if (end == TIR_TUNE_END_EXHAUSTED)
 			snprintf(why, sizeof why, "; stopped early: %d rounds in a row found no "
 				 "candidate not measured already", TIR_TUNE_STALE_ROUNDS);

@@ -112,6 +112,10 @@ char *tird_strdup(const char *s);
 
 /* ---- config.c ------------------------------------------------------------------ */
 
+/* The most rounds a patience may name (default_patience, a job's
+ * "search": {"patience"}). */
+#define TIRD_PATIENCE_MAX 10000
+
 /* Every setting once: X(name, type, field, default, help).  A config file
  * line is `name = value`; the flag is --name with '_' written as '-'. */
 #define TIRD_CONFIG(X) \
@@ -125,6 +129,7 @@ char *tird_strdup(const char *s);
 	X(default_trials,  INT,  default_trials,  "64",    "trials of a job that names none") \
 	X(max_trials,      INT,  max_trials,      "100000", "most trials one job may ask") \
 	X(default_batch,   INT,  default_batch,   "16",    "candidates measured per round") \
+	X(default_patience, INT, default_patience, "0",    "rounds in a row without a faster candidate that end a job naming no patience early (0: never)") \
 	X(pipeline,        STR,  pipeline,        "auto",  "batches of a job measured while its next is searched, 0-4, or auto: 2 on a GPU, 0 on a CPU") \
 	X(lease_s,         INT,  lease_s,         "15",    "a silent worker loses its lease after this") \
 	X(job_lease_s,     INT,  job_lease_s,     "15",    "a replica's claim of a job lapses after this unless renewed; another replica then takes the job over") \
@@ -378,6 +383,8 @@ typedef struct job_request {
 	char cost_model[16];       /* one of tird_cost_models */
 	bool has_seed;             /* false: a seed is derived at every run */
 	int64_t seed;
+	bool has_patience;         /* false: default_patience at every run */
+	int patience;              /* 0 to TIRD_PATIENCE_MAX; 0: never stop early */
 } job_request;
 
 /* How a submission was answered (the team-cache rules, jobs.c). */

@@ -75,6 +75,10 @@ cJSON *view_job(tird *d, const job_view *v)
 		cJSON_AddNumberToObject(so, "seed", (double)sj->seed);
 	else
 		cJSON_AddNullToObject(so, "seed");
+	if (sj->has_patience)
+		cJSON_AddNumberToObject(so, "patience", sj->patience);
+	else
+		cJSON_AddNullToObject(so, "patience");
 	cJSON_AddNumberToObject(o, "trials_done", sj->trials_done);
 	cJSON_AddNumberToObject(o, "errors", sj->errors);
 	if (sj->best_us > 0) {

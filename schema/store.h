@@ -121,6 +121,10 @@ typedef struct store_job {
 	char cost_model[16];
 	bool has_seed;
 	int64_t seed;
+	/* its patience (008_job_patience.sql): the flat rounds that end its
+	 * search, 0 none do (has_patience false: the user named none) */
+	bool has_patience;
+	int patience;
 	/* the claim (004_job_lease.sql), read back only: the replica that
 	 * runs or last ran it ("" none), until when its lease holds (0: none),
 	 * and whether a user asked it to stop */

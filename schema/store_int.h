@@ -23,7 +23,7 @@
 /* The columns of a job row, in job_from_row's order. */
 #define JOB_COLS "id, workload_key, target, trials, batch, state, cached, trials_done, " \
 	"errors, best_us, message, created, started, finished, cost_model, seed, " \
-	"owner, lease_until, cancel_requested"
+	"owner, lease_until, cancel_requested, patience"
 
 /* The columns of a record row, in record_from_row's order. */
 #define REC_COLS "id, workload_key, target, trace, status, latency_us, max_rel_error, " \
@@ -48,8 +48,8 @@
 		      "ON CONFLICT DO NOTHING") \
 	X(JOB_INSERT, "INSERT INTO jobs(workload_key, target, trials, batch, state, cached, " \
 		      "trials_done, errors, best_us, message, created, started, finished, " \
-		      "cost_model, seed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
-		      "?12, ?13, coalesce(?14, 'xgboost'), ?15) RETURNING id") \
+		      "cost_model, seed, patience) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " \
+		      "?10, ?11, ?12, ?13, coalesce(?14, 'xgboost'), ?15, ?16) RETURNING id") \
 	X(JOB_STATE,  "SELECT state, owner FROM jobs WHERE id = ?1") \
 	X(JOB_MOVE,   "UPDATE jobs SET state = ?2, message = coalesce(?3, message), " \
 		      "started = coalesce(?4, started), finished = ?5, lease_until = " \

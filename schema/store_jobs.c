@@ -61,6 +61,8 @@ static int do_job_insert(store *s, store_job *j, store_error *err)
 	bind_text(q, 14, j->cost_model[0] ? j->cost_model : NULL);
 	if (j->has_seed)
 		bind_int64(q, 15, j->seed);
+	if (j->has_patience)
+		bind_int64(q, 16, j->patience);
 	int rc = step(q, err);
 	if (rc == DB_ROW)
 		j->id = col_int64(q, 0);
@@ -179,6 +181,8 @@ static void job_from_row(db_stmt *q, store_job *j)
 	col_copy(q, 16, j->owner, sizeof j->owner);
 	j->lease_until = col_real(q, 17);
 	j->cancel_requested = col_int64(q, 18) != 0;
+	j->has_patience = !col_null(q, 19);
+	j->patience = j->has_patience ? (int)col_int64(q, 19) : 0;
 }
 
 int store_job_get(store *s, int64_t id, store_job *j, store_error *err)

@@ -450,6 +450,56 @@ START_TEST(test_cancel)
 }
 END_TEST
 
+/* Every candidate slower than all before it: the first round's best is never
+ * beaten, so every later round is flat. */
+static int rising_measure(void *ctx, const tir_workload *w, const tir_target *t, int n,
+			  const char *const *traces, tir_candidate *out)
+{
+	log_ *l = ctx;
+	(void)w, (void)t, (void)traces;
+	for (int i = 0; i < n; i++)
+		out[i] = (tir_candidate){ .status = TIR_MEASURE_OK, .latency_us = 10.0 + l->n + i };
+	return 0;
+}
+
+/* patience p (0: none); its rounds */
+static int run_flat(int patience, tir_tune_result *r)
+{
+	log_ l = { 0 };
+	tir_workload *w = load(mm_json);
+	tir_target t = cpu();
+	search_space sp = local_space();
+	tir_tune_opts o = fake_opts(&l, 5, 96);
+	o.measure = rising_measure;
+	o.patience = patience;
+	tir_error err = { "" };
+	ck_assert_msg(search_run(w, &t, &o, &sp, r, NULL, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(l.n, r->trials);
+	log_free(&l);
+	tir_workload_free(w);
+	return r->rounds;
+}
+
+START_TEST(test_patience)
+{
+	tir_tune_result r;
+	/* the best in round 1, then p flat rounds: the search ends there */
+	ck_assert_int_eq(run_flat(2, &r), 3);
+	ck_assert_int_eq(r.trials, 24);
+	ck_assert_int_eq(r.end, TIR_TUNE_END_PLATEAU);
+	ck_assert(r.best_us == 10.0);
+	tir_tune_result_clear(&r);
+	ck_assert_int_eq(run_flat(6, &r), 7);
+	ck_assert_int_eq(r.end, TIR_TUNE_END_PLATEAU);
+	tir_tune_result_clear(&r);
+	/* none (the default): the whole budget, 12 rounds of 8 */
+	ck_assert_int_eq(run_flat(0, &r), 12);
+	ck_assert_int_eq(r.trials, 96);
+	ck_assert_int_eq(r.end, TIR_TUNE_END_BUDGET);
+	tir_tune_result_clear(&r);
+}
+END_TEST
+
 /* ---- mutation legality ------------------------------------------------------------------ */
 
 /* The product of a perfect tile decision and its innermost factor. */
@@ -1435,6 +1485,7 @@ static Suite *make_search_suite(void)
 	tcase_add_test(tc, test_no_repeats_and_budget);
 	tcase_add_test(tc, test_no_program_repeats);
 	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_patience);
 	tcase_add_test(tc, test_mutation_legality_matmul);
 	tcase_add_test(tc, test_mutation_legality_conv);
 	tcase_add_test(tc, test_mutation_legality_sketches);

@@ -607,18 +607,27 @@ START_TEST(job_search_options_round_trip)
 	store_job z = j;
 	z.has_seed = true;
 	z.seed = 0;                                      /* 0 is a seed, not "none" */
+	z.has_patience = true;
+	z.patience = 0;                                  /* 0: never stop early, not "none" */
 	ck_assert_int_eq(store_job_insert(db, &z, &err), 0);
+	k.has_patience = true;
+	k.patience = 12;
+	k.id = 0;
+	ck_assert_int_eq(store_job_insert(db, &k, &err), 0);
 	store_job g;
 	ck_assert_int_eq(store_job_get(db, j.id, &g, &err), 1);
 	ck_assert_str_eq(g.cost_model, "xgboost");
 	ck_assert(!g.has_seed);
+	ck_assert(!g.has_patience);
 	store_job_clear(&g);
 	ck_assert_int_eq(store_job_get(db, k.id, &g, &err), 1);
 	ck_assert_str_eq(g.cost_model, "random");
 	ck_assert(g.has_seed && g.seed == 9007199254740991LL);
+	ck_assert(g.has_patience && g.patience == 12);
 	store_job_clear(&g);
 	ck_assert_int_eq(store_job_get(db, z.id, &g, &err), 1);
 	ck_assert(g.has_seed && g.seed == 0);
+	ck_assert(g.has_patience && g.patience == 0);
 	store_job_clear(&g);
 }
 END_TEST

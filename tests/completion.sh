@@ -64,7 +64,7 @@ expect "tirctl tu" "tune"
 expect "tirctl w" "wait workers"
 expect "tirctl --ser" "--server"
 expect "tirctl --server http://127.0.0.1:9 --json st" "status"
-expect "tirctl tune x.json --" "--target --trials --batch --cost-model --seed --fusion --wait --timeout --json"
+expect "tirctl tune x.json --" "--target --trials --batch --cost-model --seed --patience --fusion --wait --timeout --json"
 lacks "tirctl tune x.json --" --mode --out --trust
 expect "tirctl tune x.json --fusion " "inductor tvm eager measured none"
 expect "tirctl tune x.json --cost-model=r" "random"

@@ -86,8 +86,8 @@ timeout 300 "$TIRCTL" --server "$ua" --json tune "$tmp/mm16.json" --target cpu -
 mkdb tird
 start pg "$pg/tird" --local-workers none
 up=$u; tp=$last
-grep -q "db postgresql://tird@127.0.0.1:$pgport/tird, schema 7" "$tmp/pg.log" \
-	&& pass "tird on PostgreSQL: schema 7" || fail "tird on PostgreSQL: $(head -3 "$tmp/pg.log")"
+grep -q "db postgresql://tird@127.0.0.1:$pgport/tird, schema 8" "$tmp/pg.log" \
+	&& pass "tird on PostgreSQL: schema 8" || fail "tird on PostgreSQL: $(head -3 "$tmp/pg.log")"
 imp=$("$TIRCTL" --server "$up" --json import --trust "$tmp/a.json")
 printf '%s' "$imp" | jq -e ".imported==$n" >/dev/null && pass "import --trust into PostgreSQL: $n" \
 	|| fail "import into PostgreSQL: $imp"

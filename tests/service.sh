@@ -419,8 +419,8 @@ job=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4 --batch 4)
 id=$(printf '%s' "$job" | jq -r .job_id)
 printf '%s' "$job" | jq -e '.job_id and .state=="queued"' >/dev/null && pass "tune: job $id queued" \
 	|| fail "tune: $job"
-printf '%s' "$job" | jq -e '.search == {"cost_model": "xgboost", "seed": null}' >/dev/null \
-	&& pass "default search options: xgboost, a derived seed" || fail "default search: $job"
+printf '%s' "$job" | jq -e '.search == {"cost_model": "xgboost", "seed": null, "patience": null}' >/dev/null \
+	&& pass "default search options: xgboost, a derived seed, tird's patience" || fail "default search: $job"
 again=$(ctl --json tune "$tmp/mm16.json" --target cpu --trials 4)
 printf '%s' "$again" | jq -e ".job_id==$id and .joined==true" >/dev/null \
 	&& pass "identical submission joins job $id" || fail "dedupe: $again"
@@ -509,22 +509,33 @@ printf '%s' "$fm" | jq -e '.mode=="measured" and (.decisions|length)==1 and .lat
 ctl tune "$tmp/s16.json" --target cpu --fusion measured >/dev/null 2>&1; rc=$?
 [ $rc = 2 ] && pass "tune --fusion measured without --wait: usage error" || fail "measured without wait: rc $rc"
 
-# ---- search options: cost model and seed (worker B still serves) ------------------------------
+# ---- search options: cost model, seed and patience (worker B still serves) ---------------------
 echo '{"op":"matmul","M":8,"N":8,"K":8}' > "$tmp/mm8.json"
 job3=$(ctl --json tune "$tmp/mm8.json" --target cpu --trials 4 --batch 4 --cost-model random --seed 7)
 id3=$(printf '%s' "$job3" | jq -r .job_id)
-printf '%s' "$job3" | jq -e '.search == {"cost_model": "random", "seed": 7}' >/dev/null \
+printf '%s' "$job3" | jq -e '.search == {"cost_model": "random", "seed": 7, "patience": null}' >/dev/null \
 	&& pass "tune --cost-model random --seed 7: job $id3 carries them" || fail "search options: $job3"
 timeout 300 "$TIRCTL" --json wait "$id3" >/dev/null; rc=$?
 st3=$(ctl --json status "$id3")
 [ $rc -eq 0 ] && printf '%s' "$st3" | jq -e '.state=="done" and .search.cost_model=="random" and .search.seed==7' >/dev/null \
 	&& pass "job $id3 finished under the random model, seed 7" || fail "random job: exit $rc $st3"
-grep -q "job $id3: tuning .* random model, seed 7$" "$tmp/tird.log" \
-	&& pass "the run used the random model and seed 7" || fail "no random run of job $id3 in the log"
+grep -q "job $id3: tuning .* random model, seed 7, no early stop$" "$tmp/tird.log" \
+	&& pass "the run used the random model, seed 7 and no early stop (the default)" \
+	|| fail "no random run of job $id3 in the log"
+# a patience of the job's own (a workload of its own: mm8's records are stored)
+echo '{"op":"matmul","M":8,"N":8,"K":16}' > "$tmp/mm816.json"
+job4=$(ctl --json tune "$tmp/mm816.json" --target cpu --trials 4 --batch 4 --patience 3)
+id4=$(printf '%s' "$job4" | jq -r .job_id)
+timeout 300 "$TIRCTL" --json wait "$id4" >/dev/null
+printf '%s' "$(ctl --json status "$id4")" | jq -e '.state=="done" and .search.patience==3' >/dev/null &&
+	grep -q "job $id4: tuning .*, patience 3 rounds$" "$tmp/tird.log" \
+	&& pass "tune --patience 3: job $id4 ran with it" || fail "patience 3: $job4"
 for bad in '"search":"random"|search:' '"search":{"cost_model":"gbm"}|search.cost_model' \
 	'"search":{"cost_model":null}|search.cost_model' '"search":{"seed":-1}|search.seed' \
 	'"search":{"seed":1.5}|search.seed' '"search":{"seed":"7"}|search.seed' \
-	'"search":{"seeds":7}|"seeds"'; do
+	'"search":{"seeds":7}|"seeds"' '"search":{"patience":-1}|search.patience' \
+	'"search":{"patience":2.5}|search.patience' '"search":{"patience":"6"}|search.patience' \
+	'"search":{"patience":10001}|search.patience'; do
 	b=${bad%|*}; field=${bad##*|}
 	code=$(curl -s -o "$tmp/r" -w '%{http_code}' -H "$auth" -X POST \
 		--data-binary "{\"workload\":$(cat "$tmp/mm8.json"),\"target\":\"cpu\",$b}" "$url/v1/jobs")
@@ -536,6 +547,13 @@ ctl tune "$tmp/mm8.json" --target cpu --cost-model gbm 2>"$tmp/err"; rc=$?
 	|| fail "tirctl --cost-model gbm: exit $rc $(cat "$tmp/err")"
 ctl tune "$tmp/mm8.json" --target cpu --seed -3 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && pass "tirctl --seed -3: usage error" || fail "tirctl --seed -3: exit $rc"
+ctl tune "$tmp/mm8.json" --target cpu --patience x 2>"$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--patience takes a non-negative integer' "$tmp/err" && pass "tirctl --patience x: usage error" \
+	|| fail "tirctl --patience x: exit $rc"
+"$TIRD" --listen 127.0.0.1:1 --db "$tmp/never.db" --default-patience -1 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] && grep -q 'default_patience' "$tmp/err" && [ ! -e "$tmp/never.db" ] \
+	&& pass "tird --default-patience -1: refused, naming it, no database made" \
+	|| fail "default_patience -1: exit $rc $(cat "$tmp/err")"
 
 # ---- export / import round trip into a second tird --------------------------------------------
 n=0

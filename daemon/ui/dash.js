@@ -329,11 +329,13 @@ async function pageJob() {
 	const rs = recs.records;
 	const mine = rs.filter(r => r.job_id === id).length;
 	show(el('h2', {}, `Job ${id}: ${d.workload.op} on ${d.target}`),
-	     table('job', ['state', 'workload', 'model', 'seed', 'trials done', 'trials', 'errors', 'best \u00b5s',
-			   'best GFLOP/s', 'created', 'finished'],
+	     table('job', ['state', 'workload', 'model', 'seed', 'patience', 'trials done', 'trials', 'errors',
+			   'best \u00b5s', 'best GFLOP/s', 'created', 'finished'],
 		   [el('tr', {}, el('td', { class: 'state-' + d.state }, d.state),
 		       el('td', {}, el('a', { href: '/ui/workload?key=' + d.workload_key }, shape(d.workload))),
 		       el('td', {}, d.search.cost_model), el('td', {}, d.search.seed === null ? 'derived' : d.search.seed),
+		       el('td', {}, d.search.patience === null ? "tird's" : d.search.patience === 0 ? 'none'
+				    : d.search.patience + ' rounds'),
 		       num('trials_done', d.trials_done), num('trials', d.trials), num('errors', d.errors),
 		       num('best_us', d.best_us), num('best_gflops', d.best_gflops),
 		       el('td', {}, when(d.created)), el('td', {}, when(d.finished)))]),

@@ -75,7 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(c.tuning_threads >= 1 && c.tuning_threads <= 64 && c.default_batch >= 1 &&
 		    c.default_trials >= 1 && c.lease_s >= 1 && c.max_body >= 256 &&
 		    c.worker_wait_s >= 1 && c.max_queued_jobs >= 1 && c.max_connections >= 1 &&
-		    c.idle_timeout_s >= 1, "a count out of range");
+		    c.idle_timeout_s >= 1 && c.default_patience >= 0 &&
+		    c.default_patience <= TIRD_PATIENCE_MAX, "a count out of range");
 	FUZZ_ASSERT(c.limits.max_extent > 0 && c.limits.max_elements > 0 && c.limits.max_flops > 0,
 		    "limits");
 	FUZZ_ASSERT(!sep || c.ntokens >= 1, "a token file of no token accepted");

@@ -34,7 +34,7 @@
  *      once and scoring with the model's last finished training.
  *
  * The search stops at the trial budget, on cancel (after the round), or at a
- * plateau (search.h: SEARCH_STALE_ROUNDS, SEARCH_PATIENCE).
+ * plateau (search.h: SEARCH_STALE_ROUNDS, and opts->patience when given).
  *
  * Determinism: every random choice draws from one generator seeded by
  * opts->seed, or from schedules seeded by values derived from it; sorting
@@ -48,6 +48,7 @@
  * the search goes on.
  */
 #define _GNU_SOURCE          /* setpriority on one thread: gettid */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -157,6 +158,7 @@ typedef struct search {
 	const tir_tune_opts *o;
 	const search_space *space;
 	int trials, batch, population;
+	int patience;              /* flat rounds that end it; INT_MAX: none do */
 	double flops;
 	uint64_t rng;
 
@@ -1212,7 +1214,7 @@ static int pipelined(search *S, int *stale, int *flat, tir_error *err)
 			S->measure_s = S->update_s = 0;
 			progress(S, S->round);
 		}
-		if (*stale >= SEARCH_STALE_ROUNDS || *flat >= SEARCH_PATIENCE) {
+		if (*stale >= SEARCH_STALE_ROUNDS || *flat >= S->patience) {
 			/* what is in flight is measured already: it is recorded */
 			flight_free(&next);
 			stop = true;
@@ -1254,6 +1256,7 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		.trials = o->trials > 0 ? o->trials : SEARCH_TRIALS,
 		.batch = o->batch > 0 ? o->batch : SEARCH_BATCH,
 		.population = o->population > 0 ? o->population : SEARCH_POPULATION,
+		.patience = o->patience > 0 ? o->patience : INT_MAX,
 		.flops = tir_workload_flops(w),
 		.rng = tir_derive(o->seed, 0x5EA4C4, 0),
 		.best = -1,
@@ -1283,7 +1286,7 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 		bool better = S.best >= 0 && (before == 0 || best_us(&S) < before * 0.999);
 		flat = !n ? flat : better ? 0 : flat + 1;
 		progress(&S, S.round);
-		if (stale >= SEARCH_STALE_ROUNDS || flat >= SEARCH_PATIENCE)
+		if (stale >= SEARCH_STALE_ROUNDS || flat >= S.patience)
 			break;
 	}
 	if (o->pipeline > 0 && !rc)
@@ -1324,7 +1327,7 @@ int search_run(const tir_workload *w, const tir_target *t, const tir_tune_opts *
 	res->end = S.done >= S.trials ? TIR_TUNE_END_BUDGET
 		 : o->cancel && atomic_load(o->cancel) ? TIR_TUNE_END_CANCELLED
 		 : stale >= SEARCH_STALE_ROUNDS ? TIR_TUNE_END_EXHAUSTED
-		 : flat >= SEARCH_PATIENCE ? TIR_TUNE_END_PLATEAU : TIR_TUNE_END_BUDGET;
+		 : flat >= S.patience ? TIR_TUNE_END_PLATEAU : TIR_TUNE_END_BUDGET;
 	S.st.stale_rounds = stale;
 	S.st.flat_rounds = flat;
 	if (stats)

@@ -40,10 +40,10 @@
 #define SEARCH_MUTATE_TRIES    4     /* attempts per child before giving up */
 /* Plateau: the search stops after SEARCH_STALE_ROUNDS rounds in a row that
  * found no unmeasured valid candidate (the space is exhausted, or every draw
- * fails), or SEARCH_PATIENCE rounds in a row that measured something but did
- * not improve the best latency by more than 0.1 % (tir.h: tir_tune_end). */
+ * fails), or, given a patience (tir_tune_opts.patience), after that many
+ * rounds in a row that measured something but did not improve the best
+ * latency by more than 0.1 % (tir.h: tir_tune_end). */
 #define SEARCH_STALE_ROUNDS    TIR_TUNE_STALE_ROUNDS
-#define SEARCH_PATIENCE        TIR_TUNE_PATIENCE
 
 /* The space searched: n sketches, each applied to a fresh schedule. */
 typedef struct search_space {
