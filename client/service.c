@@ -34,13 +34,22 @@ typedef struct args {
 	long trials, batch, limit;
 	long long seed;            /* with has_seed */
 	bool has_seed;
-	long patience;             /* with has_patience; 0: never stop early */
+	long long patience;        /* with has_patience; 0: never stop early */
 	bool has_patience;
 	double timeout_s;
 	bool wait, tir, trace, source, trust;
 	const char *where[32];
 	int nwhere;
 } args;
+
+/* A decimal integer of v, 0 or more, into *x: false when v is anything else. */
+static bool nonneg(const char *v, long long *x)
+{
+	char *end = NULL;
+	errno = 0;
+	*x = strtoll(v, &end, 10);
+	return !errno && !*end && *x >= 0 && *v >= '0' && *v <= '9';
+}
 
 /* Parses argv[1..] against the options a command accepts (a string of names
  * separated by spaces); -1 after a message on anything else. */
@@ -90,18 +99,14 @@ static int parse(int argc, char **argv, const char *accepts, int maxpos, tirctl_
 		else if (!strcmp(n, "fusion")) a->fusion = v;
 		else if (!strcmp(n, "cost-model")) a->cost_model = v;   /* tird checks it */
 		else if (!strcmp(n, "seed")) {
-			errno = 0;
-			a->seed = strtoll(v, &end, 10);
-			if (errno || *end || a->seed < 0 || !(*v >= '0' && *v <= '9')) {
+			if (!nonneg(v, &a->seed)) {
 				tirctl_err("%s: --seed takes a non-negative integer", argv[0]);
 				return -1;
 			}
 			a->has_seed = true;
 		}
 		else if (!strcmp(n, "patience")) {
-			errno = 0;
-			a->patience = strtol(v, &end, 10);
-			if (errno || *end || a->patience < 0 || !(*v >= '0' && *v <= '9')) {
+			if (!nonneg(v, &a->patience)) {
 				tirctl_err("%s: --patience takes a non-negative integer (rounds; "
 					   "0: never stop early)", argv[0]);
 				return -1;
