@@ -55,7 +55,8 @@ void tirctl_lower_usage(void)
 	       "               \"source\", \"compiled\"}...]}\n"
 	       "With --json: {\"workload_key\", \"target\", \"program\", \"source\", \"trace\",\n"
 	       "and with --run \"status\", \"max_rel_error\", \"median_us\", \"gflops\"\n"
-	       "(and on CUDA \"launch_us\", the launch term per kernel in median_us)}.\n");
+	       "(and on CUDA \"timer\", \"profiler\" or \"graph\", and under the graph\n"
+	       "timer \"launch_us\", the launch term per kernel in median_us)}.\n");
 }
 
 static int parse_args(int argc, char **argv, tirctl_globals *g, lower_opts *o)
@@ -191,6 +192,9 @@ static void print_json(const lowered *l)
 			cJSON_AddNumberToObject(o, "median_us", r->median_us);
 			if (r->launch_us > 0)
 				cJSON_AddNumberToObject(o, "launch_us", r->launch_us);
+			if (r->timer != TIR_TIMER_NONE)
+				cJSON_AddStringToObject(o, "timer", r->timer == TIR_TIMER_PROFILER
+							? "profiler" : "graph");
 			cJSON *rep = cJSON_AddArrayToObject(o, "repeats_us");
 			for (int i = 0; i < r->nrepeats; i++)
 				cJSON_AddItemToArray(rep, cJSON_CreateNumber(r->repeat_us[i]));
@@ -226,8 +230,11 @@ static void print_text(const lowered *l)
 	if (r->status == TIR_MEASURE_OK)
 		printf(", median %.3f us over %d repeats, %.2f GFLOP/s", r->median_us,
 		       r->nrepeats, gflops(l));
-	if (r->status == TIR_MEASURE_OK && r->launch_us > 0)
-		printf(" (including a launch term of %.3f us per kernel)", r->launch_us);
+	if (r->status == TIR_MEASURE_OK && r->timer == TIR_TIMER_PROFILER)
+		printf(" (each kernel's gpu__time_duration, by the profiler)");
+	else if (r->status == TIR_MEASURE_OK && r->launch_us > 0)
+		printf(" (back to back, including a launch term of %.3f us per kernel)",
+		       r->launch_us);
 	if (r->status != TIR_MEASURE_OK)
 		printf(": %s", r->msg);
 	putchar('\n');

@@ -334,12 +334,13 @@ static void *slot_main(void *arg)
 				clock_gettime(CLOCK_MONOTONIC, &t1);
 				wlog("batch %.0f: %d candidates measured in %.2f s (slot %d): %d built in %.2f s "
 				     "(code %.2f s), reference %.2f s, runs done %.2f s after the builds "
-				     "(%d processes; candidates %.2f s, of which timing %.2f s); "
+				     "(%d processes; candidates %.2f s, of which timing %.2f s%s); "
 				     "compile cache: %d hits (%ld in all)",
 				     bid->valuedouble, n,
 				     (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, sl->k,
 				     ph.built, ph.build_s, ph.generate_s, ph.reference_s, ph.run_s,
-				     ph.processes, ph.candidates_s, ph.timing_s, ph.cache_hits,
+				     ph.processes, ph.candidates_s, ph.timing_s,
+				     ph.by_profiler ? ", by the profiler" : "", ph.cache_hits,
 				     ph.cache_hits_total);
 				if (!stop_requested) {
 					cJSON *o = cJSON_CreateObject();

@@ -1063,6 +1063,60 @@ START_TEST(cuda_runner)
 }
 END_TEST
 
+/* The timers (TIRD_CUDA_TIMER in the measuring child): graph adds its
+ * launch term; profiler reads each kernel's duration, no term, or fails
+ * naming the profiler where CUPTI's cannot run; auto is one of the two; any
+ * other value is a run_error naming the variable.  Needs a GPU. */
+START_TEST(cuda_timers)
+{
+	tir_target t;
+	tir_error err;
+	if (tir_cuda_device_props(0, &t, &err) != 0)
+		return;                /* no GPU: cuda_runner covers the no-driver path */
+	tir_code *c = cuda_code(cu_add, "k_add");
+	tir_artifact *a = tir_runner_cuda.build(c, &t, &err);
+	ck_assert_msg(a != NULL, "%s", err.msg);
+	tir_measure_opts o = { .seed = 3, .timeout_s = 60 };
+	tir_measure_result r = { 0 };
+
+	setenv("TIRD_CUDA_TIMER", "graph", 1);
+	ck_assert_msg(tir_runner_cuda.run(a, c, &o, &r) == 0, "%s", r.msg);
+	ck_assert_int_eq(r.timer, TIR_TIMER_GRAPH);
+	ck_assert(r.launch_us > 0 && r.median_us > r.launch_us);
+	double graph_us = r.median_us;
+
+	setenv("TIRD_CUDA_TIMER", "profiler", 1);
+	bool profiler = tir_runner_cuda.run(a, c, &o, &r) == 0;
+	if (profiler) {
+		ck_assert_int_eq(r.timer, TIR_TIMER_PROFILER);
+		ck_assert(r.launch_us == 0);
+		/* one small kernel alone: about what the graph gives it with its
+		 * launch term, never an order of magnitude off */
+		ck_assert_msg(r.median_us > 0.3 * graph_us && r.median_us < 3 * graph_us,
+			      "profiler %.3f us, graph %.3f us", r.median_us, graph_us);
+		for (int i = 0; i < 4096; i++)
+			ck_assert(r.output[i] == r.output[i]);
+	} else {
+		ck_assert_int_eq(r.status, TIR_MEASURE_RUN_ERROR);
+		ck_assert_msg(strstr(r.msg, "cuda profiler") != NULL, "%s", r.msg);
+	}
+
+	setenv("TIRD_CUDA_TIMER", "auto", 1);
+	ck_assert_msg(tir_runner_cuda.run(a, c, &o, &r) == 0, "%s", r.msg);
+	ck_assert_int_eq(r.timer, profiler ? TIR_TIMER_PROFILER : TIR_TIMER_GRAPH);
+
+	setenv("TIRD_CUDA_TIMER", "events", 1);
+	ck_assert_int_eq(tir_runner_cuda.run(a, c, &o, &r), -1);
+	ck_assert_int_eq(r.status, TIR_MEASURE_RUN_ERROR);
+	ck_assert_msg(strstr(r.msg, "TIRD_CUDA_TIMER") != NULL, "%s", r.msg);
+	unsetenv("TIRD_CUDA_TIMER");
+
+	tir_measure_result_clear(&r);
+	tir_runner_cuda.free(a);
+	free_code(c);
+}
+END_TEST
+
 /* Two outputs on the GPU: run() copies both back, the stream judges each
  * and names the one at fault.  Without a GPU, the no-driver path. */
 START_TEST(cuda_two_outputs)
@@ -1276,6 +1330,7 @@ static Suite *make_measure_suite(void)
 	tcase_add_test(tc, cuda_batch);
 #endif
 	tcase_add_test(tc, cuda_runner);
+	tcase_add_test(tc, cuda_timers);
 	tcase_add_test(tc, cuda_two_outputs);
 	suite_add_tcase(s, tc);
 	return s;

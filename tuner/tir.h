@@ -668,6 +668,7 @@ typedef struct tir_measure_phases {
 	double generate_s;         /* of build_s: replaying, validating, generating code */
 	double candidates_s, timing_s;
 	int built, processes;
+	int by_profiler;           /* candidates timed by the profiler timer (CUDA) */
 	/* candidates not compiled because an identical build (the same source
 	 * for the same target, compiler and flags) was at hand: kept from an
 	 * earlier batch in the context's compile cache, or another candidate's

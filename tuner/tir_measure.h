@@ -60,6 +60,16 @@ extern "C" {
  * CUDA in the calling process; see tir_cuda_device_props. */
 
 #define TIR_MEASURE_MAX_REPEATS 64
+
+/* How a GPU candidate was timed (docs/measurement.md, "The CUDA runner"):
+ * by CUPTI's range profiler, each kernel's gpu__time_duration as ncu reads
+ * it, or, where the profiler cannot run, by a graph of back-to-back calls
+ * plus the launch term.  NONE: not timed, or not a GPU. */
+typedef enum tir_timer {
+	TIR_TIMER_NONE = 0,
+	TIR_TIMER_GRAPH,
+	TIR_TIMER_PROFILER,
+} tir_timer;
 #define TIR_MEASURE_MAX_OUTPUTS 16
 
 typedef struct tir_measure_opts {
@@ -105,8 +115,10 @@ typedef struct tir_measure_result {
 				    * process: loading, checking and timing */
 	double timing_s;           /* of which in tir_time_repeats */
 	/* CUDA: the launch term per kernel that median_us and latency_us
-	 * include (cuda_run.c: what back-to-back calls hide); 0 elsewhere */
+	 * include (cuda_run.c: what back-to-back calls hide); 0 elsewhere and
+	 * under the profiler timer */
 	double launch_us;
+	tir_timer timer;           /* how the figure was timed */
 } tir_measure_result;
 
 /* Frees result->output and zeroes the result (max_rel_error -1). */

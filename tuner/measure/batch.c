@@ -917,6 +917,7 @@ static void run_one(const tir_runner *r, job *j, const tir_measure_opts *o,
 	ph->processes++;
 	ph->candidates_s += tir_now_s() - t0;
 	ph->timing_s += mr.timing_s;
+	ph->by_profiler += mr.timer == TIR_TIMER_PROFILER;
 	if (rc == 0)
 		mr.status = tir_measure_judge(j->code, ref, ref_n, mr.output, mr.out_elems,
 					      &mr.max_rel_error, mr.msg, sizeof mr.msg);
@@ -973,6 +974,7 @@ static void batch_results(const builders *b, tir_candidate *out, const tir_measu
 		record(&res[j], &out[idx[j]]);
 		ph->candidates_s += res[j].run_s;
 		ph->timing_s += res[j].timing_s;
+		ph->by_profiler += res[j].timer == TIR_TIMER_PROFILER;
 	}
 	free(res);
 	free(idx);
@@ -990,6 +992,7 @@ static void stream_results(const builders *b, tir_candidate *out, tir_measure_ph
 			record(&res[i], &out[i]);
 			ph->candidates_s += res[i].run_s;
 			ph->timing_s += res[i].timing_s;
+			ph->by_profiler += res[i].timer == TIR_TIMER_PROFILER;
 		}
 	free(res);
 }

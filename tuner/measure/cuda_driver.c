@@ -154,6 +154,7 @@ int cuda_api_open(cu_api *cu, int device, int *sm, int *l2, tir_child_report *re
 	       "cuDeviceGetAttribute");
 	CU_TRY(cu->DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
 	CU_TRY(cu->CtxSetCurrent(ctx), "cuCtxSetCurrent");
+	cu->ctx = ctx;
 	*sm = major * 10 + minor;
 	turn_open(cu, dev);
 	return 0;

@@ -13,13 +13,24 @@
  * shared memory where a launch needs it), a device buffer per argument
  * (inputs from tir_measure_fill, the output all-ones, scratch zeroed), then
  * the launches in order, each kernel taking every argument's device pointer
- * in tir_code.args order.  The outputs are copied back, then timed with
- * events: repeats of whole launch sequences captured as one CUDA graph (at
- * most GRAPH_MAX_CALLS sequences, replayed as often as the repeat needs:
- * device time per call, as the peer's figures in bench/ are taken), on a
- * blocking stream of its own, the L2 flushed before each repeat by a memset
- * of twice its size.  The calls rotate through copies of the inputs and
- * outputs that together span twice the L2 (cuda_rotation), so every call
+ * in tir_code.args order.  The outputs are copied back, then timed, the
+ * L2 flushed before each repeat by a memset of twice its size, by one of
+ * two timers (TIRD_CUDA_TIMER in the measuring process):
+ *
+ *   profiler (the default where it can run: "auto"): CUPTI's range
+ *   profiler (cuda_profiler.c) reads each kernel's gpu__time_duration, the
+ *   figure ncu gives, every kernel run alone, at most PROF_MAX_RANGES
+ *   kernels a repeat; a call's figure is the sum over its kernels.
+ *
+ *   graph (where the profiler cannot run, or asked for): events around
+ *   repeats of whole launch sequences captured as one CUDA graph (at most
+ *   GRAPH_MAX_CALLS sequences, replayed as often as the repeat needs:
+ *   device time per call, as the peer's figures in bench/ are taken), plus
+ *   the launch term below.
+ *
+ * Both run on a blocking stream of the runner's own.  The calls rotate
+ * through copies of the inputs and outputs that together span twice the
+ * L2 (cuda_rotation), so every call
  * reads its data from device memory, as a kernel among other work does;
  * back to back on one set of buffers (TIRD_CUDA_L2=warm in the measuring
  * process, for comparisons) every call after the first found its data in
@@ -27,8 +38,8 @@
  * 45% on a cold L2 where the vendor's lost a few percent
  * (bench/results/2026-12-02-h200-harness.txt).
  *
- * The launch term.  Back to back, a kernel's launch overlaps the kernel
- * before it; alone (ncu's gpu__time_duration, or a kernel after other work)
+ * The launch term (graph timer only).  Back to back, a kernel's launch
+ * overlaps the kernel before it; alone (ncu's gpu__time_duration, or a kernel after other work)
  * it does not, and the back-to-back figure of a best was ncu's less a near
  * constant 0.9 us per kernel (bench/results/2026-12-02-h200-l2.txt).  A
  * candidate of two kernels (split-K) pays that twice where it runs among
@@ -149,6 +160,9 @@ int cuda_flush(void *ctx, tir_child_report *rep)
 
 /* At most this many launch sequences in one graph; more calls replay it. */
 #define GRAPH_MAX_CALLS 256
+/* The profiler timer's kernels per collection: a repeat of at most this
+ * many kernels, however short they are (each is run alone). */
+#define PROF_MAX_RANGES 16
 /* The empty kernel of the launch term: one block of one warp. */
 #define LAUNCH_BLOCKS 1
 #define LAUNCH_THREADS 32
@@ -187,6 +201,7 @@ void cuda_graph_release(cuda_ctx *x)
 {
 	graph_drop(x);
 	copies_drop(x);
+	cuda_prof_release(x->prof);
 }
 
 /* x->copies: as many copies of the inputs and outputs (the scratch buffers
@@ -306,13 +321,63 @@ static int graph_of(cuda_ctx *x, long calls, tir_child_report *rep)
 	return 0;
 }
 
-/* n calls timed with events: replays of a CUDA graph of up to
- * GRAPH_MAX_CALLS launch sequences (the device time of the calls, without
- * the host's launch gaps between them), the time scaled to n calls. */
+/* The profiler timer's n calls: at most as many launch sequences as the
+ * profiler has ranges for (PROF_MAX_CALLS), each on the next copy of the
+ * rotation, each kernel profiled alone; the sum of their durations scaled
+ * to n calls. */
+static int cuda_timed_profiled(cuda_ctx *x, long n, double *us, tir_child_report *rep)
+{
+	const cu_api *cu = &x->cu;
+	int per = x->c->nlaunches > 0 ? x->c->nlaunches : 1;
+	long calls = cuda_prof_max_ranges(x->prof) / per;
+	if (calls > n)
+		calls = n;
+	if (calls < 1) {
+		snprintf(rep->msg, sizeof rep->msg, "cuda profiler: %d kernels in one call, more "
+			 "than the %d a collection holds", per, cuda_prof_max_ranges(x->prof));
+		rep->status = TIR_MEASURE_RUN_ERROR;
+		return -1;
+	}
+	if (cuda_rotation(x, rep))
+		return -1;
+	if (cuda_prof_begin(x->prof, rep->msg, sizeof rep->msg)) {
+		rep->status = TIR_MEASURE_RUN_ERROR;
+		return -1;
+	}
+	int rc = 0;
+	void ***own = x->lparams;
+	for (long i = 0; i < calls && rc == 0; i++) {
+		x->lparams = x->copies[x->prof_next++ % x->ncopies].lparams;
+		rc = cuda_launch_all(x, rep);
+	}
+	x->lparams = own;
+	CUresult e = cu->CtxSynchronize();
+	double sum = 0;
+	char why[sizeof rep->msg];
+	int ended = cuda_prof_end(x->prof, (int)(calls * per), &sum, why, sizeof why);
+	if (rc)
+		return -1;
+	if (e != CUDA_SUCCESS)
+		return cuda_api_fail(cu, rep, e, "running the kernels");
+	if (ended) {
+		memcpy(rep->msg, why, sizeof why);
+		rep->status = TIR_MEASURE_RUN_ERROR;
+		return -1;
+	}
+	*us = sum * (double)n / (double)calls;
+	return 0;
+}
+
+/* n calls timed: by the profiler timer where it is on, else with events
+ * around replays of a CUDA graph of up to GRAPH_MAX_CALLS launch sequences
+ * (the device time of the calls, without the host's launch gaps between
+ * them), the time scaled to n calls. */
 int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep)
 {
 	cuda_ctx *x = ctx;
 	const cu_api *cu = &x->cu;
+	if (x->prof)
+		return cuda_timed_profiled(x, n, us, rep);
 	long calls = n < GRAPH_MAX_CALLS ? n : GRAPH_MAX_CALLS;
 	long replays = (n + calls - 1) / calls;
 	if (graph_of(x, calls, rep))
@@ -415,6 +480,7 @@ void cuda_add_launch_term(const cuda_ctx *x, tir_child_report *rep)
 	for (int i = 0; i < rep->nrepeats && i < TIR_MEASURE_MAX_REPEATS; i++)
 		rep->repeat_us[i] += add;
 	rep->launch_us = x->launch_us;
+	rep->timer = x->prof ? TIR_TIMER_PROFILER : TIR_TIMER_GRAPH;
 }
 
 /* The events and the L2-flush buffer (twice the L2) of the timing loop,
@@ -429,6 +495,31 @@ int cuda_timing_init(cuda_ctx *x, int l2, tir_child_report *rep)
 	const char *mode = getenv("TIRD_CUDA_L2");    /* "warm": no rotation */
 	x->warm_l2 = mode && strcmp(mode, "warm") == 0;
 	CU_TRY(cu->MemAlloc(&x->flush, x->flush_bytes), "allocating the L2 flush buffer");
+	/* the timer: TIRD_CUDA_TIMER=profiler, graph, or auto (the default:
+	 * the profiler where CUPTI's can run, else the graph) */
+	const char *timer = getenv("TIRD_CUDA_TIMER");
+	if (!timer || !*timer)
+		timer = "auto";
+	bool must = strcmp(timer, "profiler") == 0;
+	if (!must && strcmp(timer, "auto") != 0 && strcmp(timer, "graph") != 0) {
+		snprintf(rep->msg, sizeof rep->msg, "cuda: TIRD_CUDA_TIMER is \"%.40s\"; "
+			 "profiler, graph or auto", timer);
+		rep->status = TIR_MEASURE_RUN_ERROR;
+		return -1;
+	}
+	if (strcmp(timer, "graph") != 0) {
+		char why[sizeof rep->msg];
+		x->prof = cuda_prof_open(cu->ctx, x->o->device, PROF_MAX_RANGES, why, sizeof why);
+		if (x->prof) {
+			x->launch_us = 0;   /* each kernel's duration is its own, launch included */
+			return 0;
+		}
+		if (must) {
+			memcpy(rep->msg, why, sizeof why);
+			rep->status = TIR_MEASURE_RUN_ERROR;
+			return -1;
+		}
+	}
 	return launch_term(x, rep);
 }
 

@@ -78,6 +78,7 @@ typedef struct cu_api {
 					 CUtensorMapInterleave, CUtensorMapSwizzle,
 					 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 	int turn_fd;               /* the device's lock file, + 1 (0: none; cuda_device_turn) */
+	CUcontext ctx;             /* the primary context cuda_api_open made current */
 } cu_api;
 
 /* Loads the driver; 0, or -1 with a message in msg. */
@@ -154,8 +155,13 @@ typedef struct cuda_ctx {
 	cuda_copy *copies;
 	bool warm_l2;              /* TIRD_CUDA_L2=warm: one set of buffers */
 	/* the launch term (cuda_timing_init): an empty kernel's time per call
-	 * back to back on this device, added per kernel to every figure */
+	 * back to back on this device, added per kernel to every figure; 0
+	 * under the profiler timer */
 	double launch_us;
+	/* the profiler timer (TIRD_CUDA_TIMER=profiler; NULL: the graph timer)
+	 * and the copy its next call reads */
+	struct cuda_prof *prof;
+	long prof_next;
 } cuda_ctx;
 
 /* Launches every kernel once, in order; no synchronisation. */
@@ -180,6 +186,25 @@ int cuda_timed(void *ctx, long n, double *us, tir_child_report *rep);
 void cuda_graph_release(cuda_ctx *x);
 /* RUN_ERROR "out of memory for what"; returns -1. */
 int cuda_out_of_memory(tir_child_report *rep, const char *what);
+
+/* ---- cuda_profiler.c: the profiler timer (CUPTI's range profiler) -------------------------- */
+
+typedef struct cuda_prof cuda_prof;
+/* CUPTI loaded and configured for gpu__time_duration.sum on ctx (device's
+ * context), with room for max_ranges kernels per collection; NULL with the
+ * reason in msg.  Call with the device's turn held. */
+cuda_prof *cuda_prof_open(CUcontext ctx, int device, int max_ranges, char *msg, size_t size);
+void cuda_prof_close(cuda_prof *p);
+/* Gives the device's counters back (the profiler is enabled again by the
+ * next cuda_prof_begin): before the process's turn on the device ends. */
+void cuda_prof_release(cuda_prof *p);
+int cuda_prof_max_ranges(const cuda_prof *p);
+/* A collection: begin, then launch the kernels, then end with the number
+ * of kernels launched, which gives the sum of their durations in *us
+ * (each kernel alone on the GPU, as ncu's gpu__time_duration).  0, or -1
+ * with the reason in msg (a kernel not profiled is one). */
+int cuda_prof_begin(cuda_prof *p, char *msg, size_t size);
+int cuda_prof_end(cuda_prof *p, int kernels, double *us, char *msg, size_t size);
 
 static inline size_t cuda_arg_bytes(const tir_arg_info *a)
 {

@@ -231,6 +231,7 @@ void tir_child_collect(const tir_child_report *rep, const tir_code *c,
 	r->median_us = r->latency_us = rep->median_us;
 	r->timing_s = rep->timing_s;
 	r->launch_us = rep->launch_us;
+	r->timer = (tir_timer)rep->timer;
 	free(r->output);
 	r->output = NULL;
 	r->out_elems = 0;
@@ -259,6 +260,7 @@ typedef struct batch_item {
 	double max_rel_error;
 	double run_s, timing_s;    /* wall seconds: the item, its timing */
 	double launch_us;
+	int timer;
 } batch_item;
 
 /* The mapping every child of one stream shares with the parent.  Items
@@ -357,6 +359,7 @@ static void batch_child(batch_shared *sh, int first, const batch_fns *f)
 		it->run_s = tir_now_s() - t0;
 		it->timing_s = rep.timing_s;
 		it->launch_us = rep.launch_us;
+		it->timer = rep.timer;
 		it->status = rep.status;
 		rep.msg[sizeof rep.msg - 1] = '\0';
 		snprintf(it->msg, sizeof it->msg, "%s", rep.msg);
@@ -607,6 +610,7 @@ int tir_child_stream_finish(tir_child_stream *s, tir_measure_result *r)
 		r[i].run_s = it->run_s;
 		r[i].timing_s = it->timing_s;
 		r[i].launch_us = it->launch_us;
+		r[i].timer = (tir_timer)it->timer;
 	}
 	int children = s->children;
 	if (s->sh)

@@ -218,6 +218,7 @@ typedef struct tir_child_report {
 	double repeat_us[TIR_MEASURE_MAX_REPEATS];
 	double timing_s;           /* wall seconds in tir_time_repeats */
 	double launch_us;          /* CUDA: the launch term in median_us, per kernel */
+	int timer;                 /* tir_timer */
 	int output_ready;          /* 1 once out[] holds the output */
 	size_t out_bytes;
 	unsigned char out[];
