@@ -260,16 +260,14 @@ static bool json_int(const cJSON *body, const char *name, long lo, long hi, long
 #define SEED_MAX 9007199254740991.0        /* 2^53 - 1: exact as a JSON number */
 
 /* "search": {"cost_model": "xgboost" | "random", "seed": N, "patience": P},
- * each optional, into rq's cost_model, has_seed, seed, has_patience and
- * patience.  false after answering 400. */
+ * each optional, into rq->search (the default cost model where none is
+ * named).  false after answering 400. */
 static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 {
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "search");
-	snprintf(rq->cost_model, sizeof rq->cost_model, "%s", tird_cost_models[0]);
-	rq->has_seed = false;
-	rq->seed = 0;
-	rq->has_patience = false;
-	rq->patience = 0;
+	store_search *o = &rq->search;
+	*o = (store_search){ 0 };
+	snprintf(o->cost_model, sizeof o->cost_model, "%s", tird_cost_models[0]);
 	if (!s)
 		return true;
 	if (!cJSON_IsObject(s)) {
@@ -282,7 +280,7 @@ static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 			bool ok = false;
 			for (int i = 0; cJSON_IsString(k) && tird_cost_models[i]; i++)
 				if (!strcmp(k->valuestring, tird_cost_models[i])) {
-					snprintf(rq->cost_model, sizeof rq->cost_model, "%s",
+					snprintf(o->cost_model, sizeof o->cost_model, "%s",
 						 tird_cost_models[i]);
 					ok = true;
 				}
@@ -301,8 +299,8 @@ static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 					   "in [0, 2^53-1]");
 				return false;
 			}
-			rq->seed = (int64_t)k->valuedouble;
-			rq->has_seed = true;
+			o->seed = (int64_t)k->valuedouble;
+			o->has_seed = true;
 		} else if (!strcmp(k->string, "patience")) {
 			if (!cJSON_IsNumber(k) || !(k->valuedouble >= 0) ||
 			    k->valuedouble > TIRD_PATIENCE_MAX ||
@@ -312,8 +310,8 @@ static bool parse_search(const cJSON *body, job_request *rq, http_resp *out)
 					   TIRD_PATIENCE_MAX);
 				return false;
 			}
-			rq->patience = (int)k->valuedouble;
-			rq->has_patience = true;
+			o->patience = (int)k->valuedouble;
+			o->has_patience = true;
 		} else {
 			http_error(out, 400, "bad_request", "search: unknown key \"%s\" (expected "
 				   "cost_model, seed, patience)", k->string);

@@ -201,11 +201,7 @@ static void do_view(const job *j, job_view *v)
 	snprintf(sj->target, sizeof sj->target, "%s", j->target.key);
 	sj->trials = j->trials;
 	sj->batch = j->batch;
-	memcpy(sj->cost_model, j->cost_model, sizeof sj->cost_model);
-	sj->has_seed = j->has_seed;
-	sj->seed = j->seed;
-	sj->has_patience = j->has_patience;
-	sj->patience = j->patience;
+	sj->search = j->search;
 	sj->state = j->state;
 	sj->trials_done = j->trials_done;
 	sj->errors = j->errors;
@@ -301,11 +297,7 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	snprintf(sj.target, sizeof sj.target, "%s", t->key);
 	sj.trials = rq->trials;
 	sj.batch = rq->batch;
-	snprintf(sj.cost_model, sizeof sj.cost_model, "%s", rq->cost_model);
-	sj.has_seed = rq->has_seed;
-	sj.seed = rq->seed;
-	sj.has_patience = rq->has_patience;
-	sj.patience = rq->patience;
+	sj.search = rq->search;
 	if (have == 1 && b.record_id[0] && b.trials >= rq->trials) {
 		sj.state = STORE_JOB_DONE;
 		sj.cached = true;
@@ -366,18 +358,14 @@ int jobs_submit(jobs *js, job_request *rq, job_view *v, job_outcome *how, tird_e
 	j->target = *t;
 	j->trials = rq->trials;
 	j->batch = rq->batch;
-	memcpy(j->cost_model, sj.cost_model, sizeof j->cost_model);
-	j->has_seed = sj.has_seed;
-	j->seed = sj.seed;
-	j->has_patience = sj.has_patience;
-	j->patience = sj.patience;
+	j->search = sj.search;
 	j->state = STORE_JOB_QUEUED;
 	j->trials_done = sj.trials_done;
 	j->best_us = sj.best_us;
 	j->created = sj.created;
 	do_append(js, j);
 	log_info("job %lld: queued (%s %s on %s, %d trials, %s model)", (long long)j->id,
-		 tir_workload_op(w), key, t->key, j->trials, j->cost_model);
+		 tir_workload_op(w), key, t->key, j->trials, j->search.cost_model);
 	atomic_fetch_add(&d->metrics.jobs_submitted, 1);
 	do_view_of(js, j, v);
 	pthread_mutex_unlock(&js->mu);
@@ -784,12 +772,10 @@ static int do_load(jobs *js, const store_job *sj, job **out, tir_error *terr,
 	snprintf(j->message, sizeof j->message, "%s", sj->message ? sj->message : "");
 	j->trials = sj->trials;
 	j->batch = sj->batch;
-	snprintf(j->cost_model, sizeof j->cost_model, "%s",
-		 sj->cost_model[0] ? sj->cost_model : tird_cost_models[0]);
-	j->has_seed = sj->has_seed;
-	j->seed = sj->seed;
-	j->has_patience = sj->has_patience;
-	j->patience = sj->patience;
+	j->search = sj->search;
+	if (!j->search.cost_model[0])
+		snprintf(j->search.cost_model, sizeof j->search.cost_model, "%s",
+			 tird_cost_models[0]);
 	j->state = STORE_JOB_QUEUED;
 	j->trials_done = sj->trials_done;
 	j->best_us = sj->best_us;

@@ -17,11 +17,7 @@ typedef struct job {
 	char *canonical;
 	tir_target target;
 	int trials, batch;
-	char cost_model[16];       /* "xgboost" or "random" */
-	bool has_seed;             /* false: the seed is derived at every run */
-	int64_t seed;
-	bool has_patience;         /* false: default_patience at every run */
-	int patience;              /* flat rounds that end its search; 0: none do */
+	store_search search;       /* cost_model "xgboost" or "random" */
 	store_job_state state;
 	int trials_done, errors;   /* in all for (workload, target), this run's errors */
 	double best_us;

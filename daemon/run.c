@@ -379,11 +379,11 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	o.batch = j->batch;
 	/* the job's patience, else the daemon's: rounds in a row measuring
 	 * nothing faster that end the search short of its trials; 0 none do */
-	int patience = j->has_patience ? j->patience : (int)d->cfg.default_patience;
+	int patience = j->search.has_patience ? j->search.patience : (int)d->cfg.default_patience;
 	o.patience = patience;
 	/* a given seed makes the run deterministic given the same measurements;
 	 * else one is derived from the job and what was stored before */
-	o.seed = j->has_seed ? (uint64_t)j->seed
+	o.seed = j->search.has_seed ? (uint64_t)j->search.seed
 			     : (uint64_t)j->id * 0x9e3779b97f4a7c15ULL + (uint64_t)prior.n;
 	o.nprior = prior.n;
 	o.prior = prior.c;
@@ -412,9 +412,9 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	 * is untrained); "random": tir_tune's own random model (o.model NULL),
 	 * seeded by o.seed, which neither reads nor teaches the shared model.
 	 * An emulated key has no model (its timings train nothing): random. */
-	cm_model *model = strcmp(j->cost_model, "random") ? models_of(d, &j->target) : NULL;
+	cm_model *model = strcmp(j->search.cost_model, "random") ? models_of(d, &j->target) : NULL;
 	bool xgb = model != NULL;
-	if (j->target.emulated && strcmp(j->cost_model, "random"))
+	if (j->target.emulated && strcmp(j->search.cost_model, "random"))
 		log_info("job %lld: %s is emulated: no cost model learns from its timings, "
 			 "candidates are ranked at random", (long long)j->id, j->target.key);
 	if (xgb) {
@@ -437,7 +437,7 @@ store_job_state job_run(jobs *js, job *j, char *msg, size_t n)
 	log_info("job %lld: tuning %d more trials (%d stored) in batches of %d, %s model, "
 		 "seed %llu%s, %s", (long long)j->id, want, prior.n, j->batch,
 		 xgb ? "xgboost" : "random", (unsigned long long)o.seed,
-		 j->has_seed ? "" : " (derived)", pat);
+		 j->search.has_seed ? "" : " (derived)", pat);
 	int trc = tir_tune(j->w, &j->target, &o, &res, &terr);
 	tir_tune_end end = res.end;
 	tir_tune_result_clear(&res);

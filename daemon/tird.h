@@ -380,11 +380,8 @@ typedef struct job_request {
 	tir_workload *w;           /* taken by jobs_submit, whatever it returns */
 	tir_target target;         /* full key */
 	int trials, batch;
-	char cost_model[16];       /* one of tird_cost_models */
-	bool has_seed;             /* false: a seed is derived at every run */
-	int64_t seed;
-	bool has_patience;         /* false: default_patience at every run */
-	int patience;              /* 0 to TIRD_PATIENCE_MAX; 0: never stop early */
+	store_search search;       /* cost_model one of tird_cost_models, patience
+				    * 0 to TIRD_PATIENCE_MAX */
 } job_request;
 
 /* How a submission was answered (the team-cache rules, jobs.c). */

@@ -70,13 +70,13 @@ cJSON *view_job(tird *d, const job_view *v)
 	cJSON_AddNumberToObject(o, "batch", sj->batch);
 	cJSON *so = cJSON_AddObjectToObject(o, "search");
 	cJSON_AddStringToObject(so, "cost_model",
-				sj->cost_model[0] ? sj->cost_model : tird_cost_models[0]);
-	if (sj->has_seed)
-		cJSON_AddNumberToObject(so, "seed", (double)sj->seed);
+				sj->search.cost_model[0] ? sj->search.cost_model : tird_cost_models[0]);
+	if (sj->search.has_seed)
+		cJSON_AddNumberToObject(so, "seed", (double)sj->search.seed);
 	else
 		cJSON_AddNullToObject(so, "seed");
-	if (sj->has_patience)
-		cJSON_AddNumberToObject(so, "patience", sj->patience);
+	if (sj->search.has_patience)
+		cJSON_AddNumberToObject(so, "patience", sj->search.patience);
 	else
 		cJSON_AddNullToObject(so, "patience");
 	cJSON_AddNumberToObject(o, "trials_done", sj->trials_done);

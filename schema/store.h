@@ -104,6 +104,21 @@ const char *store_job_state_name(store_job_state s);
 /* -1 for an unknown name. */
 int store_job_state_parse(const char *name);
 
+/* What a job asks of its search, as it was submitted ("search" in POST
+ * /v1/jobs; 002_job_search.sql, 008_job_patience.sql): the cost model's
+ * name ("" on insert: "xgboost", the column's default), the seed the user
+ * gave (has_seed false: none, the daemon derives one per run), the flat
+ * rounds that end the search, 0 none do (has_patience false: none named,
+ * the daemon's default_patience applies).  The daemon's submission, its
+ * job and the stored row carry this one struct. */
+typedef struct store_search {
+	char cost_model[16];
+	bool has_seed;
+	int64_t seed;
+	bool has_patience;
+	int patience;
+} store_search;
+
 typedef struct store_job {
 	int64_t id;
 	char workload_key[65];
@@ -115,16 +130,7 @@ typedef struct store_job {
 	double best_us;            /* 0: none yet */
 	char *message;             /* malloc'd or NULL */
 	double created, started, finished;   /* 0: not yet */
-	/* the search options (002_job_search.sql): the cost model's name
-	 * ("" on insert: "xgboost", the column's default) and the seed the user
-	 * gave (has_seed false: none, the daemon derives one per run) */
-	char cost_model[16];
-	bool has_seed;
-	int64_t seed;
-	/* its patience (008_job_patience.sql): the flat rounds that end its
-	 * search, 0 none do (has_patience false: the user named none) */
-	bool has_patience;
-	int patience;
+	store_search search;
 	/* the claim (004_job_lease.sql), read back only: the replica that
 	 * runs or last ran it ("" none), until when its lease holds (0: none),
 	 * and whether a user asked it to stop */

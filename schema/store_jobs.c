@@ -58,11 +58,11 @@ static int do_job_insert(store *s, store_job *j, store_error *err)
 	bind_double(q, 11, j->created);
 	bind_pos(q, 12, j->started);
 	bind_pos(q, 13, j->finished);
-	bind_text(q, 14, j->cost_model[0] ? j->cost_model : NULL);
-	if (j->has_seed)
-		bind_int64(q, 15, j->seed);
-	if (j->has_patience)
-		bind_int64(q, 16, j->patience);
+	bind_text(q, 14, j->search.cost_model[0] ? j->search.cost_model : NULL);
+	if (j->search.has_seed)
+		bind_int64(q, 15, j->search.seed);
+	if (j->search.has_patience)
+		bind_int64(q, 16, j->search.patience);
 	int rc = step(q, err);
 	if (rc == DB_ROW)
 		j->id = col_int64(q, 0);
@@ -175,14 +175,14 @@ static void job_from_row(db_stmt *q, store_job *j)
 	j->created = col_real(q, 11);
 	j->started = col_real(q, 12);
 	j->finished = col_real(q, 13);
-	col_copy(q, 14, j->cost_model, sizeof j->cost_model);
-	j->has_seed = !col_null(q, 15);
-	j->seed = j->has_seed ? col_int64(q, 15) : 0;
+	col_copy(q, 14, j->search.cost_model, sizeof j->search.cost_model);
+	j->search.has_seed = !col_null(q, 15);
+	j->search.seed = j->search.has_seed ? col_int64(q, 15) : 0;
 	col_copy(q, 16, j->owner, sizeof j->owner);
 	j->lease_until = col_real(q, 17);
 	j->cancel_requested = col_int64(q, 18) != 0;
-	j->has_patience = !col_null(q, 19);
-	j->patience = j->has_patience ? (int)col_int64(q, 19) : 0;
+	j->search.has_patience = !col_null(q, 19);
+	j->search.patience = j->search.has_patience ? (int)col_int64(q, 19) : 0;
 }
 
 int store_job_get(store *s, int64_t id, store_job *j, store_error *err)

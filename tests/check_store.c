@@ -600,34 +600,34 @@ START_TEST(job_search_options_round_trip)
 	j.state = STORE_JOB_QUEUED;
 	ck_assert_int_eq(store_job_insert(db, &j, &err), 0);   /* no options: defaults */
 	store_job k = j;
-	snprintf(k.cost_model, sizeof k.cost_model, "random");
-	k.has_seed = true;
-	k.seed = 9007199254740991LL;                     /* 2^53 - 1 */
+	snprintf(k.search.cost_model, sizeof k.search.cost_model, "random");
+	k.search.has_seed = true;
+	k.search.seed = 9007199254740991LL;              /* 2^53 - 1 */
 	ck_assert_int_eq(store_job_insert(db, &k, &err), 0);
 	store_job z = j;
-	z.has_seed = true;
-	z.seed = 0;                                      /* 0 is a seed, not "none" */
-	z.has_patience = true;
-	z.patience = 0;                                  /* 0: never stop early, not "none" */
+	z.search.has_seed = true;
+	z.search.seed = 0;                               /* 0 is a seed, not "none" */
+	z.search.has_patience = true;
+	z.search.patience = 0;                           /* 0: never stop early, not "none" */
 	ck_assert_int_eq(store_job_insert(db, &z, &err), 0);
-	k.has_patience = true;
-	k.patience = 12;
+	k.search.has_patience = true;
+	k.search.patience = 12;
 	k.id = 0;
 	ck_assert_int_eq(store_job_insert(db, &k, &err), 0);
 	store_job g;
 	ck_assert_int_eq(store_job_get(db, j.id, &g, &err), 1);
-	ck_assert_str_eq(g.cost_model, "xgboost");
-	ck_assert(!g.has_seed);
-	ck_assert(!g.has_patience);
+	ck_assert_str_eq(g.search.cost_model, "xgboost");
+	ck_assert(!g.search.has_seed);
+	ck_assert(!g.search.has_patience);
 	store_job_clear(&g);
 	ck_assert_int_eq(store_job_get(db, k.id, &g, &err), 1);
-	ck_assert_str_eq(g.cost_model, "random");
-	ck_assert(g.has_seed && g.seed == 9007199254740991LL);
-	ck_assert(g.has_patience && g.patience == 12);
+	ck_assert_str_eq(g.search.cost_model, "random");
+	ck_assert(g.search.has_seed && g.search.seed == 9007199254740991LL);
+	ck_assert(g.search.has_patience && g.search.patience == 12);
 	store_job_clear(&g);
 	ck_assert_int_eq(store_job_get(db, z.id, &g, &err), 1);
-	ck_assert(g.has_seed && g.seed == 0);
-	ck_assert(g.has_patience && g.patience == 0);
+	ck_assert(g.search.has_seed && g.search.seed == 0);
+	ck_assert(g.search.has_patience && g.search.patience == 0);
 	store_job_clear(&g);
 }
 END_TEST
@@ -701,25 +701,25 @@ START_TEST(migration_002_keeps_old_jobs)
 	ck_assert_int_eq(g.trials_done, 16);
 	ck_assert(g.best_us == 12.5 && g.created == 1.0 && g.finished == 3.0);
 	ck_assert_str_eq(g.message, "best 12.5 us");
-	ck_assert_str_eq(g.cost_model, "xgboost");
-	ck_assert(!g.has_seed);
+	ck_assert_str_eq(g.search.cost_model, "xgboost");
+	ck_assert(!g.search.has_seed);
 	store_job_clear(&g);
 	ck_assert_int_eq(store_job_get(db, 8, &g, &err), 1);
 	ck_assert_int_eq(g.state, STORE_JOB_QUEUED);
-	ck_assert_str_eq(g.cost_model, "xgboost");
+	ck_assert_str_eq(g.search.cost_model, "xgboost");
 	store_job_clear(&g);
 	/* the old queued job moves on as before, and new jobs carry options */
 	ck_assert_int_eq(store_job_transition(db, 8, STORE_JOB_QUEUED, STORE_JOB_RUNNING,
 					      NULL, &err), 0);
 	store_job k = { .trials = 2, .batch = 2, .state = STORE_JOB_QUEUED,
-			.cost_model = "random", .has_seed = true, .seed = 7 };
+			.search.cost_model = "random", .search.has_seed = true, .search.seed = 7 };
 	snprintf(k.workload_key, sizeof k.workload_key, "%s", WK);
 	snprintf(k.target, sizeof k.target, "%s", CPU1);
 	ck_assert_int_eq(store_job_insert(db, &k, &err), 0);
 	ck_assert_int_eq(k.id, 9);
 	ck_assert_int_eq(store_job_get(db, 9, &g, &err), 1);
-	ck_assert_str_eq(g.cost_model, "random");
-	ck_assert(g.has_seed && g.seed == 7);
+	ck_assert_str_eq(g.search.cost_model, "random");
+	ck_assert(g.search.has_seed && g.search.seed == 7);
 	store_job_clear(&g);
 	/* 003: a record without a job was an import, and keeps its trust */
 	seen sn = { 0 };
