@@ -117,6 +117,12 @@ static int prof_fail(const cupti_api *a, CUptiResult r, char *msg, size_t size,
 	return -1;
 }
 
+static int prof_oom(char *msg, size_t size)
+{
+	snprintf(msg, size, "cuda profiler: out of memory");
+	return -1;
+}
+
 #define PROF_TRY(call, what) do { CUptiResult r_ = (call); \
 	if (r_ != CUPTI_SUCCESS) return prof_fail(&p->api, r_, msg, size, what); } while (0)
 
@@ -158,8 +164,7 @@ static int prof_configure(cuda_prof *p, CUcontext ctx, int device, char *msg, si
 	PROF_TRY(p->api.GetCounterAvailability(&av), "the counters' availability");
 	p->avail = malloc(av.counterAvailabilityImageSize + 1);
 	if (!p->avail) {
-		snprintf(msg, size, "cuda profiler: out of memory");
-		return -1;
+		return prof_oom(msg, size);
 	}
 	av.pCounterAvailabilityImage = p->avail;
 	PROF_TRY(p->api.GetCounterAvailability(&av), "the counters' availability");
@@ -184,8 +189,7 @@ static int prof_configure(cuda_prof *p, CUcontext ctx, int device, char *msg, si
 	p->config_size = cs.configImageSize;
 	p->config = malloc(p->config_size + 1);
 	if (!p->config) {
-		snprintf(msg, size, "cuda profiler: out of memory");
-		return -1;
+		return prof_oom(msg, size);
 	}
 	CUpti_Profiler_Host_GetConfigImage_Params ci =
 		{ CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE };
@@ -223,8 +227,7 @@ static int prof_enable(cuda_prof *p, char *msg, size_t size)
 	p->counters_size = ds.counterDataSize;
 	p->counters = malloc(p->counters_size + 1);
 	if (!p->counters) {
-		snprintf(msg, size, "cuda profiler: out of memory");
-		return -1;
+		return prof_oom(msg, size);
 	}
 	return 0;
 }
@@ -233,7 +236,7 @@ cuda_prof *cuda_prof_open(CUcontext ctx, int device, int max_ranges, char *msg, 
 {
 	cuda_prof *p = calloc(1, sizeof *p);
 	if (!p) {
-		snprintf(msg, size, "cuda profiler: out of memory");
+		prof_oom(msg, size);
 		return NULL;
 	}
 	p->max_ranges = max_ranges > 0 ? max_ranges : 1;
