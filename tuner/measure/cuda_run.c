@@ -18,10 +18,10 @@
  * two timers (TIRD_CUDA_TIMER in the measuring process):
  *
  *   graph (the default, and "auto" where the profiler cannot run): events
- *   around repeats of whole launch sequences captured as one CUDA graph (at most
- *   GRAPH_MAX_CALLS sequences, replayed as often as the repeat needs:
- *   device time per call, as the peer's figures in bench/ are taken), plus
- *   the launch term below.
+ *   around repeats of whole launch sequences captured as one CUDA graph
+ *   (at most GRAPH_MAX_CALLS sequences, replayed as often as the repeat
+ *   needs: device time per call, as the peer's figures in bench/ are
+ *   taken), plus the launch term below.
  *
  *   profiler ("profiler", or "auto" where it can run): CUPTI's range
  *   profiler (cuda_profiler.c) reads each kernel's gpu__time_duration, the
@@ -30,23 +30,23 @@
  *
  * Both run on a blocking stream of the runner's own.  The calls rotate
  * through copies of the inputs and outputs that together span twice the
- * L2 (cuda_rotation), so every call reads its data from device memory, as a kernel among other work does;
- * back to back on one set of buffers (TIRD_CUDA_L2=warm in the measuring
- * process, for comparisons) every call after the first found its data in
- * the L2 the call before had filled, and kernels tuned that way lost up to
- * 45% on a cold L2 where the vendor's lost a few percent
- * (bench/results/2026-12-02-h200-harness.txt).
+ * L2 (cuda_rotation), so every call reads its data from device memory, as
+ * a kernel among other work does; back to back on one set of buffers
+ * (TIRD_CUDA_L2=warm in the measuring process, for comparisons) every call
+ * after the first found its data in the L2 the call before had filled, and
+ * kernels tuned that way lost up to 45% on a cold L2 where the vendor's
+ * lost a few percent (bench/results/2026-12-02-h200-harness.txt).
  *
  * The launch term (graph timer only).  Back to back, a kernel's launch
- * overlaps the kernel before it; alone (ncu's gpu__time_duration, or a kernel after other work)
- * it does not, and the back-to-back figure of a best was ncu's less a near
- * constant 0.9 us per kernel (bench/results/2026-12-02-h200-l2.txt).  A
- * candidate of two kernels (split-K) pays that twice where it runs among
- * other work, so the search must see it: every figure gets the launch term
- * once per kernel of the launch sequence, the term being an empty kernel's
- * time per call back to back on the same device and stream, measured when
- * the timing is set up (launch_term; tir_measure_result.launch_us says what
- * was added).
+ * overlaps the kernel before it; alone (ncu's gpu__time_duration, or a
+ * kernel after other work) it does not, and the back-to-back figure of a
+ * best was ncu's less a near constant 0.9 us per kernel
+ * (bench/results/2026-12-02-h200-l2.txt).  A candidate of two kernels
+ * (split-K) pays that twice where it runs among other work, so the search
+ * must see it: every figure gets the launch term once per kernel of the
+ * launch sequence, the term being an empty kernel's time per call back to
+ * back on the same device and stream, measured when the timing is set up
+ * (launch_term; tir_measure_result.launch_us says what was added).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -321,7 +321,7 @@ static int graph_of(cuda_ctx *x, long calls, tir_child_report *rep)
 }
 
 /* The profiler timer's n calls: at most as many launch sequences as the
- * profiler has ranges for (PROF_MAX_CALLS), each on the next copy of the
+ * profiler has ranges for (PROF_MAX_RANGES kernels), each on the next copy of the
  * rotation, each kernel profiled alone; the sum of their durations scaled
  * to n calls. */
 static int cuda_timed_profiled(cuda_ctx *x, long n, double *us, tir_child_report *rep)
