@@ -163,9 +163,8 @@ static int prof_configure(cuda_prof *p, CUcontext ctx, int device, char *msg, si
 	av.ctx = ctx;
 	PROF_TRY(p->api.GetCounterAvailability(&av), "the counters' availability");
 	p->avail = malloc(av.counterAvailabilityImageSize + 1);
-	if (!p->avail) {
+	if (!p->avail)
 		return prof_oom(msg, size);
-	}
 	av.pCounterAvailabilityImage = p->avail;
 	PROF_TRY(p->api.GetCounterAvailability(&av), "the counters' availability");
 
@@ -188,9 +187,8 @@ static int prof_configure(cuda_prof *p, CUcontext ctx, int device, char *msg, si
 	PROF_TRY(p->api.HostGetConfigImageSize(&cs), "the configuration's size");
 	p->config_size = cs.configImageSize;
 	p->config = malloc(p->config_size + 1);
-	if (!p->config) {
+	if (!p->config)
 		return prof_oom(msg, size);
-	}
 	CUpti_Profiler_Host_GetConfigImage_Params ci =
 		{ CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE };
 	ci.pHostObject = p->host;
@@ -226,9 +224,8 @@ static int prof_enable(cuda_prof *p, char *msg, size_t size)
 	PROF_TRY(p->api.GetCounterDataSize(&ds), "the counter image's size");
 	p->counters_size = ds.counterDataSize;
 	p->counters = malloc(p->counters_size + 1);
-	if (!p->counters) {
+	if (!p->counters)
 		return prof_oom(msg, size);
-	}
 	return 0;
 }
 
